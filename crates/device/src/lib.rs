@@ -1,0 +1,266 @@
+//! The block-device seam.
+//!
+//! Everything Proxima stores goes through [`BlockDevice`]: the engine never knows
+//! whether a device is a file, memory, or a simulated disk in virtual time. The
+//! contract is split-phase so that a layout can hand a whole strand to a device (or
+//! to several devices of a RAID group at once) and then learn each completion:
+//!
+//! 1. [`BlockDevice::submit`] queues a batch and returns a [`BatchTicket`]; it does
+//!    not wait. Requests within a batch may be serviced in any order.
+//! 2. [`BlockDevice::wait`] blocks until every request of that batch has completed
+//!    and returns one [`IoCompletion`] per request, in submission order.
+//!
+//! Devices that run in virtual time share one clock; waiting on one device lets
+//! every device on that clock progress, so batches submitted to several devices
+//! before waiting are serviced in parallel, as real disks would.
+//!
+//! Durability: a completed write is *written*, not *durable*. Only a successful
+//! [`BlockDevice::flush`], or a write submitted with `fua`, makes data durable.
+
+mod memory;
+
+pub use memory::MemoryDevice;
+
+use thiserror::Error;
+
+/// What a device is: its addressing unit, size, and whether it stores data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// Human-readable name for errors and reports (a path, "memory", "disk0").
+    pub name: String,
+    /// Size of one addressable block in bytes (a power of two, usually 4096).
+    pub block_size_bytes: u32,
+    /// Number of addressable blocks.
+    pub block_count: u64,
+    /// Unit the device writes atomically; a torn write tears at this granularity.
+    pub atomic_write_bytes: u32,
+    /// False for a simulated device in metadata-only mode: writes are timed but
+    /// their bytes dropped, and reads return zeroes.
+    pub stores_payload: bool,
+}
+
+impl DeviceInfo {
+    /// Capacity in bytes.
+    pub fn capacity_bytes(&self) -> u64 {
+        self.block_count * u64::from(self.block_size_bytes)
+    }
+}
+
+/// The operation of one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoOp {
+    /// Read `block_count` blocks into the request's buffer.
+    Read,
+    /// Write the request's buffer to `block_count` blocks.
+    Write,
+    /// Discard `block_count` blocks; later reads of them return unspecified data.
+    Trim,
+}
+
+/// One request of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IoRequest {
+    /// What to do.
+    pub op: IoOp,
+    /// First block addressed.
+    pub block: u64,
+    /// Number of blocks addressed (at least 1).
+    pub block_count: u32,
+    /// For a write, the data (`block_count * block_size_bytes` bytes, or empty on
+    /// a device that does not store payload). For a read, ignored on submission.
+    pub data: Vec<u8>,
+    /// Force unit access: the write is durable when it completes.
+    pub fua: bool,
+}
+
+impl IoRequest {
+    /// A read of `block_count` blocks starting at `block`.
+    pub fn read(block: u64, block_count: u32) -> Self {
+        Self { op: IoOp::Read, block, block_count, data: Vec::new(), fua: false }
+    }
+
+    /// A write of `data` (a whole number of blocks) starting at `block`.
+    pub fn write(block: u64, block_count: u32, data: Vec<u8>) -> Self {
+        Self { op: IoOp::Write, block, block_count, data, fua: false }
+    }
+
+    /// A trim of `block_count` blocks starting at `block`.
+    pub fn trim(block: u64, block_count: u32) -> Self {
+        Self { op: IoOp::Trim, block, block_count, data: Vec::new(), fua: false }
+    }
+
+    /// The same request with force-unit-access set.
+    pub fn with_fua(mut self) -> Self {
+        self.fua = true;
+        self
+    }
+
+    /// One past the last block addressed.
+    pub fn end_block(&self) -> u64 {
+        self.block + u64::from(self.block_count)
+    }
+}
+
+/// The outcome of one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IoCompletion {
+    /// For a successful read, the data read (empty on a device that does not store
+    /// payload); for other operations, empty.
+    pub result: Result<Vec<u8>, DeviceError>,
+    /// When the request was submitted, in the device clock's nanoseconds.
+    pub submitted_ns: u64,
+    /// When the request completed, in the device clock's nanoseconds.
+    pub completed_ns: u64,
+}
+
+impl IoCompletion {
+    /// Response time of the request in nanoseconds.
+    pub fn response_ns(&self) -> u64 {
+        self.completed_ns - self.submitted_ns
+    }
+}
+
+/// Identifies a submitted batch until it is waited for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BatchTicket(pub u64);
+
+/// Expected operating errors of a device.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DeviceError {
+    /// The medium or the operating system reported an I/O error.
+    #[error("{device}: I/O error at block {block}: {detail}")]
+    Io { device: String, block: u64, detail: String },
+    /// The request addresses blocks past the end of the device.
+    #[error("{device}: blocks {block}..{end_block} are beyond the device's {block_count} blocks")]
+    OutOfRange { device: String, block: u64, end_block: u64, block_count: u64 },
+    /// The request is malformed (zero length, wrong buffer size, ...).
+    #[error("{device}: invalid request: {detail}")]
+    Invalid { device: String, detail: String },
+    /// The device (or the file system under it) is out of space.
+    #[error("{device}: no space left on device")]
+    NoSpace { device: String },
+    /// An earlier write or flush failed; the device refuses further writes.
+    #[error("{device}: writes refused after an earlier write or flush failure")]
+    Latched { device: String },
+    /// The ticket does not name a pending batch of this device.
+    #[error("{device}: unknown batch ticket {ticket}")]
+    UnknownTicket { device: String, ticket: u64 },
+}
+
+/// A device that stores blocks: a file, memory, or a simulated disk.
+///
+/// Implementations validate every request at submission (range, length, buffer
+/// size) and report problems per request, never by panicking.
+pub trait BlockDevice {
+    /// What this device is.
+    fn info(&self) -> DeviceInfo;
+
+    /// Queues `batch` for service and returns a ticket for [`BlockDevice::wait`].
+    /// Requests of one batch may complete in any order.
+    fn submit(&mut self, batch: Vec<IoRequest>) -> Result<BatchTicket, DeviceError>;
+
+    /// Waits for every request of the batch and returns their completions in
+    /// submission order.
+    fn wait(&mut self, ticket: BatchTicket) -> Result<Vec<IoCompletion>, DeviceError>;
+
+    /// Makes every completed write durable.
+    fn flush(&mut self) -> Result<(), DeviceError>;
+
+    /// The device clock in nanoseconds: virtual time for a simulated device,
+    /// monotonic wall time since the device was opened otherwise.
+    fn now_ns(&self) -> u64;
+
+    /// Submits `batch` and waits for it.
+    fn execute(&mut self, batch: Vec<IoRequest>) -> Result<Vec<IoCompletion>, DeviceError> {
+        let ticket = self.submit(batch)?;
+        self.wait(ticket)
+    }
+
+    /// Reads `block_count` blocks at `block`.
+    fn read_blocks(&mut self, block: u64, block_count: u32) -> Result<Vec<u8>, DeviceError> {
+        single(self.execute(vec![IoRequest::read(block, block_count)])?)
+    }
+
+    /// Writes `data` (a whole number of blocks) at `block`.
+    fn write_blocks(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let block_count = block_count_of(&self.info(), data.len())?;
+        single(self.execute(vec![IoRequest::write(block, block_count, data.to_vec())])?).map(drop)
+    }
+
+    /// Discards `block_count` blocks at `block`.
+    fn trim_blocks(&mut self, block: u64, block_count: u32) -> Result<(), DeviceError> {
+        single(self.execute(vec![IoRequest::trim(block, block_count)])?).map(drop)
+    }
+}
+
+impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
+    fn info(&self) -> DeviceInfo {
+        (**self).info()
+    }
+    fn submit(&mut self, batch: Vec<IoRequest>) -> Result<BatchTicket, DeviceError> {
+        (**self).submit(batch)
+    }
+    fn wait(&mut self, ticket: BatchTicket) -> Result<Vec<IoCompletion>, DeviceError> {
+        (**self).wait(ticket)
+    }
+    fn flush(&mut self) -> Result<(), DeviceError> {
+        (**self).flush()
+    }
+    fn now_ns(&self) -> u64 {
+        (**self).now_ns()
+    }
+}
+
+fn single(mut completions: Vec<IoCompletion>) -> Result<Vec<u8>, DeviceError> {
+    assert_eq!(completions.len(), 1, "one request, one completion");
+    completions.pop().expect("one completion").result
+}
+
+fn block_count_of(info: &DeviceInfo, length_bytes: usize) -> Result<u32, DeviceError> {
+    let block_size = info.block_size_bytes as usize;
+    if length_bytes == 0 || length_bytes % block_size != 0 {
+        return Err(DeviceError::Invalid {
+            device: info.name.clone(),
+            detail: format!("{length_bytes} bytes is not a whole, non-zero number of {block_size}-byte blocks"),
+        });
+    }
+    u32::try_from(length_bytes / block_size).map_err(|_| DeviceError::Invalid {
+        device: info.name.clone(),
+        detail: format!("{length_bytes} bytes is too large for one request"),
+    })
+}
+
+/// Checks a request against a device's geometry: the shared validation every
+/// implementation performs at submission.
+pub fn validate_request(info: &DeviceInfo, request: &IoRequest) -> Result<(), DeviceError> {
+    let invalid = |detail: String| DeviceError::Invalid { device: info.name.clone(), detail };
+    if request.block_count == 0 {
+        return Err(invalid("zero-length request".into()));
+    }
+    let end_block = request.block.checked_add(u64::from(request.block_count));
+    match end_block {
+        Some(end_block) if end_block <= info.block_count => {}
+        _ => {
+            return Err(DeviceError::OutOfRange {
+                device: info.name.clone(),
+                block: request.block,
+                end_block: end_block.unwrap_or(u64::MAX),
+                block_count: info.block_count,
+            })
+        }
+    }
+    let expected_bytes = u64::from(request.block_count) * u64::from(info.block_size_bytes);
+    match request.op {
+        IoOp::Write if info.stores_payload && request.data.len() as u64 != expected_bytes => Err(invalid(format!(
+            "write of {} blocks carries {} bytes, expected {expected_bytes}",
+            request.block_count,
+            request.data.len()
+        ))),
+        IoOp::Write
+            if !info.stores_payload && !request.data.is_empty() && request.data.len() as u64 != expected_bytes =>
+        {
+            Err(invalid(format!("write carries {} bytes, expected 0 or {expected_bytes}", request.data.len())))
+        }
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,1 @@
+//! Experiments: each reproduced table or figure, with CSV, plots and markdown reports.
