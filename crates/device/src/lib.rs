@@ -17,8 +17,11 @@
 //! Durability: a completed write is *written*, not *durable*. Only a successful
 //! [`BlockDevice::flush`], or a write submitted with `fua`, makes data durable.
 
+mod batches;
+mod file;
 mod memory;
 
+pub use file::{FileDevice, FileKind, TrimMethod, DEFAULT_BLOCK_SIZE_BYTES};
 pub use memory::MemoryDevice;
 
 use thiserror::Error;

@@ -1,0 +1,465 @@
+//! A device on a regular file or a block device: positional I/O with O_DIRECT
+//! where the file system allows it, buffered I/O with `fdatasync` where it does not.
+//!
+//! Batches are executed in submission order, synchronously, at `submit`; `wait`
+//! hands back the completions. Trim punches a hole in a regular file, issues
+//! `BLKDISCARD` on a block device, and falls back to writing zeroes where neither
+//! is supported ([`FileDevice::trim_method`] says which is in use).
+
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::batches::CompletedBatches;
+use crate::{validate_request, BatchTicket, BlockDevice, DeviceError, DeviceInfo, IoCompletion, IoOp, IoRequest};
+
+/// Alignment of the buffers handed to O_DIRECT I/O: 4 KiB satisfies every logical
+/// sector size in use (512 and 4096 bytes).
+const DIRECT_ALIGNMENT_BYTES: usize = 4096;
+
+/// The block size [`FileDevice::open`] assumes.
+pub const DEFAULT_BLOCK_SIZE_BYTES: u32 = 4096;
+
+/// `BLKDISCARD` from `<linux/fs.h>`: `_IO(0x12, 119)`.
+const BLKDISCARD: libc::c_ulong = 0x1277;
+
+/// What the path names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// A regular file; its length is the device size.
+    Regular,
+    /// A block device; its size is found by seeking to its end.
+    BlockDevice,
+}
+
+/// How [`BlockDevice`] trims are carried out on this file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrimMethod {
+    /// `fallocate(PUNCH_HOLE | KEEP_SIZE)`: the range reads back as zeroes.
+    PunchHole,
+    /// `ioctl(BLKDISCARD)`: the range reads back as whatever the device returns.
+    Discard,
+    /// The range is overwritten with zeroes (neither of the above is supported).
+    WriteZeroes,
+}
+
+/// A regular file or block device used as a [`BlockDevice`].
+#[derive(Debug)]
+pub struct FileDevice {
+    info: DeviceInfo,
+    path: PathBuf,
+    file: File,
+    kind: FileKind,
+    direct: bool,
+    trim_method: TrimMethod,
+    batches: CompletedBatches,
+    opened: Instant,
+}
+
+impl FileDevice {
+    /// Creates a new regular file of `block_count` blocks of `block_size_bytes` (it
+    /// must not exist yet) and opens it.
+    pub fn create(path: &Path, block_size_bytes: u32, block_count: u64) -> Result<Self, DeviceError> {
+        check_block_size(path, block_size_bytes)?;
+        let length_bytes = block_count.checked_mul(u64::from(block_size_bytes)).ok_or_else(|| {
+            invalid(path, format!("{block_count} blocks of {block_size_bytes} bytes overflow a file length"))
+        })?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|error| os_error(path, 0, "create", &error))?;
+        file.set_len(length_bytes).map_err(|error| os_error(path, 0, "set length", &error))?;
+        file.sync_all().map_err(|error| os_error(path, 0, "fsync after create", &error))?;
+        drop(file);
+        Self::open_with_block_size(path, block_size_bytes)
+    }
+
+    /// Opens an existing file or block device with 4 KiB blocks.
+    pub fn open(path: &Path) -> Result<Self, DeviceError> {
+        Self::open_with_block_size(path, DEFAULT_BLOCK_SIZE_BYTES)
+    }
+
+    /// Opens an existing file or block device whose size is a whole number of
+    /// `block_size_bytes` blocks.
+    pub fn open_with_block_size(path: &Path, block_size_bytes: u32) -> Result<Self, DeviceError> {
+        check_block_size(path, block_size_bytes)?;
+        let (file, direct) = open_preferring_direct(path)?;
+        let metadata = file.metadata().map_err(|error| os_error(path, 0, "stat", &error))?;
+        let kind = if metadata.file_type().is_block_device() { FileKind::BlockDevice } else { FileKind::Regular };
+        if kind == FileKind::Regular && !metadata.file_type().is_file() {
+            return Err(invalid(path, "neither a regular file nor a block device".into()));
+        }
+        let length_bytes = match kind {
+            FileKind::Regular => metadata.len(),
+            FileKind::BlockDevice => (&file).seek(SeekFrom::End(0)).map_err(|error| os_error(path, 0, "seek", &error))?,
+        };
+        if length_bytes % u64::from(block_size_bytes) != 0 || length_bytes == 0 {
+            return Err(invalid(
+                path,
+                format!("size {length_bytes} bytes is not a whole, non-zero number of {block_size_bytes}-byte blocks"),
+            ));
+        }
+        let trim_method = match kind {
+            FileKind::Regular => TrimMethod::PunchHole,
+            FileKind::BlockDevice => TrimMethod::Discard,
+        };
+        Ok(Self {
+            info: DeviceInfo {
+                name: path.display().to_string(),
+                block_size_bytes,
+                block_count: length_bytes / u64::from(block_size_bytes),
+                // The sector: what a power loss can leave whole or not at all.
+                atomic_write_bytes: block_size_bytes.min(512),
+                stores_payload: true,
+            },
+            path: path.to_path_buf(),
+            file,
+            kind,
+            direct,
+            trim_method,
+            batches: CompletedBatches::default(),
+            opened: Instant::now(),
+        })
+    }
+
+    /// Whether I/O currently bypasses the page cache (O_DIRECT).
+    pub fn is_direct(&self) -> bool {
+        self.direct
+    }
+
+    /// What the path names.
+    pub fn kind(&self) -> FileKind {
+        self.kind
+    }
+
+    /// How trims are currently carried out.
+    pub fn trim_method(&self) -> TrimMethod {
+        self.trim_method
+    }
+
+    /// The path this device was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn perform(&mut self, request: &IoRequest) -> Result<Vec<u8>, DeviceError> {
+        validate_request(&self.info, request)?;
+        let offset_bytes = request.block * u64::from(self.info.block_size_bytes);
+        let length_bytes = request.block_count as usize * self.info.block_size_bytes as usize;
+        match request.op {
+            IoOp::Read => self.with_direct_fallback(request.block, "read", |device| {
+                device.read_at(offset_bytes, length_bytes)
+            }),
+            IoOp::Write => {
+                self.with_direct_fallback(request.block, "write", |device| {
+                    device.write_at(offset_bytes, &request.data).map(|()| Vec::new())
+                })?;
+                if request.fua {
+                    self.sync(request.block)?;
+                }
+                Ok(Vec::new())
+            }
+            IoOp::Trim => self.trim(request.block, offset_bytes, length_bytes).map(|()| Vec::new()),
+        }
+    }
+
+    /// Runs `io`; if O_DIRECT I/O is refused with EINVAL (some file systems accept
+    /// the flag at open and refuse the I/O), reopens buffered and retries once.
+    fn with_direct_fallback(
+        &mut self,
+        block: u64,
+        what: &str,
+        io: impl Fn(&Self) -> std::io::Result<Vec<u8>>,
+    ) -> Result<Vec<u8>, DeviceError> {
+        match io(self) {
+            Ok(data) => Ok(data),
+            Err(error) if self.direct && error.raw_os_error() == Some(libc::EINVAL) => {
+                self.file = open_buffered(&self.path)?;
+                self.direct = false;
+                io(self).map_err(|error| os_error(&self.path, block, what, &error))
+            }
+            Err(error) => Err(os_error(&self.path, block, what, &error)),
+        }
+    }
+
+    fn read_at(&self, offset_bytes: u64, length_bytes: usize) -> std::io::Result<Vec<u8>> {
+        if !self.direct {
+            let mut data = vec![0; length_bytes];
+            self.file.read_exact_at(&mut data, offset_bytes)?;
+            return Ok(data);
+        }
+        let mut buffer = AlignedBuffer::zeroed(length_bytes);
+        self.file.read_exact_at(buffer.as_mut_slice(), offset_bytes)?;
+        Ok(buffer.as_slice().to_vec())
+    }
+
+    fn write_at(&self, offset_bytes: u64, data: &[u8]) -> std::io::Result<()> {
+        if !self.direct {
+            return self.file.write_all_at(data, offset_bytes);
+        }
+        let mut buffer = AlignedBuffer::zeroed(data.len());
+        buffer.as_mut_slice().copy_from_slice(data);
+        self.file.write_all_at(buffer.as_slice(), offset_bytes)
+    }
+
+    fn trim(&mut self, block: u64, offset_bytes: u64, length_bytes: usize) -> Result<(), DeviceError> {
+        let outcome = match self.trim_method {
+            TrimMethod::PunchHole => punch_hole(&self.file, offset_bytes, length_bytes),
+            TrimMethod::Discard => discard(&self.file, offset_bytes, length_bytes),
+            TrimMethod::WriteZeroes => return self.write_zeroes(block, offset_bytes, length_bytes),
+        };
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(error) if is_unsupported(&error) => {
+                self.trim_method = TrimMethod::WriteZeroes;
+                self.write_zeroes(block, offset_bytes, length_bytes)
+            }
+            Err(error) => Err(os_error(&self.path, block, "trim", &error)),
+        }
+    }
+
+    fn write_zeroes(&mut self, block: u64, offset_bytes: u64, length_bytes: usize) -> Result<(), DeviceError> {
+        let zeroes = vec![0; length_bytes];
+        self.with_direct_fallback(block, "write zeroes", |device| device.write_at(offset_bytes, &zeroes).map(|()| Vec::new()))
+            .map(drop)
+    }
+
+    fn sync(&self, block: u64) -> Result<(), DeviceError> {
+        // A block device has no file metadata to spare, and fsync is what flushes
+        // its volatile write cache; for a regular file fdatasync skips timestamps.
+        let outcome = match self.kind {
+            FileKind::Regular => self.file.sync_data(),
+            FileKind::BlockDevice => self.file.sync_all(),
+        };
+        outcome.map_err(|error| os_error(&self.path, block, "flush", &error))
+    }
+}
+
+impl BlockDevice for FileDevice {
+    fn info(&self) -> DeviceInfo {
+        self.info.clone()
+    }
+
+    fn submit(&mut self, batch: Vec<IoRequest>) -> Result<BatchTicket, DeviceError> {
+        let completions = batch
+            .iter()
+            .map(|request| {
+                let submitted_ns = self.now_ns();
+                let result = self.perform(request);
+                IoCompletion { result, submitted_ns, completed_ns: self.now_ns() }
+            })
+            .collect();
+        Ok(self.batches.insert(completions))
+    }
+
+    fn wait(&mut self, ticket: BatchTicket) -> Result<Vec<IoCompletion>, DeviceError> {
+        self.batches.take(ticket, &self.info.name)
+    }
+
+    fn flush(&mut self) -> Result<(), DeviceError> {
+        self.sync(0)
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.opened.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// A zeroed buffer whose start is aligned for O_DIRECT, carved out of a slightly
+/// larger `Vec` so that no unsafe allocation is needed.
+struct AlignedBuffer {
+    storage: Vec<u8>,
+    start: usize,
+    length: usize,
+}
+
+impl AlignedBuffer {
+    fn zeroed(length: usize) -> Self {
+        let storage = vec![0; length + DIRECT_ALIGNMENT_BYTES];
+        let start = storage.as_ptr().align_offset(DIRECT_ALIGNMENT_BYTES);
+        assert!(start < DIRECT_ALIGNMENT_BYTES, "a byte buffer can always be aligned within one alignment unit");
+        Self { storage, start, length }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.storage[self.start..self.start + self.length]
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.length]
+    }
+}
+
+fn open_preferring_direct(path: &Path) -> Result<(File, bool), DeviceError> {
+    let direct = OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(path);
+    match direct {
+        Ok(file) => Ok((file, true)),
+        // tmpfs and some FUSE file systems refuse O_DIRECT at open.
+        Err(error) if error.raw_os_error() == Some(libc::EINVAL) => Ok((open_buffered(path)?, false)),
+        Err(error) => Err(os_error(path, 0, "open", &error)),
+    }
+}
+
+fn open_buffered(path: &Path) -> Result<File, DeviceError> {
+    OpenOptions::new().read(true).write(true).open(path).map_err(|error| os_error(path, 0, "open", &error))
+}
+
+fn punch_hole(file: &File, offset_bytes: u64, length_bytes: usize) -> std::io::Result<()> {
+    let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    let offset = libc::off_t::try_from(offset_bytes).map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+    let length = libc::off_t::try_from(length_bytes).map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+    // SAFETY: fallocate takes a valid open descriptor and plain integers; it does
+    // not touch memory of ours.
+    let status = unsafe { libc::fallocate(file.as_raw_fd(), mode, offset, length) };
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn discard(file: &File, offset_bytes: u64, length_bytes: usize) -> std::io::Result<()> {
+    let range: [u64; 2] = [offset_bytes, length_bytes as u64];
+    // SAFETY: BLKDISCARD reads two u64 (start, length) from the pointer, which
+    // points at `range`, alive for the duration of the call.
+    let status = unsafe { libc::ioctl(file.as_raw_fd(), BLKDISCARD as _, range.as_ptr()) };
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn is_unsupported(error: &std::io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOTTY | libc::ENOSYS | libc::EINVAL))
+}
+
+fn check_block_size(path: &Path, block_size_bytes: u32) -> Result<(), DeviceError> {
+    if block_size_bytes.is_power_of_two() && block_size_bytes >= 512 {
+        Ok(())
+    } else {
+        Err(invalid(path, format!("block size {block_size_bytes} is not a power of two of at least 512 bytes")))
+    }
+}
+
+fn invalid(path: &Path, detail: String) -> DeviceError {
+    DeviceError::Invalid { device: path.display().to_string(), detail }
+}
+
+/// Maps an operating-system error to a [`DeviceError`] naming the path and block.
+fn os_error(path: &Path, block: u64, what: &str, error: &std::io::Error) -> DeviceError {
+    let device = path.display().to_string();
+    match error.raw_os_error() {
+        Some(libc::ENOSPC | libc::EDQUOT) => DeviceError::NoSpace { device },
+        _ => DeviceError::Io { device, block, detail: format!("{what}: {error}") },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pattern(seed: u8, length: usize) -> Vec<u8> {
+        (0..length).map(|index| (index as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    }
+
+    #[test]
+    fn create_write_read_reopen() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("device.img");
+        let mut device = FileDevice::create(&path, 4096, 64).unwrap();
+        assert_eq!(device.info().block_count, 64);
+        assert_eq!(device.kind(), FileKind::Regular);
+        let data = pattern(3, 3 * 4096);
+        device.write_blocks(10, &data).unwrap();
+        device.flush().unwrap();
+        assert_eq!(device.read_blocks(10, 3).unwrap(), data);
+        drop(device);
+        let mut reopened = FileDevice::open(&path).unwrap();
+        assert_eq!(reopened.read_blocks(10, 3).unwrap(), data);
+        assert_eq!(reopened.read_blocks(0, 1).unwrap(), vec![0; 4096]);
+    }
+
+    #[test]
+    fn create_refuses_an_existing_file_and_open_a_missing_one() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("device.img");
+        FileDevice::create(&path, 4096, 4).unwrap();
+        let exists = FileDevice::create(&path, 4096, 4).unwrap_err();
+        assert!(exists.to_string().contains("device.img"), "{exists}");
+        let missing = FileDevice::open(&directory.path().join("missing")).unwrap_err();
+        assert!(matches!(missing, DeviceError::Io { .. }), "{missing}");
+        assert!(missing.to_string().contains("missing"), "{missing}");
+    }
+
+    #[test]
+    fn open_refuses_a_size_that_is_not_whole_blocks() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("odd.img");
+        std::fs::write(&path, vec![0; 5000]).unwrap();
+        assert!(matches!(FileDevice::open(&path), Err(DeviceError::Invalid { .. })));
+        assert!(matches!(FileDevice::open_with_block_size(&path, 1000), Err(DeviceError::Invalid { .. })));
+    }
+
+    #[test]
+    fn trim_reads_back_zeroes_and_keeps_the_size() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("device.img");
+        let mut device = FileDevice::create(&path, 4096, 16).unwrap();
+        device.write_blocks(0, &pattern(9, 16 * 4096)).unwrap();
+        device.trim_blocks(4, 8).unwrap();
+        let contents = device.read_blocks(0, 16).unwrap();
+        assert_eq!(&contents[4 * 4096..12 * 4096], &vec![0; 8 * 4096][..]);
+        assert_eq!(&contents[..4 * 4096], &pattern(9, 16 * 4096)[..4 * 4096]);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 16 * 4096);
+    }
+
+    #[test]
+    fn fua_write_and_mixed_batch_complete_in_order() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("device.img");
+        let mut device = FileDevice::create(&path, 512, 32).unwrap();
+        let batch = vec![
+            IoRequest::write(1, 2, pattern(1, 1024)).with_fua(),
+            IoRequest::read(1, 2),
+            IoRequest::read(31, 2),
+            IoRequest::trim(1, 1),
+            IoRequest::read(1, 1),
+        ];
+        let completions = device.execute(batch).unwrap();
+        assert_eq!(completions[1].result.as_ref().unwrap(), &pattern(1, 1024));
+        assert!(matches!(completions[2].result, Err(DeviceError::OutOfRange { .. })));
+        assert_eq!(completions[4].result.as_ref().unwrap(), &vec![0; 512]);
+        assert!(completions.iter().all(|completion| completion.completed_ns >= completion.submitted_ns));
+    }
+
+    #[test]
+    fn works_on_tmpfs_with_or_without_direct_io() {
+        let shm = Path::new("/dev/shm");
+        if !shm.is_dir() {
+            return;
+        }
+        let directory = tempfile::tempdir_in(shm).unwrap();
+        let path = directory.path().join("device.img");
+        let mut device = FileDevice::create(&path, 4096, 8).unwrap();
+        // tmpfs refused O_DIRECT before Linux 6.6 and accepts it since: either way
+        // the device must work.
+        device.write_blocks(2, &pattern(5, 4096)).unwrap();
+        device.flush().unwrap();
+        assert_eq!(device.read_blocks(2, 1).unwrap(), pattern(5, 4096));
+    }
+
+    #[test]
+    fn aligned_buffers_are_aligned() {
+        for length in [512, 4096, 12288] {
+            let buffer = AlignedBuffer::zeroed(length);
+            assert_eq!(buffer.as_slice().as_ptr() as usize % DIRECT_ALIGNMENT_BYTES, 0);
+            assert_eq!(buffer.as_slice().len(), length);
+        }
+    }
+}
