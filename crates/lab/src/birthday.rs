@@ -237,11 +237,8 @@ impl PaperFormula {
             } else {
                 (1..k).map(|smaller| self.largest_load_exactly(smaller, rest_requests, rest_bins)).sum::<f64>()
             };
-            let rest_outside = if rest_requests == 0 {
-                1.0
-            } else {
-                (rest_bins as f64 / b as f64).powi(rest_requests as i32)
-            };
+            let rest_outside =
+                if rest_requests == 0 { 1.0 } else { (rest_bins as f64 / b as f64).powi(rest_requests as i32) };
             sum += log_ways.exp() * rest_below_k * rest_outside;
         }
         self.memo.insert((k, n, b), sum);
@@ -305,7 +302,10 @@ mod tests {
     }
 
     fn assert_close(actual: f64, expected: f64, tolerance: f64, what: &str) {
-        assert!((actual - expected).abs() <= tolerance, "{what}: {actual} differs from {expected} by more than {tolerance}");
+        assert!(
+            (actual - expected).abs() <= tolerance,
+            "{what}: {actual} differs from {expected} by more than {tolerance}"
+        );
     }
 
     #[test]
@@ -318,7 +318,11 @@ mod tests {
                     let what = format!("Q_{load}({request_count}, {bin_count})");
                     assert_close(exact[load], expected[load], 1e-15, &what);
                     let by_bins = probability_at_most_by_bins(load as u32, request_count, bin_count)
-                        - if load == 0 { 0.0 } else { probability_at_most_by_bins(load as u32 - 1, request_count, bin_count) };
+                        - if load == 0 {
+                            0.0
+                        } else {
+                            probability_at_most_by_bins(load as u32 - 1, request_count, bin_count)
+                        };
                     assert_close(by_bins, expected[load], 1e-12, &format!("{what} by bins"));
                     let paper = paper_formula_largest_load_exactly(load as u32, request_count, bin_count);
                     assert_close(paper, expected[load], 1e-12, &format!("{what} by the paper's formula"));
