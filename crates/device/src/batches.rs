@@ -51,6 +51,11 @@ impl SplicedBatch {
         Ok(Self { inner_ticket, slots })
     }
 
+    /// For each slot, whether it was forwarded to the inner device.
+    pub(crate) fn forwarded_mask(&self) -> Vec<bool> {
+        self.slots.iter().map(Option::is_none).collect()
+    }
+
     /// Waits for the forwarded requests and merges all completions in outer order.
     pub(crate) fn join<D: BlockDevice + ?Sized>(self, inner: &mut D) -> Result<Vec<IoCompletion>, DeviceError> {
         let mut forwarded = match self.inner_ticket {
@@ -94,10 +99,5 @@ impl<T> WrapperBatches<T> {
         self.pending
             .remove(&ticket.0)
             .ok_or_else(|| DeviceError::UnknownTicket { device: device.to_string(), ticket: ticket.0 })
-    }
-
-    /// Number of batches submitted and not yet waited for.
-    pub(crate) fn len(&self) -> usize {
-        self.pending.len()
     }
 }

@@ -96,7 +96,9 @@ impl FileDevice {
         }
         let length_bytes = match kind {
             FileKind::Regular => metadata.len(),
-            FileKind::BlockDevice => (&file).seek(SeekFrom::End(0)).map_err(|error| os_error(path, 0, "seek", &error))?,
+            FileKind::BlockDevice => {
+                (&file).seek(SeekFrom::End(0)).map_err(|error| os_error(path, 0, "seek", &error))?
+            }
         };
         if length_bytes % u64::from(block_size_bytes) != 0 || length_bytes == 0 {
             return Err(invalid(
@@ -152,9 +154,9 @@ impl FileDevice {
         let offset_bytes = request.block * u64::from(self.info.block_size_bytes);
         let length_bytes = request.block_count as usize * self.info.block_size_bytes as usize;
         match request.op {
-            IoOp::Read => self.with_direct_fallback(request.block, "read", |device| {
-                device.read_at(offset_bytes, length_bytes)
-            }),
+            IoOp::Read => {
+                self.with_direct_fallback(request.block, "read", |device| device.read_at(offset_bytes, length_bytes))
+            }
             IoOp::Write => {
                 self.with_direct_fallback(request.block, "write", |device| {
                     device.write_at(offset_bytes, &request.data).map(|()| Vec::new())
@@ -225,8 +227,10 @@ impl FileDevice {
 
     fn write_zeroes(&mut self, block: u64, offset_bytes: u64, length_bytes: usize) -> Result<(), DeviceError> {
         let zeroes = vec![0; length_bytes];
-        self.with_direct_fallback(block, "write zeroes", |device| device.write_at(offset_bytes, &zeroes).map(|()| Vec::new()))
-            .map(drop)
+        self.with_direct_fallback(block, "write zeroes", |device| {
+            device.write_at(offset_bytes, &zeroes).map(|()| Vec::new())
+        })
+        .map(drop)
     }
 
     fn sync(&self, block: u64) -> Result<(), DeviceError> {

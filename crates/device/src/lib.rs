@@ -18,11 +18,19 @@
 //! [`BlockDevice::flush`], or a write submitted with `fua`, makes data durable.
 
 mod batches;
+mod crash;
+mod fault;
 mod file;
+mod latch;
 mod memory;
+mod stats;
 
+pub use crash::{CrashDevice, CrashImage, CrashPoint, CrashReport, PendingWrites, Tear, TornWrite};
+pub use fault::{Fault, FaultDevice, FaultOp, FaultPlan, FaultRule, FaultTrigger, InjectedFault};
 pub use file::{FileDevice, FileKind, TrimMethod, DEFAULT_BLOCK_SIZE_BYTES};
+pub use latch::LatchDevice;
 pub use memory::MemoryDevice;
+pub use stats::{DeviceStats, OperationStats, StatsDevice};
 
 use thiserror::Error;
 

@@ -6,8 +6,9 @@ use std::time::Instant;
 
 use crate::{validate_request, BatchTicket, BlockDevice, DeviceError, DeviceInfo, IoCompletion, IoOp, IoRequest};
 
-/// Blocks kept in a `Vec`; every write is immediately durable.
-#[derive(Debug)]
+/// Blocks kept in a `Vec`; every write is immediately durable. A clone is an
+/// independent copy (crash tests restore crash images onto clones).
+#[derive(Debug, Clone)]
 pub struct MemoryDevice {
     info: DeviceInfo,
     data: Vec<u8>,
