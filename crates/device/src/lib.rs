@@ -23,6 +23,7 @@ mod fault;
 mod file;
 mod latch;
 mod memory;
+mod raid;
 mod stats;
 
 pub use crash::{CrashDevice, CrashImage, CrashPoint, CrashReport, PendingWrites, Tear, TornWrite};
@@ -30,6 +31,7 @@ pub use fault::{Fault, FaultDevice, FaultOp, FaultPlan, FaultRule, FaultTrigger,
 pub use file::{FileDevice, FileKind, TrimMethod, DEFAULT_BLOCK_SIZE_BYTES};
 pub use latch::LatchDevice;
 pub use memory::MemoryDevice;
+pub use raid::{ParityMismatch, RaidConfig, RaidDevice, RaidLevel, RebuildReport, DEFAULT_STRIPE_UNIT_BYTES};
 pub use stats::{DeviceStats, OperationStats, StatsDevice};
 
 use thiserror::Error;
