@@ -1,1 +1,25 @@
-//! The NBD protocol: pure encode/decode, a session generic over its transport, and the server.
+//! The NBD protocol: pure encode/decode, a session generic over its transport, and
+//! the server.
+//!
+//! - [`protocol`]: the wire format, no I/O; every decoder is total.
+//! - [`backend`]: the [`Backend`] and [`Export`] traits the server serves, with
+//!   typed errors mapped to NBD error values.
+//! - [`MemoryBackend`] (sparse, in memory) and [`FileBackend`] (raw files).
+//! - [`session`]: one connection: handshake, option haggling, validation at the
+//!   edge, pipelined transmission.
+//! - [`server`]: listeners, a thread per connection, clean shutdown.
+//! - [`fuzzing`]: drives a session from a byte string (fuzz target, property tests).
+
+pub mod backend;
+pub mod file;
+pub mod fuzzing;
+pub mod memory;
+pub mod protocol;
+pub mod server;
+pub mod session;
+
+pub use backend::{AllocationState, Backend, BackendError, Export, ExportInfo, StatusExtent, ZeroOptions};
+pub use file::{FileBackend, FileExport};
+pub use memory::{MemoryBackend, MemoryExport};
+pub use server::{Server, ServerConfig, ServerError, ServerSummary, ShutdownHandle, DEFAULT_TCP_ADDRESS};
+pub use session::{Session, SessionConfig, SessionEnd, SessionError};
