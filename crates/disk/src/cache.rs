@@ -1,0 +1,140 @@
+//! The drive's segmented buffer cache: a few segments, each holding one
+//! contiguous LBN range (the data of a recent request plus what was read ahead
+//! after it), replaced least recently used first.
+//!
+//! Read-ahead is lazy: after a read the last segment records when the head
+//! started prefetching and how fast it reads, and the range actually prefetched
+//! is settled when the next command starts (prefetching stops then, as
+//! DiskSim's does when a new request arrives and the minimum read-ahead is met).
+
+/// A contiguous range of cached LBNs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Segment {
+    pub first_lbn: u64,
+    /// One past the last valid LBN.
+    pub end_lbn: u64,
+    /// Read-ahead still running into this segment.
+    pub prefetch: Option<Prefetch>,
+    /// Last use, for LRU replacement.
+    pub last_use: u64,
+}
+
+/// Read-ahead in progress: from `origin_ns` the head reads sequential LBNs from
+/// `end_lbn` onwards, one every `sector_ns`, up to `limit_lbn`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Prefetch {
+    pub origin_ns: f64,
+    pub sector_ns: f64,
+    pub limit_lbn: u64,
+}
+
+impl Segment {
+    /// End of valid data at `now_ns` (prefetch included).
+    pub fn end_at(&self, now_ns: f64) -> u64 {
+        match self.prefetch {
+            Some(prefetch) if now_ns > prefetch.origin_ns => {
+                let read = ((now_ns - prefetch.origin_ns) / prefetch.sector_ns).floor() as u64;
+                (self.end_lbn + read).min(prefetch.limit_lbn)
+            }
+            _ => self.end_lbn,
+        }
+    }
+
+    /// When LBN `lbn - 1` becomes valid (for a range ending at `lbn`), if ever.
+    pub fn ready_ns(&self, end_lbn: u64) -> Option<f64> {
+        if end_lbn <= self.end_lbn {
+            return Some(f64::NEG_INFINITY);
+        }
+        let prefetch = self.prefetch?;
+        (end_lbn <= prefetch.limit_lbn).then(|| prefetch.origin_ns + (end_lbn - self.end_lbn) as f64 * prefetch.sector_ns)
+    }
+}
+
+/// The set of segments.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Cache {
+    segments: Vec<Segment>,
+    segment_count: usize,
+    clock: u64,
+}
+
+impl Cache {
+    pub fn new(segment_count: u32) -> Cache {
+        Cache { segments: Vec::new(), segment_count: segment_count.max(1) as usize, clock: 0 }
+    }
+
+    /// Stops all read-ahead at `now_ns`, keeping what it read.
+    pub fn stop_prefetch(&mut self, now_ns: f64) {
+        for segment in &mut self.segments {
+            if segment.prefetch.is_some() {
+                segment.end_lbn = segment.end_at(now_ns);
+                segment.prefetch = None;
+            }
+        }
+    }
+
+    /// Whether `[lbn, lbn + count)` is cached or being read ahead (no LRU update).
+    pub fn contains(&self, lbn: u64, count: u64) -> bool {
+        self.segments.iter().any(|segment| segment.first_lbn <= lbn && segment.ready_ns(lbn + count).is_some())
+    }
+
+    /// If `[lbn, lbn + count)` is cached or being read ahead, the time at which
+    /// all of it is in the buffer.
+    pub fn lookup(&mut self, lbn: u64, count: u64) -> Option<f64> {
+        self.clock += 1;
+        let clock = self.clock;
+        let segment = self.segments.iter_mut().find(|segment| segment.first_lbn <= lbn && segment.ready_ns(lbn + count).is_some())?;
+        segment.last_use = clock;
+        segment.ready_ns(lbn + count)
+    }
+
+    /// Records `[first, end)` as cached, with optional read-ahead, replacing any
+    /// overlapping segments and else the least recently used one.
+    pub fn insert(&mut self, first_lbn: u64, end_lbn: u64, prefetch: Option<Prefetch>) {
+        self.clock += 1;
+        let limit = prefetch.map_or(end_lbn, |prefetch| prefetch.limit_lbn);
+        self.segments.retain(|segment| {
+            let segment_limit = segment.prefetch.map_or(segment.end_lbn, |prefetch| prefetch.limit_lbn);
+            segment_limit <= first_lbn || segment.first_lbn >= limit
+        });
+        if self.segments.len() >= self.segment_count {
+            if let Some(oldest) = self.segments.iter().enumerate().min_by_key(|(_, segment)| segment.last_use).map(|(index, _)| index) {
+                self.segments.swap_remove(oldest);
+            }
+        }
+        self.segments.push(Segment { first_lbn, end_lbn, prefetch, last_use: self.clock });
+    }
+
+    /// Drops cached data overlapping `[first, end)` (a write that is not kept).
+    pub fn invalidate(&mut self, first_lbn: u64, end_lbn: u64) {
+        self.segments.retain(|segment| segment.end_lbn.max(segment.prefetch.map_or(0, |p| p.limit_lbn)) <= first_lbn || segment.first_lbn >= end_lbn);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefetch_fills_over_time_and_stops() {
+        let mut cache = Cache::new(2);
+        cache.insert(100, 108, Some(Prefetch { origin_ns: 1000.0, sector_ns: 10.0, limit_lbn: 200 }));
+        assert_eq!(cache.lookup(100, 8), Some(f64::NEG_INFINITY));
+        assert_eq!(cache.lookup(108, 8), Some(1080.0));
+        assert_eq!(cache.lookup(300, 8), None);
+        cache.stop_prefetch(1045.0);
+        assert_eq!(cache.lookup(108, 4), Some(f64::NEG_INFINITY));
+        assert_eq!(cache.lookup(108, 8), None);
+    }
+
+    #[test]
+    fn least_recently_used_segment_is_replaced() {
+        let mut cache = Cache::new(2);
+        cache.insert(0, 8, None);
+        cache.insert(100, 108, None);
+        assert!(cache.lookup(0, 8).is_some());
+        cache.insert(200, 208, None);
+        assert!(cache.lookup(0, 8).is_some());
+        assert!(cache.lookup(100, 8).is_none());
+    }
+}

@@ -1,0 +1,615 @@
+//! Logical-to-physical layouts: DiskSim's G1 zoned layout (traditional and
+//! serpentine mapping, sparing schemes, slips, skews) and the table-driven G4
+//! layout (index nodes of repeated instances down to track patterns, with
+//! per-instance angular skews, plus slips).
+//!
+//! Everything is computed arithmetically from the model's own tables: no
+//! per-sector state, so memory is bounded by the model file, not the capacity.
+//! Angles are fractions of a revolution in `[0, 1)`, measured from the index
+//! mark (physical sector 0 of every G1 track starts at angle 0).
+
+/// A physical sector address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PhysicalSector {
+    /// Cylinder, 0 at the outer edge.
+    pub cylinder: u32,
+    /// Surface (head).
+    pub surface: u32,
+    /// Physical sector index on the track, counted from the index mark.
+    pub sector: u32,
+}
+
+/// The LBNs that share one track.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrackExtent {
+    /// The track's cylinder.
+    pub cylinder: u32,
+    /// The track's surface.
+    pub surface: u32,
+    /// Lowest LBN on the track; the track's LBNs are consecutive from it.
+    pub first_lbn: u64,
+    /// Number of LBNs on the track.
+    pub sector_count: u32,
+    /// Physical sectors per track (including any spare or slipped ones).
+    pub sectors_per_track: u32,
+}
+
+/// Where one LBN lies, with what the timing model needs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Located {
+    pub cylinder: u32,
+    pub surface: u32,
+    /// Physical sector index on the track.
+    pub sector: u32,
+    pub sectors_per_track: u32,
+    /// Angle at which the sector starts, in revolutions `[0, 1)`.
+    pub angle: f64,
+    /// LBNs from this one to the end of its track, this one included (>= 1).
+    pub lbns_left_on_track: u64,
+}
+
+/// Sorted slips: ranges of physical (pre-slip) positions that hold no LBN.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct SlipTable {
+    /// Physical start of each slip, ascending.
+    starts: Vec<u64>,
+    /// Length of each slip.
+    lengths: Vec<u64>,
+    /// For each slip, the logical position of the first LBN after it moves past it:
+    /// `starts[j] - slipped_before(j)`.
+    logical_starts: Vec<u64>,
+    /// Total slipped before slip j (exclusive prefix sum), with one extra entry.
+    cumulative: Vec<u64>,
+}
+
+impl SlipTable {
+    /// Builds the table from (start, length) pairs in any order; overlapping or
+    /// adjacent slips are merged.
+    pub fn new(mut slips: Vec<(u64, u64)>) -> SlipTable {
+        slips.retain(|&(_, length)| length > 0);
+        slips.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(slips.len());
+        for (start, length) in slips {
+            match merged.last_mut() {
+                Some((last_start, last_length)) if start <= *last_start + *last_length => {
+                    *last_length = (*last_length).max(start + length - *last_start);
+                }
+                _ => merged.push((start, length)),
+            }
+        }
+        let mut table = SlipTable::default();
+        let mut total = 0u64;
+        table.cumulative.push(0);
+        for (start, length) in merged {
+            table.starts.push(start);
+            table.lengths.push(length);
+            table.logical_starts.push(start - total);
+            total += length;
+            table.cumulative.push(total);
+        }
+        table
+    }
+
+    /// Total slipped positions.
+    pub fn total(&self) -> u64 {
+        *self.cumulative.last().unwrap_or(&0)
+    }
+
+    /// Physical position of logical position `logical`.
+    pub fn to_physical(&self, logical: u64) -> u64 {
+        let passed = self.logical_starts.partition_point(|&start| start <= logical);
+        logical + self.cumulative[passed]
+    }
+
+    /// Logical position at physical `physical`, or `None` inside a slip.
+    pub fn to_logical(&self, physical: u64) -> Option<u64> {
+        let index = self.starts.partition_point(|&start| start <= physical);
+        if index > 0 && physical < self.starts[index - 1] + self.lengths[index - 1] {
+            return None;
+        }
+        Some(physical - self.cumulative[index])
+    }
+
+    /// Slipped positions in the physical range `[from, to)`.
+    pub fn slipped_in(&self, from: u64, to: u64) -> u64 {
+        let mut count = 0;
+        let first = self.starts.partition_point(|&start| start < from).saturating_sub(1);
+        for index in first..self.starts.len() {
+            let (start, end) = (self.starts[index], self.starts[index] + self.lengths[index]);
+            if start >= to {
+                break;
+            }
+            count += end.min(to).saturating_sub(start.max(from));
+        }
+        count
+    }
+}
+
+/// A drive's layout.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Layout {
+    G1(G1Layout),
+    G4(G4Layout),
+}
+
+impl Layout {
+    /// LBNs the layout can address.
+    pub fn capacity(&self) -> u64 {
+        match self {
+            Layout::G1(layout) => layout.capacity(),
+            Layout::G4(layout) => layout.capacity(),
+        }
+    }
+
+    pub fn locate(&self, lbn: u64) -> Option<Located> {
+        match self {
+            Layout::G1(layout) => layout.locate(lbn),
+            Layout::G4(layout) => layout.locate(lbn),
+        }
+    }
+
+    pub fn physical_to_lbn(&self, physical: PhysicalSector) -> Option<u64> {
+        match self {
+            Layout::G1(layout) => layout.physical_to_lbn(physical),
+            Layout::G4(layout) => layout.physical_to_lbn(physical),
+        }
+    }
+}
+
+/// DiskSim's G1 sparing schemes that this layout models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sparing {
+    /// No spares in the zone (schemes 0 and 7: spares, if any, at the end of the disk).
+    None,
+    /// `spares` whole tracks at the end of each zone (scheme 1).
+    TracksAtZoneEnd,
+    /// `spares` sectors at the end (or front) of each period of physical sectors
+    /// (track: 3; cylinder: 2, 4; cylinder range: 8; zone: 9, 10; front of cylinder: 5, 6).
+    Periodic { period_kind: Period, at_front: bool, slips_use_spares: bool },
+}
+
+/// The span one set of spares covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Period {
+    Track,
+    Cylinder,
+    CylinderRange(u32),
+    Zone,
+}
+
+/// How G1 tracks are ordered within a zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MappingScheme {
+    /// Scheme 0: surfaces ascending in every cylinder.
+    Traditional,
+    /// Scheme 1: surfaces alternate direction per cylinder, restarting each zone.
+    SerpentinePerZone,
+    /// Scheme 2: even cylinders ascending, odd descending, disk-wide.
+    SerpentineByParity,
+}
+
+/// One G1 zone.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct G1Zone {
+    pub first_cylinder: u32,
+    pub last_cylinder: u32,
+    pub sectors_per_track: u32,
+    pub first_block_offset_sectors: f64,
+    pub empty_front_sectors: u64,
+    pub track_skew_sectors: f64,
+    pub cylinder_skew_sectors: f64,
+    pub spare_count: u64,
+    pub slips: SlipTable,
+    /// First LBN of the zone (filled by [`G1Layout::new`]).
+    pub first_lbn: u64,
+    /// LBNs in the zone (filled by [`G1Layout::new`]).
+    pub lbn_count: u64,
+}
+
+/// DiskSim's first-generation zoned layout.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct G1Layout {
+    pub surface_count: u32,
+    pub mapping: MappingScheme,
+    pub sparing: Sparing,
+    pub zones: Vec<G1Zone>,
+}
+
+impl G1Layout {
+    /// Builds the layout, computing each zone's LBN range. Zones must be sorted
+    /// by cylinder and non-empty (the loader checks).
+    pub fn new(surface_count: u32, mapping: MappingScheme, sparing: Sparing, mut zones: Vec<G1Zone>) -> G1Layout {
+        let mut next_lbn = 0;
+        for zone in &mut zones {
+            zone.first_lbn = next_lbn;
+            zone.lbn_count = zone_capacity(zone, surface_count, sparing);
+            next_lbn += zone.lbn_count;
+        }
+        G1Layout { surface_count, mapping, sparing, zones }
+    }
+
+    fn capacity(&self) -> u64 {
+        self.zones.last().map_or(0, |zone| zone.first_lbn + zone.lbn_count)
+    }
+
+    fn zone_of_lbn(&self, lbn: u64) -> Option<&G1Zone> {
+        let index = self.zones.partition_point(|zone| zone.first_lbn + zone.lbn_count <= lbn);
+        self.zones.get(index).filter(|zone| lbn >= zone.first_lbn)
+    }
+
+    /// Spares per period and the period's length in sectors, for periodic sparing.
+    fn period(&self, zone: &G1Zone) -> Option<(u64, u64, bool)> {
+        period_of(zone, self.surface_count, self.sparing)
+    }
+
+    fn locate(&self, lbn: u64) -> Option<Located> {
+        let zone = self.zone_of_lbn(lbn)?;
+        let data_index = zone.slips.to_physical(lbn - zone.first_lbn);
+        let position = match self.period(zone) {
+            Some((period, spares, at_front)) => {
+                let usable = period - spares;
+                (data_index / usable) * period + data_index % usable + if at_front { spares } else { 0 }
+            }
+            None => data_index,
+        } + zone.empty_front_sectors;
+        let spt = u64::from(zone.sectors_per_track);
+        let track_index = position / spt;
+        let position_on_track = position % spt;
+        let (cylinder, surface) = self.track_address(zone, track_index);
+        let skew = self.skew_sectors(zone, track_index);
+        let sector = ((position_on_track + skew) % spt) as u32;
+        Some(Located {
+            cylinder,
+            surface,
+            sector,
+            sectors_per_track: zone.sectors_per_track,
+            angle: f64::from(sector) / spt as f64,
+            lbns_left_on_track: (spt - position_on_track).min(zone.first_lbn + zone.lbn_count - lbn),
+        })
+    }
+
+    fn track_address(&self, zone: &G1Zone, track_index: u64) -> (u32, u32) {
+        let surfaces = u64::from(self.surface_count);
+        let cylinder = zone.first_cylinder + (track_index / surfaces) as u32;
+        let step = (track_index % surfaces) as u32;
+        let descending = match self.mapping {
+            MappingScheme::Traditional => false,
+            MappingScheme::SerpentinePerZone => (cylinder - zone.first_cylinder) % 2 == 1,
+            MappingScheme::SerpentineByParity => cylinder % 2 == 1,
+        };
+        let surface = if descending { self.surface_count - 1 - step } else { step };
+        (cylinder, surface)
+    }
+
+    fn track_index(&self, zone: &G1Zone, cylinder: u32, surface: u32) -> u64 {
+        let descending = match self.mapping {
+            MappingScheme::Traditional => false,
+            MappingScheme::SerpentinePerZone => (cylinder - zone.first_cylinder) % 2 == 1,
+            MappingScheme::SerpentineByParity => cylinder % 2 == 1,
+        };
+        let step = if descending { self.surface_count - 1 - surface } else { surface };
+        u64::from(cylinder - zone.first_cylinder) * u64::from(self.surface_count) + u64::from(step)
+    }
+
+    /// Rotational offset, in sectors, of the first position of track `track_index`:
+    /// the zone's first-block offset plus a track skew per head switch and a
+    /// cylinder skew per cylinder switch crossed since the zone's start.
+    fn skew_sectors(&self, zone: &G1Zone, track_index: u64) -> u64 {
+        let surfaces = u64::from(self.surface_count);
+        let cylinder_switches = track_index / surfaces;
+        let track_switches = track_index - cylinder_switches;
+        let skew = zone.first_block_offset_sectors
+            + track_switches as f64 * zone.track_skew_sectors
+            + cylinder_switches as f64 * zone.cylinder_skew_sectors;
+        let spt = f64::from(zone.sectors_per_track);
+        (skew.round().rem_euclid(spt)) as u64 % u64::from(zone.sectors_per_track)
+    }
+
+    fn physical_to_lbn(&self, physical: PhysicalSector) -> Option<u64> {
+        if physical.surface >= self.surface_count {
+            return None;
+        }
+        let zone = self
+            .zones
+            .iter()
+            .find(|zone| (zone.first_cylinder..=zone.last_cylinder).contains(&physical.cylinder))?;
+        if physical.sector >= zone.sectors_per_track {
+            return None;
+        }
+        let spt = u64::from(zone.sectors_per_track);
+        let track_index = self.track_index(zone, physical.cylinder, physical.surface);
+        let skew = self.skew_sectors(zone, track_index);
+        let position_on_track = (u64::from(physical.sector) + spt - skew) % spt;
+        let position = (track_index * spt + position_on_track).checked_sub(zone.empty_front_sectors)?;
+        let data_index = match self.period(zone) {
+            Some((period, spares, at_front)) => {
+                let within = position % period;
+                let usable = period - spares;
+                let data_within = if at_front { within.checked_sub(spares)? } else { within };
+                if data_within >= usable {
+                    return None;
+                }
+                (position / period) * usable + data_within
+            }
+            None => position,
+        };
+        let logical = zone.slips.to_logical(data_index)?;
+        (logical < zone.lbn_count).then_some(zone.first_lbn + logical)
+    }
+}
+
+fn zone_sectors(zone: &G1Zone, surface_count: u32) -> u64 {
+    u64::from(zone.last_cylinder - zone.first_cylinder + 1) * u64::from(surface_count) * u64::from(zone.sectors_per_track)
+}
+
+fn period_of(zone: &G1Zone, surface_count: u32, sparing: Sparing) -> Option<(u64, u64, bool)> {
+    let Sparing::Periodic { period_kind, at_front, .. } = sparing else {
+        return None;
+    };
+    let spt = u64::from(zone.sectors_per_track);
+    let period = match period_kind {
+        Period::Track => spt,
+        Period::Cylinder => spt * u64::from(surface_count),
+        Period::CylinderRange(cylinders) => spt * u64::from(surface_count) * u64::from(cylinders.max(1)),
+        // Spares at the end of the zone: the data simply stop early.
+        Period::Zone => return None,
+    };
+    // A period can never be all spares; the loader rejects such zones.
+    (zone.spare_count < period).then_some((period, zone.spare_count, at_front))
+}
+
+/// LBNs a zone holds under the sparing scheme. Slips consume spares where the
+/// scheme says so; otherwise each slip costs one LBN.
+fn zone_capacity(zone: &G1Zone, surface_count: u32, sparing: Sparing) -> u64 {
+    let physical = zone_sectors(zone, surface_count).saturating_sub(zone.empty_front_sectors);
+    let spt = u64::from(zone.sectors_per_track);
+    match sparing {
+        Sparing::None => physical.saturating_sub(zone.slips.total()),
+        Sparing::TracksAtZoneEnd => physical.saturating_sub(zone.spare_count * spt),
+        Sparing::Periodic { period_kind: Period::Zone, slips_use_spares, .. } => {
+            let data = physical.saturating_sub(zone.spare_count);
+            if slips_use_spares {
+                data
+            } else {
+                data.saturating_sub(zone.slips.total())
+            }
+        }
+        Sparing::Periodic { .. } => {
+            let Some((period, spares, at_front)) = period_of(zone, surface_count, sparing) else {
+                return 0;
+            };
+            let usable = period - spares;
+            let remainder = physical % period;
+            let partial = if at_front { remainder.saturating_sub(spares) } else { remainder.min(usable) };
+            ((physical / period) * usable + partial).saturating_sub(zone.slips.total())
+        }
+    }
+}
+
+/// One entry of a G4 index node: `instance_count` repetitions of a child (an
+/// index node or a track pattern), each `instance_lbns` long and
+/// `instance_cylinders` wide, the i-th shifted by `i·skew` revolutions.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct G4Entry {
+    pub lbn: u64,
+    pub cylinder: i64,
+    pub angle: f64,
+    pub instance_lbns: u64,
+    pub instance_cylinders: i64,
+    pub skew: f64,
+    pub run_lbns: u64,
+    /// Signed: a negative run walks cylinders downward.
+    pub run_cylinders: i64,
+    pub child: G4Child,
+    /// Surface, for track children.
+    pub surface: u32,
+}
+
+/// What a G4 entry repeats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum G4Child {
+    Index(usize),
+    Track(usize),
+}
+
+/// A G4 track pattern: LBNs `0..=last-first` map to sectors `first..=last`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TrackPattern {
+    pub first_sector: u32,
+    pub last_sector: u32,
+    pub sectors_per_track: u32,
+}
+
+/// DiskSim's fourth-generation table layout.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct G4Layout {
+    pub patterns: Vec<TrackPattern>,
+    pub nodes: Vec<Vec<G4Entry>>,
+    pub root: usize,
+    pub slips: SlipTable,
+    /// LBNs exported (the layout may describe more).
+    pub lbn_count: u64,
+}
+
+/// One step down the G4 tree.
+struct G4Step<'a> {
+    entry: &'a G4Entry,
+    instance: u64,
+    offset_in_instance: u64,
+}
+
+impl G4Layout {
+    fn capacity(&self) -> u64 {
+        self.lbn_count
+    }
+
+    fn step<'a>(&'a self, node: usize, offset: u64) -> Option<G4Step<'a>> {
+        let entries = &self.nodes[node];
+        let index = entries.partition_point(|entry| entry.lbn <= offset).checked_sub(1)?;
+        let entry = &entries[index];
+        let relative = offset - entry.lbn;
+        if relative >= entry.run_lbns || entry.instance_lbns == 0 {
+            return None;
+        }
+        Some(G4Step { entry, instance: relative / entry.instance_lbns, offset_in_instance: relative % entry.instance_lbns })
+    }
+
+    fn locate(&self, lbn: u64) -> Option<Located> {
+        if lbn >= self.lbn_count {
+            return None;
+        }
+        let physical = self.slips.to_physical(lbn);
+        let (mut node, mut offset, mut cylinder, mut angle) = (self.root, physical, 0i64, 0.0f64);
+        // The loader guarantees the tree is acyclic, so depth is bounded by the node count.
+        for _ in 0..=self.nodes.len() {
+            let step = self.step(node, offset)?;
+            let entry = step.entry;
+            let direction = if entry.run_cylinders < 0 { -1 } else { 1 };
+            cylinder += entry.cylinder + direction * step.instance as i64 * entry.instance_cylinders;
+            angle += entry.angle + step.instance as f64 * entry.skew;
+            match entry.child {
+                G4Child::Index(child) => {
+                    node = child;
+                    offset = step.offset_in_instance;
+                }
+                G4Child::Track(pattern_index) => {
+                    let pattern = self.patterns[pattern_index];
+                    let spt = pattern.sectors_per_track;
+                    let lbn_on_track = step.offset_in_instance;
+                    let track_angle = angle.rem_euclid(1.0);
+                    let first_sector = (track_angle * f64::from(spt)).floor() as u64;
+                    let sector = ((first_sector + u64::from(pattern.first_sector) + lbn_on_track) % u64::from(spt)) as u32;
+                    let track_end = physical - lbn_on_track + entry.instance_lbns;
+                    let left = track_end - physical - self.slips.slipped_in(physical, track_end);
+                    return Some(Located {
+                        cylinder: u32::try_from(cylinder).ok()?,
+                        surface: entry.surface,
+                        sector,
+                        sectors_per_track: spt,
+                        angle: (track_angle + (u64::from(pattern.first_sector) + lbn_on_track) as f64 / f64::from(spt))
+                            .rem_euclid(1.0),
+                        lbns_left_on_track: left.min(self.lbn_count - lbn).max(1),
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    /// Finds the layout-space position of a physical sector by walking every
+    /// entry whose cylinder range holds it (a query, not on the timing path).
+    fn physical_to_lbn(&self, physical: PhysicalSector) -> Option<u64> {
+        let position = self.find_in_node(self.root, i64::from(physical.cylinder), 0.0, &physical, 0)?;
+        let lbn = self.slips.to_logical(position)?;
+        (lbn < self.lbn_count).then_some(lbn)
+    }
+
+    fn find_in_node(&self, node: usize, cylinder: i64, angle: f64, target: &PhysicalSector, depth: usize) -> Option<u64> {
+        if depth > self.nodes.len() {
+            return None;
+        }
+        for entry in &self.nodes[node] {
+            let instance_count = entry.run_lbns.checked_div(entry.instance_lbns)?;
+            let direction = if entry.run_cylinders < 0 { -1 } else { 1 };
+            let width = entry.instance_cylinders.max(1);
+            let relative = (cylinder - entry.cylinder) * direction;
+            if relative < 0 {
+                continue;
+            }
+            let instance = relative / width;
+            if instance as u64 >= instance_count {
+                continue;
+            }
+            let instance_angle = angle + entry.angle + instance as f64 * entry.skew;
+            let base = entry.lbn + instance as u64 * entry.instance_lbns;
+            let child_cylinder = cylinder - (entry.cylinder + direction * instance * entry.instance_cylinders);
+            match entry.child {
+                G4Child::Index(child) => {
+                    if let Some(found) = self.find_in_node(child, child_cylinder, instance_angle, target, depth + 1) {
+                        return Some(base + found);
+                    }
+                }
+                G4Child::Track(pattern_index) => {
+                    if child_cylinder != 0 || entry.surface != target.surface {
+                        continue;
+                    }
+                    let pattern = self.patterns[pattern_index];
+                    let spt = u64::from(pattern.sectors_per_track);
+                    if u64::from(target.sector) >= spt {
+                        return None;
+                    }
+                    let first_sector = (instance_angle.rem_euclid(1.0) * spt as f64).floor() as u64;
+                    let on_track = (u64::from(target.sector) + 2 * spt - first_sector - u64::from(pattern.first_sector)) % spt;
+                    return (on_track < entry.instance_lbns).then_some(base + on_track);
+                }
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slip_table_round_trips() {
+        let slips = SlipTable::new(vec![(5, 1), (10, 2)]);
+        let physical: Vec<u64> = (0..12).map(|logical| slips.to_physical(logical)).collect();
+        assert_eq!(physical, vec![0, 1, 2, 3, 4, 6, 7, 8, 9, 12, 13, 14]);
+        for (logical, &position) in physical.iter().enumerate() {
+            assert_eq!(slips.to_logical(position), Some(logical as u64));
+        }
+        assert_eq!(slips.to_logical(5), None);
+        assert_eq!(slips.to_logical(11), None);
+        assert_eq!(slips.slipped_in(0, 20), 3);
+        assert_eq!(slips.slipped_in(6, 11), 1);
+    }
+
+    fn zone(first: u32, last: u32, spt: u32, spares: u64, slips: Vec<(u64, u64)>) -> G1Zone {
+        G1Zone {
+            first_cylinder: first,
+            last_cylinder: last,
+            sectors_per_track: spt,
+            first_block_offset_sectors: 3.0,
+            empty_front_sectors: 0,
+            track_skew_sectors: 2.0,
+            cylinder_skew_sectors: 5.0,
+            spare_count: spares,
+            slips: SlipTable::new(slips),
+            first_lbn: 0,
+            lbn_count: 0,
+        }
+    }
+
+    #[test]
+    fn g1_round_trips_under_every_scheme() {
+        let sparings = [
+            Sparing::None,
+            Sparing::TracksAtZoneEnd,
+            Sparing::Periodic { period_kind: Period::Track, at_front: false, slips_use_spares: true },
+            Sparing::Periodic { period_kind: Period::Cylinder, at_front: true, slips_use_spares: false },
+            Sparing::Periodic { period_kind: Period::CylinderRange(3), at_front: false, slips_use_spares: true },
+            Sparing::Periodic { period_kind: Period::Zone, at_front: false, slips_use_spares: true },
+        ];
+        let mappings = [MappingScheme::Traditional, MappingScheme::SerpentinePerZone, MappingScheme::SerpentineByParity];
+        for sparing in sparings {
+            for mapping in mappings {
+                let zones = vec![zone(0, 6, 20, 2, vec![(7, 1), (30, 1)]), zone(7, 12, 16, 1, vec![])];
+                let layout = G1Layout::new(3, mapping, sparing, zones);
+                let mut seen = std::collections::HashSet::new();
+                for lbn in 0..layout.capacity() {
+                    let located = layout.locate(lbn).unwrap();
+                    let physical = PhysicalSector {
+                        cylinder: located.cylinder,
+                        surface: located.surface,
+                        sector: located.sector,
+                    };
+                    assert!(seen.insert(physical), "{sparing:?} {mapping:?} lbn {lbn} collides");
+                    assert_eq!(layout.physical_to_lbn(physical), Some(lbn), "{sparing:?} {mapping:?} lbn {lbn}");
+                }
+                assert!(layout.locate(layout.capacity()).is_none());
+            }
+        }
+    }
+}
