@@ -24,6 +24,7 @@ mod file;
 mod latch;
 mod memory;
 mod raid;
+mod simulated;
 mod stats;
 
 pub use crash::{CrashDevice, CrashImage, CrashPoint, CrashReport, PendingWrites, Tear, TornWrite};
@@ -32,6 +33,7 @@ pub use file::{FileDevice, FileKind, TrimMethod, DEFAULT_BLOCK_SIZE_BYTES};
 pub use latch::LatchDevice;
 pub use memory::MemoryDevice;
 pub use raid::{ParityMismatch, RaidConfig, RaidDevice, RaidLevel, RebuildReport, DEFAULT_STRIPE_UNIT_BYTES};
+pub use simulated::{SimulatedDevice, SimulatedOptions, SimulationHandle};
 pub use stats::{DeviceStats, OperationStats, StatsDevice};
 
 use thiserror::Error;
