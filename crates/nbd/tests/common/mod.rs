@@ -210,9 +210,14 @@ impl RawClient {
         (chunk.cookie, error, Some(chunk))
     }
 
-    /// Whether the server closed the connection (reads end of stream).
+    /// Whether the server closed the connection: end of stream or a reset, not a
+    /// byte and not the read timeout.
     pub fn is_closed_by_server(&mut self) -> bool {
         let mut byte = [0u8; 1];
-        matches!(self.stream.read(&mut byte), Ok(0) | Err(_))
+        match self.stream.read(&mut byte) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(error) => matches!(error.kind(), std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe),
+        }
     }
 }
