@@ -4,6 +4,8 @@
 //! Each subcommand lives in a module of its own; this file only dispatches.
 //! Exit codes: 0 success, 1 a failure of the operation, 2 bad usage or input.
 
+mod disk;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -16,9 +18,14 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// The simulated hard disk: validate a model against a trace, benchmark the simulator.
+    Disk(disk::DiskArgs),
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Disk(args) => disk::run(args),
+    }
 }

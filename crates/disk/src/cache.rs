@@ -46,7 +46,8 @@ impl Segment {
             return Some(f64::NEG_INFINITY);
         }
         let prefetch = self.prefetch?;
-        (end_lbn <= prefetch.limit_lbn).then(|| prefetch.origin_ns + (end_lbn - self.end_lbn) as f64 * prefetch.sector_ns)
+        (end_lbn <= prefetch.limit_lbn)
+            .then(|| prefetch.origin_ns + (end_lbn - self.end_lbn) as f64 * prefetch.sector_ns)
     }
 }
 
@@ -83,7 +84,10 @@ impl Cache {
     pub fn lookup(&mut self, lbn: u64, count: u64) -> Option<f64> {
         self.clock += 1;
         let clock = self.clock;
-        let segment = self.segments.iter_mut().find(|segment| segment.first_lbn <= lbn && segment.ready_ns(lbn + count).is_some())?;
+        let segment = self
+            .segments
+            .iter_mut()
+            .find(|segment| segment.first_lbn <= lbn && segment.ready_ns(lbn + count).is_some())?;
         segment.last_use = clock;
         segment.ready_ns(lbn + count)
     }
@@ -98,7 +102,9 @@ impl Cache {
             segment_limit <= first_lbn || segment.first_lbn >= limit
         });
         if self.segments.len() >= self.segment_count {
-            if let Some(oldest) = self.segments.iter().enumerate().min_by_key(|(_, segment)| segment.last_use).map(|(index, _)| index) {
+            if let Some(oldest) =
+                self.segments.iter().enumerate().min_by_key(|(_, segment)| segment.last_use).map(|(index, _)| index)
+            {
                 self.segments.swap_remove(oldest);
             }
         }
@@ -107,7 +113,10 @@ impl Cache {
 
     /// Drops cached data overlapping `[first, end)` (a write that is not kept).
     pub fn invalidate(&mut self, first_lbn: u64, end_lbn: u64) {
-        self.segments.retain(|segment| segment.end_lbn.max(segment.prefetch.map_or(0, |p| p.limit_lbn)) <= first_lbn || segment.first_lbn >= end_lbn);
+        self.segments.retain(|segment| {
+            segment.end_lbn.max(segment.prefetch.map_or(0, |p| p.limit_lbn)) <= first_lbn
+                || segment.first_lbn >= end_lbn
+        });
     }
 }
 

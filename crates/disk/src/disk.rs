@@ -42,6 +42,8 @@ struct Head {
 /// The outcome of moving the heads over a run of LBNs.
 #[derive(Debug, Clone, Copy)]
 struct MediaAccess {
+    /// When the first sector starts passing under the head.
+    media_start_ns: f64,
     /// When the first sector has passed under the head.
     first_sector_end_ns: f64,
     /// When the last sector has passed under the head.
@@ -112,7 +114,10 @@ impl HardDisk {
     pub fn arrive(&mut self, now_ns: Nanos, request: DiskRequest) {
         assert!(request.sector_count > 0, "request {} has no sectors", request.id);
         assert!(
-            request.lbn.checked_add(u64::from(request.sector_count)).is_some_and(|end| end <= self.model.sector_count()),
+            request
+                .lbn
+                .checked_add(u64::from(request.sector_count))
+                .is_some_and(|end| end <= self.model.sector_count()),
             "request {} [{}, +{}) lies beyond the drive's {} sectors",
             request.id,
             request.lbn,
@@ -210,7 +215,8 @@ impl HardDisk {
                     .enumerate()
                     .filter(|(_, queued)| cylinder_of(queued) >= self.head.cylinder)
                     .min_by_key(|(index, queued)| (cylinder_of(queued), *index));
-                let wrapped = self.disk_queue.iter().enumerate().min_by_key(|(index, queued)| (cylinder_of(queued), *index));
+                let wrapped =
+                    self.disk_queue.iter().enumerate().min_by_key(|(index, queued)| (cylinder_of(queued), *index));
                 ahead.or(wrapped).map_or(0, |(index, _)| index)
             }
         }
@@ -267,12 +273,12 @@ impl HardDisk {
                 }
                 self.cache.stop_prefetch(start_ns);
                 let overhead = model.overheads.read_miss_ns[previous];
-                let access = self.media_access(start_ns + overhead, start_ns + overhead, request.lbn, count, DiskOp::Read);
+                let access =
+                    self.media_access(start_ns + overhead, start_ns + overhead, request.lbn, count, DiskOp::Read);
                 if cache.enabled {
                     self.cache.insert(request.lbn, request.lbn + count, self.read_ahead(&request, &access));
                 }
-                let sent = (access.end_ns + bus_ns).max(access.first_sector_end_ns + count as f64 * bus_ns);
-                sent + model.overheads.read_completion_ns
+                self.read_transfer_end_ns(&access, count) + model.overheads.read_completion_ns
             }
             DiskOp::Write if cache.enabled && cache.fast_write_level > 0 => {
                 let overhead = model.overheads.write_hit_ns[previous];
@@ -295,6 +301,27 @@ impl HardDisk {
         }
     }
 
+    /// When the last byte of a read miss has crossed the bus. The drive
+    /// reconnects once the high water mark of data is buffered, then sends at the
+    /// bus rate, never ahead of the medium (the last batch follows the media end).
+    fn read_transfer_end_ns(&self, access: &MediaAccess, count: u64) -> f64 {
+        let bus_ns = self.model.bus_sector_ns;
+        if bus_ns == 0.0 {
+            return access.end_ns;
+        }
+        let cache = self.model.cache;
+        let basis = if cache.water_mark_by_request_size { count } else { u64::from(cache.segment_size_sectors).max(1) };
+        let water_mark_sectors = ((cache.high_water_mark * basis as f64).ceil() as u64).clamp(1, count);
+        let sector_ns = access.first_sector_end_ns - access.media_start_ns;
+        let media_ns = access.end_ns - access.media_start_ns;
+        let reconnect_ns = if count <= 1 {
+            access.end_ns
+        } else {
+            access.first_sector_end_ns + (media_ns - sector_ns) * (water_mark_sectors - 1) as f64 / (count - 1) as f64
+        };
+        (reconnect_ns + count as f64 * bus_ns).max(access.end_ns + water_mark_sectors as f64 * bus_ns)
+    }
+
     fn keep_written(&mut self, lbn: u64, count: u64) {
         if self.model.cache.enabled && self.model.cache.read_hits_on_write_data {
             self.cache.insert(lbn, lbn + count, None);
@@ -311,15 +338,23 @@ impl HardDisk {
             return None;
         }
         let end = request.lbn + u64::from(request.sector_count);
-        let left_on_track = access.last.lbns_left_on_track - (end - 1 - access.last_lbn).min(access.last.lbns_left_on_track - 1) - 1;
+        let left_on_track =
+            access.last.lbns_left_on_track - (end - 1 - access.last_lbn).min(access.last.lbns_left_on_track - 1) - 1;
         let spt = u64::from(access.last.sectors_per_track);
         let by_kind = match cache.continuous_read {
             1 => left_on_track,
-            2 => left_on_track + spt * u64::from(self.model.surface_count() - 1 - access.last.surface.min(self.model.surface_count() - 1)),
+            2 => {
+                left_on_track
+                    + spt
+                        * u64::from(
+                            self.model.surface_count() - 1 - access.last.surface.min(self.model.surface_count() - 1),
+                        )
+            }
             3 => u64::from(cache.segment_size_sectors).saturating_sub(u64::from(request.sector_count)),
             _ => left_on_track + spt,
         };
-        let segment_room = u64::from(cache.segment_size_sectors.max(request.sector_count)) - u64::from(request.sector_count);
+        let segment_room =
+            u64::from(cache.segment_size_sectors.max(request.sector_count)) - u64::from(request.sector_count);
         let amount = by_kind.min(u64::from(cache.read_ahead_max_sectors)).min(segment_room);
         let limit_lbn = (end + amount).min(self.model.sector_count());
         (limit_lbn > end).then(|| Prefetch {
@@ -339,6 +374,7 @@ impl HardDisk {
         let mut time = start_ns + self.move_time_ns(self.head, &current, op);
         time = time.max(earliest_media_ns);
         time += self.rotational_wait_ns(time, current.angle);
+        let media_start_ns = time;
         let first_sector_end_ns = time + revolution / f64::from(current.sectors_per_track);
         let mut remaining = count;
         loop {
@@ -357,7 +393,7 @@ impl HardDisk {
         }
         let last_lbn = lbn + count - 1;
         let last = if current_lbn == last_lbn { current } else { model.locate(last_lbn).unwrap_or(current) };
-        MediaAccess { first_sector_end_ns, end_ns: time, last, last_lbn }
+        MediaAccess { media_start_ns, first_sector_end_ns, end_ns: time, last, last_lbn }
     }
 
     /// Seek (with write settle) or head switch from `from` to `target`'s track.

@@ -59,7 +59,8 @@ impl FlashDevice {
         let bytes = u64::from(request.sector_count) * 512;
         let page = u64::from(self.params.page_size_bytes.max(1));
         let transferred = bytes.div_ceil(page) * page;
-        let transfer_ns = (u128::from(transferred) * 1_000_000_000).div_ceil(u128::from(self.params.bandwidth_bytes_per_second));
+        let transfer_ns =
+            (u128::from(transferred) * 1_000_000_000).div_ceil(u128::from(self.params.bandwidth_bytes_per_second));
         let latency = match request.op {
             DiskOp::Read => self.params.read_latency_ns,
             DiskOp::Write => self.params.write_latency_ns,

@@ -309,10 +309,8 @@ impl G1Layout {
         if physical.surface >= self.surface_count {
             return None;
         }
-        let zone = self
-            .zones
-            .iter()
-            .find(|zone| (zone.first_cylinder..=zone.last_cylinder).contains(&physical.cylinder))?;
+        let zone =
+            self.zones.iter().find(|zone| (zone.first_cylinder..=zone.last_cylinder).contains(&physical.cylinder))?;
         if physical.sector >= zone.sectors_per_track {
             return None;
         }
@@ -339,7 +337,9 @@ impl G1Layout {
 }
 
 fn zone_sectors(zone: &G1Zone, surface_count: u32) -> u64 {
-    u64::from(zone.last_cylinder - zone.first_cylinder + 1) * u64::from(surface_count) * u64::from(zone.sectors_per_track)
+    u64::from(zone.last_cylinder - zone.first_cylinder + 1)
+        * u64::from(surface_count)
+        * u64::from(zone.sectors_per_track)
 }
 
 fn period_of(zone: &G1Zone, surface_count: u32, sparing: Sparing) -> Option<(u64, u64, bool)> {
@@ -451,7 +451,11 @@ impl G4Layout {
         if relative >= entry.run_lbns || entry.instance_lbns == 0 {
             return None;
         }
-        Some(G4Step { entry, instance: relative / entry.instance_lbns, offset_in_instance: relative % entry.instance_lbns })
+        Some(G4Step {
+            entry,
+            instance: relative / entry.instance_lbns,
+            offset_in_instance: relative % entry.instance_lbns,
+        })
     }
 
     fn locate(&self, lbn: u64) -> Option<Located> {
@@ -478,7 +482,8 @@ impl G4Layout {
                     let lbn_on_track = step.offset_in_instance;
                     let track_angle = angle.rem_euclid(1.0);
                     let first_sector = (track_angle * f64::from(spt)).floor() as u64;
-                    let sector = ((first_sector + u64::from(pattern.first_sector) + lbn_on_track) % u64::from(spt)) as u32;
+                    let sector =
+                        ((first_sector + u64::from(pattern.first_sector) + lbn_on_track) % u64::from(spt)) as u32;
                     let track_end = physical - lbn_on_track + entry.instance_lbns;
                     let left = track_end - physical - self.slips.slipped_in(physical, track_end);
                     return Some(Located {
@@ -504,7 +509,14 @@ impl G4Layout {
         (lbn < self.lbn_count).then_some(lbn)
     }
 
-    fn find_in_node(&self, node: usize, cylinder: i64, angle: f64, target: &PhysicalSector, depth: usize) -> Option<u64> {
+    fn find_in_node(
+        &self,
+        node: usize,
+        cylinder: i64,
+        angle: f64,
+        target: &PhysicalSector,
+        depth: usize,
+    ) -> Option<u64> {
         if depth > self.nodes.len() {
             return None;
         }
@@ -539,7 +551,8 @@ impl G4Layout {
                         return None;
                     }
                     let first_sector = (instance_angle.rem_euclid(1.0) * spt as f64).floor() as u64;
-                    let on_track = (u64::from(target.sector) + 2 * spt - first_sector - u64::from(pattern.first_sector)) % spt;
+                    let on_track =
+                        (u64::from(target.sector) + 2 * spt - first_sector - u64::from(pattern.first_sector)) % spt;
                     return (on_track < entry.instance_lbns).then_some(base + on_track);
                 }
             }
@@ -592,7 +605,8 @@ mod tests {
             Sparing::Periodic { period_kind: Period::CylinderRange(3), at_front: false, slips_use_spares: true },
             Sparing::Periodic { period_kind: Period::Zone, at_front: false, slips_use_spares: true },
         ];
-        let mappings = [MappingScheme::Traditional, MappingScheme::SerpentinePerZone, MappingScheme::SerpentineByParity];
+        let mappings =
+            [MappingScheme::Traditional, MappingScheme::SerpentinePerZone, MappingScheme::SerpentineByParity];
         for sparing in sparings {
             for mapping in mappings {
                 let zones = vec![zone(0, 6, 20, 2, vec![(7, 1), (30, 1)]), zone(7, 12, 16, 1, vec![])];
@@ -600,11 +614,8 @@ mod tests {
                 let mut seen = std::collections::HashSet::new();
                 for lbn in 0..layout.capacity() {
                     let located = layout.locate(lbn).unwrap();
-                    let physical = PhysicalSector {
-                        cylinder: located.cylinder,
-                        surface: located.surface,
-                        sector: located.sector,
-                    };
+                    let physical =
+                        PhysicalSector { cylinder: located.cylinder, surface: located.surface, sector: located.sector };
                     assert!(seen.insert(physical), "{sparing:?} {mapping:?} lbn {lbn} collides");
                     assert_eq!(layout.physical_to_lbn(physical), Some(lbn), "{sparing:?} {mapping:?} lbn {lbn}");
                 }

@@ -11,6 +11,7 @@
 //! mutable state (arm position, queue, cache) running that model.
 
 mod cache;
+pub mod closed_loop;
 mod disk;
 mod flash;
 mod layout;

@@ -65,7 +65,7 @@ pub struct Overheads {
 }
 
 /// The segmented buffer cache's parameters (from `.diskspecs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CacheParams {
     /// `Enable caching in buffer`: reads may hit data left in segments.
     pub enabled: bool,
@@ -91,6 +91,11 @@ pub struct CacheParams {
     pub immediate_write: bool,
     /// `Allow read hits on write data`.
     pub read_hits_on_write_data: bool,
+    /// `High (read) water mark`, as a fraction.
+    pub high_water_mark: f64,
+    /// `Set watermark by reqsize`: the water mark is a fraction of the request
+    /// (else of the segment).
+    pub water_mark_by_request_size: bool,
 }
 
 /// An immutable drive model.
@@ -306,9 +311,17 @@ fn load_from(source: &dyn FileSource, parv: &str, overrides: &[Override]) -> Res
         .into_iter()
         .next()
         .or_else(|| {
-            document.instantiations.iter().flat_map(|i| i.instance_names.iter()).find(|name| name.starts_with("disk")).cloned()
+            document
+                .instantiations
+                .iter()
+                .flat_map(|i| i.instance_names.iter())
+                .find(|name| name.starts_with("disk"))
+                .cloned()
         })
-        .ok_or_else(|| LoadError::Model { file: parv.to_string(), message: "no disksim_disk in the topology".to_string() })?;
+        .ok_or_else(|| LoadError::Model {
+            file: parv.to_string(),
+            message: "no disksim_disk in the topology".to_string(),
+        })?;
     apply_overrides(&mut document, &disk_instance, overrides)?;
     let disk = document.instance(&disk_instance).ok_or_else(|| LoadError::Model {
         file: parv.to_string(),
@@ -342,7 +355,10 @@ fn apply_overrides(document: &mut Document, disk_instance: &str, overrides: &[Ov
             .iter_mut()
             .rev()
             .find(|block| block.name.as_deref() == Some(definition_name.as_str()))
-            .ok_or_else(|| LoadError::BadOverride { text: text.clone(), message: "instance has no definition".into() })?;
+            .ok_or_else(|| LoadError::BadOverride {
+                text: text.clone(),
+                message: "instance has no definition".into(),
+            })?;
         let holder = block.holder_of_mut(&item.parameter).ok_or_else(|| LoadError::BadOverride {
             text: text.clone(),
             message: format!("`{}` has no parameter `{}`", item.component, item.parameter),
@@ -427,7 +443,13 @@ fn build_model(source: &dyn FileSource, disk: &Block, path_sector_ns: f64) -> Re
     let layout = match layout_block.type_name.as_str() {
         "dm_layout_g1" => Layout::G1(build_g1(layout_block, surface_count, cylinder_count)?),
         "dm_layout_g4" => Layout::G4(build_g4(layout_block, block_count, cylinder_count)?),
-        other => return Err(unsupported(layout_value, "Layout Model", &format!("layout `{other}`: G1 and G4 are supported"))),
+        other => {
+            return Err(unsupported(
+                layout_value,
+                "Layout Model",
+                &format!("layout `{other}`: G1 and G4 are supported"),
+            ))
+        }
     };
     let sector_count = block_count.min(layout.capacity());
     let mechanics_value = model_block.require("Mechanical Model")?;
@@ -532,6 +554,8 @@ fn cache_of(disk: &Block) -> Result<CacheParams, LoadError> {
         immediate_read: flag("Immediate buffer read")?,
         immediate_write: flag("Immediate buffer write")?,
         read_hits_on_write_data: flag("Allow read hits on write data")?,
+        high_water_mark: disk.float_or("High (read) water mark", 0.0)?.clamp(0.0, 1.0),
+        water_mark_by_request_size: flag("Set watermark by reqsize")?,
     })
 }
 
@@ -559,7 +583,9 @@ fn build_mechanics(source: &dyn FileSource, mechanics: &Block, cylinder_count: u
             let file_value = mechanics.require("Full seek curve")?;
             let file_name = file_value.scalar("Full seek curve")?;
             let (file, text) = source.read(file_name).map_err(|error| match error {
-                LoadError::Io { message, .. } => out_of_range(file_value, "Full seek curve", &format!("cannot read `{file_name}`: {message}")),
+                LoadError::Io { message, .. } => {
+                    out_of_range(file_value, "Full seek curve", &format!("cannot read `{file_name}`: {message}"))
+                }
                 other => other,
             })?;
             SeekCurve::parse_extracted(&file, &text)?
@@ -571,7 +597,8 @@ fn build_mechanics(source: &dyn FileSource, mechanics: &Block, cylinder_count: u
             cylinder_count,
         },
         "curve" => {
-            let (single, average, full) = (ms("Single cylinder seek time")?, ms("Average seek time")?, ms("Full strobe seek time")?);
+            let (single, average, full) =
+                (ms("Single cylinder seek time")?, ms("Average seek time")?, ms("Full strobe seek time")?);
             let cylinders = f64::from(cylinder_count.max(2));
             SeekCurve::Lee {
                 a_ns: (-10.0 * single + 15.0 * average - 5.0 * full) / (3.0 * cylinders.sqrt()),
@@ -581,7 +608,13 @@ fn build_mechanics(source: &dyn FileSource, mechanics: &Block, cylinder_count: u
         }
         "constant" => SeekCurve::Constant { time_ns: ms("Constant seek time")? },
         kind @ ("hpl" | "hplplus10") => hpl_curve(mechanics, kind == "hplplus10")?,
-        _ => return Err(unsupported(seek_value, "Seek type", "use extracted, linear, curve, constant, hpl or hplplus10")),
+        _ => {
+            return Err(unsupported(
+                seek_value,
+                "Seek type",
+                "use extracted, linear, curve, constant, hpl or hplplus10",
+            ))
+        }
     };
     Ok((seek, constant_access_ns, average_rotation))
 }
@@ -626,7 +659,8 @@ fn build_g1(layout: &Block, surface_count: u32, cylinder_count: u32) -> Result<G
     };
     let sparing_value = layout.require("Sparing scheme used")?;
     let range_size = u32::try_from(layout.integer_or("Rangesize for sparing", 1)?.max(1)).unwrap_or(u32::MAX);
-    let periodic = |period_kind, at_front, slips_use_spares| Sparing::Periodic { period_kind, at_front, slips_use_spares };
+    let periodic =
+        |period_kind, at_front, slips_use_spares| Sparing::Periodic { period_kind, at_front, slips_use_spares };
     let sparing = match sparing_value.integer("Sparing scheme used")? {
         0 | 7 => Sparing::None,
         1 => Sparing::TracksAtZoneEnd,
@@ -641,9 +675,11 @@ fn build_g1(layout: &Block, surface_count: u32, cylinder_count: u32) -> Result<G
         _ => return Err(unsupported(sparing_value, "Sparing scheme used", "use 0 to 10")),
     };
     let skew_in_revolutions = |block: &Block| -> Result<bool, LoadError> {
-        Ok(block.get("Skew units").map(|value| value.scalar("Skew units")).transpose()?.is_some_and(|units| {
-            units.to_ascii_lowercase().starts_with("rev")
-        }))
+        Ok(block
+            .get("Skew units")
+            .map(|value| value.scalar("Skew units"))
+            .transpose()?
+            .is_some_and(|units| units.to_ascii_lowercase().starts_with("rev")))
     };
     let layout_revolutions = skew_in_revolutions(layout)?;
     let zones_value = layout.require("Zones")?;
@@ -654,7 +690,11 @@ fn build_g1(layout: &Block, surface_count: u32, cylinder_count: u32) -> Result<G
         let first_cylinder = count_u32(zone, "First cylinder number")?;
         let last_cylinder = count_u32(zone, "Last cylinder number")?;
         let spt = count_u32(zone, "Blocks per track")?;
-        if first_cylinder < next_cylinder || last_cylinder < first_cylinder || last_cylinder >= cylinder_count || spt == 0 {
+        if first_cylinder < next_cylinder
+            || last_cylinder < first_cylinder
+            || last_cylinder >= cylinder_count
+            || spt == 0
+        {
             return Err(LoadError::Model {
                 file: zone.location.file.to_string(),
                 message: format!(
@@ -723,7 +763,10 @@ fn build_g4(layout: &Block, block_count: u64, cylinder_count: u32) -> Result<G4L
             u32::try_from(triple[index].integer("TP")?).map_err(|_| out_of_range(&triple[index], "TP", "out of range"))
         };
         let pattern = TrackPattern { first_sector: field(0)?, last_sector: field(1)?, sectors_per_track: field(2)? };
-        if pattern.sectors_per_track == 0 || pattern.last_sector < pattern.first_sector || pattern.last_sector >= pattern.sectors_per_track {
+        if pattern.sectors_per_track == 0
+            || pattern.last_sector < pattern.first_sector
+            || pattern.last_sector >= pattern.sectors_per_track
+        {
             return Err(out_of_range(&triple[0], "TP", "a pattern needs first <= last < sectors per track"));
         }
         patterns.push(pattern);
@@ -744,8 +787,10 @@ fn build_g4(layout: &Block, block_count: u64, cylinder_count: u32) -> Result<G4L
     }
     let mut slips = Vec::new();
     for pair in slip_items.chunks(2) {
-        let start = u64::try_from(pair[0].integer("Slips")?).map_err(|_| out_of_range(&pair[0], "Slips", "negative"))?;
-        let length = u64::try_from(pair[1].integer("Slips")?).map_err(|_| out_of_range(&pair[1], "Slips", "negative"))?;
+        let start =
+            u64::try_from(pair[0].integer("Slips")?).map_err(|_| out_of_range(&pair[0], "Slips", "negative"))?;
+        let length =
+            u64::try_from(pair[1].integer("Slips")?).map_err(|_| out_of_range(&pair[1], "Slips", "negative"))?;
         slips.push((start, length));
     }
     let remaps_value = layout.require("Remaps")?;
@@ -772,11 +817,15 @@ fn g4_node(node_value: &Value) -> Result<Vec<G4Entry>, LoadError> {
         let unsigned = |index: usize| -> Result<u64, LoadError> {
             u64::try_from(integer(index)?).map_err(|_| out_of_range(&remaining[index], "IDX", "must be non-negative"))
         };
-        let child_index = usize::try_from(integer(9)?).map_err(|_| out_of_range(&remaining[9], "IDX", "negative child"))?;
+        let child_index =
+            usize::try_from(integer(9)?).map_err(|_| out_of_range(&remaining[9], "IDX", "negative child"))?;
         let (child, surface, width) = match remaining[8].scalar("IDX")? {
             "TRACK" => {
-                let surface_field = remaining.get(10).ok_or_else(|| out_of_range(&remaining[0], "IDX", "a TRACK entry needs a surface"))?;
-                let surface = u32::try_from(surface_field.integer("IDX")?).map_err(|_| out_of_range(surface_field, "IDX", "bad surface"))?;
+                let surface_field = remaining
+                    .get(10)
+                    .ok_or_else(|| out_of_range(&remaining[0], "IDX", "a TRACK entry needs a surface"))?;
+                let surface = u32::try_from(surface_field.integer("IDX")?)
+                    .map_err(|_| out_of_range(surface_field, "IDX", "bad surface"))?;
                 (G4Child::Track(child_index), surface, 11)
             }
             "IDX" => (G4Child::Index(child_index), 0, 10),
@@ -794,8 +843,16 @@ fn g4_node(node_value: &Value) -> Result<Vec<G4Entry>, LoadError> {
             child,
             surface,
         };
-        if entry.instance_lbns == 0 || entry.run_lbns % entry.instance_lbns != 0 || entry.cylinder.abs() > 1 << 40 || entry.instance_cylinders.abs() > 1 << 40 {
-            return Err(out_of_range(&remaining[0], "IDX", "an entry's run must be a positive whole number of instances"));
+        if entry.instance_lbns == 0
+            || entry.run_lbns % entry.instance_lbns != 0
+            || entry.cylinder.abs() > 1 << 40
+            || entry.instance_cylinders.abs() > 1 << 40
+        {
+            return Err(out_of_range(
+                &remaining[0],
+                "IDX",
+                "an entry's run must be a positive whole number of instances",
+            ));
         }
         if entries.last().is_some_and(|previous: &G4Entry| previous.lbn > entry.lbn) {
             return Err(out_of_range(&remaining[0], "IDX", "entries must be in ascending LBN order"));
@@ -808,7 +865,12 @@ fn g4_node(node_value: &Value) -> Result<Vec<G4Entry>, LoadError> {
 
 /// Children must exist and point only to earlier nodes (the root is last), so
 /// walks down the tree terminate.
-fn check_g4_references(nodes: &[Vec<G4Entry>], pattern_count: usize, value: &Value, cylinder_count: u32) -> Result<(), LoadError> {
+fn check_g4_references(
+    nodes: &[Vec<G4Entry>],
+    pattern_count: usize,
+    value: &Value,
+    cylinder_count: u32,
+) -> Result<(), LoadError> {
     for (node_index, entries) in nodes.iter().enumerate() {
         for entry in entries {
             let ok = match entry.child {
@@ -823,7 +885,11 @@ fn check_g4_references(nodes: &[Vec<G4Entry>], pattern_count: usize, value: &Val
                 ));
             }
             if entry.cylinder >= i64::from(cylinder_count) && node_index == nodes.len() - 1 {
-                return Err(out_of_range(value, "IDX", &format!("root entry at cylinder {} beyond the disk", entry.cylinder)));
+                return Err(out_of_range(
+                    value,
+                    "IDX",
+                    &format!("root entry at cylinder {} beyond the disk", entry.cylinder),
+                ));
             }
         }
     }

@@ -288,11 +288,7 @@ impl<'a> Parser<'a> {
     }
 
     fn location(&self) -> Location {
-        let line = self
-            .tokens
-            .get(self.position)
-            .or_else(|| self.tokens.last())
-            .map_or(1, |token| token.line);
+        let line = self.tokens.get(self.position).or_else(|| self.tokens.last()).map_or(1, |token| token.line);
         Location { file: self.file.clone(), line }
     }
 
@@ -474,7 +470,9 @@ impl<'a> Parser<'a> {
                     self.position += 1;
                     break;
                 }
-                Some(other) => return Err(self.error(format!("expected `Parameter name = value`, found {}", describe(other)))),
+                Some(other) => {
+                    return Err(self.error(format!("expected `Parameter name = value`, found {}", describe(other))))
+                }
                 None => return Err(self.error("expected `Parameter name = value`, found the end of the file")),
             }
         }

@@ -129,7 +129,8 @@ fn parse_seek_line(line: &str, location: &Location) -> Result<(u32, f64), LoadEr
     let mut fields = line.split(|c: char| c == ',' || c.is_whitespace()).filter(|field| !field.is_empty());
     let bad = |message: String| LoadError::Syntax { file: location.file.to_string(), line: location.line, message };
     let distance_text = fields.next().ok_or_else(|| bad("expected `distance, time_ms`".to_string()))?;
-    let time_text = fields.next().ok_or_else(|| bad(format!("expected a seek time after distance `{distance_text}`")))?;
+    let time_text =
+        fields.next().ok_or_else(|| bad(format!("expected a seek time after distance `{distance_text}`")))?;
     let distance: u32 = distance_text
         .parse()
         .ok()
@@ -169,7 +170,8 @@ mod tests {
 
     #[test]
     fn extracted_interpolates_and_extrapolates() {
-        let curve = SeekCurve::parse_extracted("t.seek", "Seek distances measured: 3\n1, 1.0\n3, 2.0\n5, 4.0\n").unwrap();
+        let curve =
+            SeekCurve::parse_extracted("t.seek", "Seek distances measured: 3\n1, 1.0\n3, 2.0\n5, 4.0\n").unwrap();
         assert_eq!(curve.time_ns(0), 0.0);
         assert_eq!(curve.time_ns(1), 1.0e6);
         assert_eq!(curve.time_ns(2), 1.5e6);

@@ -132,11 +132,15 @@ pub fn replay(model: Arc<DiskModel>, records: &[TraceRecord], seed: u64) -> Resu
         if record.lbn.saturating_add(u64::from(record.sector_count)) > capacity {
             return Err(LoadError::Model {
                 file: format!("trace request {}", index + 1),
-                message: format!("blocks {}+{} lie beyond the drive's {capacity} sectors", record.lbn, record.sector_count),
+                message: format!(
+                    "blocks {}+{} lie beyond the drive's {capacity} sectors",
+                    record.lbn, record.sector_count
+                ),
             });
         }
         now_ns += (interarrival_us * 1000.0_f64).round() as Nanos;
-        let request = DiskRequest { id: index as u64, op: record.op, lbn: record.lbn, sector_count: record.sector_count };
+        let request =
+            DiskRequest { id: index as u64, op: record.op, lbn: record.lbn, sector_count: record.sector_count };
         disk.arrive(now_ns, request);
         completions.clear();
         let completion_ns = disk.next_event_ns().expect("a request was just delivered");
