@@ -603,6 +603,35 @@ impl<D: BlockDevice> RaidDevice<D> {
         Ok((writes_done_ns, write_outcome))
     }
 
+    /// With every member present, a member block that failed to read with an I/O
+    /// error is reconstructed from its row: reads the rest of the row from the
+    /// other members (one more batch per member).
+    fn recover_failed_reads(&mut self, outer: &[OuterSlot], read: &mut ReadResults) -> Result<(), DeviceError> {
+        if self.failed.is_some() {
+            return Ok(());
+        }
+        let mut needed = vec![BTreeSet::new(); self.members.len()];
+        for slot in outer {
+            let OuterSlot::Read(sources) = slot else { continue };
+            for source in sources {
+                let ReadSource::Direct { member, member_block } = *source else { continue };
+                if !matches!(read.get(&(member, member_block)), Some((Err(DeviceError::Io { .. }), _))) {
+                    continue;
+                }
+                for other in (0..self.members.len()).filter(|&other| other != member) {
+                    if !read.contains_key(&(other, member_block)) {
+                        needed[other].insert(member_block);
+                    }
+                }
+            }
+        }
+        if needed.iter().all(BTreeSet::is_empty) {
+            return Ok(());
+        }
+        let submitted = self.submit_to_members(&needed, &[])?;
+        self.wait_members(submitted, read).map(drop)
+    }
+
     fn answer_read(&self, sources: &[ReadSource], read: &ReadResults, submitted_ns: u64) -> IoCompletion {
         let mut data = Vec::new();
         let mut completed_ns = submitted_ns;
@@ -614,7 +643,18 @@ impl<D: BlockDevice> RaidDevice<D> {
         let mut assemble = || -> Result<Vec<u8>, DeviceError> {
             for source in sources {
                 match *source {
-                    ReadSource::Direct { member, member_block } => data.extend(lookup(member, member_block)?),
+                    ReadSource::Direct { member, member_block } => match lookup(member, member_block) {
+                        Ok(block) => data.extend(block),
+                        Err(error @ DeviceError::Io { .. }) if self.failed.is_none() => {
+                            // Recovered from the rest of the row (read by recover_failed_reads).
+                            let mut xor = None;
+                            for other in (0..self.members.len()).filter(|&other| other != member) {
+                                xor_into(&mut xor, &lookup(other, member_block).map_err(|_| error.clone())?);
+                            }
+                            data.extend(xor.unwrap_or_default());
+                        }
+                        Err(error) => return Err(error),
+                    },
                     ReadSource::Reconstruct { failed, member_block } => {
                         let mut xor = None;
                         for member in (0..self.members.len()).filter(|&member| member != failed) {
@@ -690,6 +730,7 @@ impl<D: BlockDevice> BlockDevice for RaidDevice<D> {
                 Err(error) => write_outcome = Err(error),
             }
         }
+        self.recover_failed_reads(&in_flight.outer, &mut read)?;
         let submitted_ns = in_flight.submitted_ns;
         let completions = in_flight
             .outer
@@ -859,6 +900,29 @@ mod tests {
             assert!(raid.verify_parity().unwrap().is_empty());
             assert_eq!(raid.read_blocks(0, 48).unwrap(), expected);
         }
+    }
+
+    #[test]
+    fn a_member_read_error_is_recovered_from_the_row() {
+        use crate::{Fault, FaultDevice, FaultPlan, FaultRule};
+        let members = (0..4)
+            .map(|index| {
+                let plan = match index {
+                    1 => FaultPlan::new(5).with_rule(FaultRule::on_read_block(2, Fault::IoError).once()),
+                    _ => FaultPlan::new(5),
+                };
+                FaultDevice::new(MemoryDevice::new(BLOCK, 64), plan)
+            })
+            .collect();
+        let config = RaidConfig { level: RaidLevel::Raid4, stripe_unit_bytes: 4 * u64::from(BLOCK) };
+        let mut raid = RaidDevice::new(members, config).unwrap();
+        raid.write_blocks(0, &data(4, 12)).unwrap();
+        raid.take_member_stats();
+        // Logical block 6 is member 1's block 2: its read fails and is rebuilt from the row.
+        assert_eq!(raid.read_blocks(4, 4).unwrap(), data(4, 12)[4 * 512..8 * 512].to_vec());
+        let counts = member_io_counts(&raid.take_member_stats());
+        assert_eq!(counts, vec![(1, 0), (1, 0), (1, 0), (1, 0)]);
+        assert_eq!(raid.members().nth(1).unwrap().injected().len(), 1);
     }
 
     #[test]

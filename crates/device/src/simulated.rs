@@ -173,7 +173,16 @@ impl SimulatedDevice {
         options: SimulatedOptions,
     ) -> Result<Self, DeviceError> {
         let model = disk.model();
-        assert_eq!(model.sector_size_bytes(), SECTOR_SIZE_BYTES, "drive models address 512-byte sectors");
+        if model.sector_size_bytes() != SECTOR_SIZE_BYTES {
+            return Err(DeviceError::Invalid {
+                device: options.name,
+                detail: format!(
+                    "model {} has {}-byte sectors; 512 are supported",
+                    model.name(),
+                    model.sector_size_bytes()
+                ),
+            });
+        }
         let sector_count = model.sector_count();
         Self::new(handle, Box::new(disk), sector_count, options)
     }
