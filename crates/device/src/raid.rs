@@ -205,6 +205,9 @@ impl<D: BlockDevice> RaidDevice<D> {
                 other.name, other.block_size_bytes
             )));
         }
+        if infos.iter().any(|info| info.stores_payload != infos[0].stores_payload) {
+            return Err(invalid("some members store payload and others do not".into()));
+        }
         let unit_bytes = config.stripe_unit_bytes;
         if unit_bytes == 0 || unit_bytes % u64::from(block_size_bytes) != 0 {
             return Err(invalid(format!("stripe unit {unit_bytes} bytes is not a whole number of blocks")));
