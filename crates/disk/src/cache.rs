@@ -56,12 +56,15 @@ impl Segment {
 pub(crate) struct Cache {
     segments: Vec<Segment>,
     segment_count: usize,
+    /// When read-ahead may overwrite requested data, a segment keeps only this
+    /// many most recent sectors.
+    window_sectors: Option<u64>,
     clock: u64,
 }
 
 impl Cache {
-    pub fn new(segment_count: u32) -> Cache {
-        Cache { segments: Vec::new(), segment_count: segment_count.max(1) as usize, clock: 0 }
+    pub fn new(segment_count: u32, window_sectors: Option<u64>) -> Cache {
+        Cache { segments: Vec::new(), segment_count: segment_count.max(1) as usize, window_sectors, clock: 0 }
     }
 
     /// Stops all read-ahead at `now_ns`, keeping what it read.
@@ -74,22 +77,41 @@ impl Cache {
         }
     }
 
-    /// Whether `[lbn, lbn + count)` is cached or being read ahead (no LRU update).
-    pub fn contains(&self, lbn: u64, count: u64) -> bool {
-        self.segments.iter().any(|segment| segment.first_lbn <= lbn && segment.ready_ns(lbn + count).is_some())
+    /// Whether `[lbn, lbn + count)` can be served from the cache at `now_ns`
+    /// (no LRU update); see [`Cache::lookup`].
+    pub fn contains(&self, lbn: u64, count: u64, now_ns: f64, almost_hits: bool) -> bool {
+        self.segments.iter().any(|segment| self.serves(segment, lbn, count, now_ns, almost_hits).is_some())
     }
 
-    /// If `[lbn, lbn + count)` is cached or being read ahead, the time at which
-    /// all of it is in the buffer.
-    pub fn lookup(&mut self, lbn: u64, count: u64) -> Option<f64> {
+    /// If `[lbn, lbn + count)` can be served from the cache, the time at which
+    /// all of it is in the buffer. Data already buffered at `now_ns` always
+    /// serve; data still being read ahead serve only with `almost_hits`.
+    pub fn lookup(&mut self, lbn: u64, count: u64, now_ns: f64, almost_hits: bool) -> Option<f64> {
         self.clock += 1;
-        let clock = self.clock;
-        let segment = self
-            .segments
-            .iter_mut()
-            .find(|segment| segment.first_lbn <= lbn && segment.ready_ns(lbn + count).is_some())?;
-        segment.last_use = clock;
-        segment.ready_ns(lbn + count)
+        let index = (0..self.segments.len())
+            .find(|&index| self.serves(&self.segments[index], lbn, count, now_ns, almost_hits).is_some())?;
+        let ready = self.serves(&self.segments[index], lbn, count, now_ns, almost_hits);
+        self.segments[index].last_use = self.clock;
+        ready
+    }
+
+    fn serves(&self, segment: &Segment, lbn: u64, count: u64, now_ns: f64, almost_hits: bool) -> Option<f64> {
+        let valid_end = segment.end_at(now_ns);
+        // With a sliding window, read-ahead overwrites the oldest data.
+        let valid_first = match self.window_sectors {
+            Some(window) => segment.first_lbn.max(valid_end.saturating_sub(window)),
+            None => segment.first_lbn,
+        };
+        if lbn < valid_first {
+            return None;
+        }
+        if lbn + count <= valid_end {
+            return Some(f64::NEG_INFINITY);
+        }
+        if almost_hits && lbn < valid_end.max(segment.end_lbn + 1) {
+            return segment.ready_ns(lbn + count);
+        }
+        None
     }
 
     /// Records `[first, end)` as cached, with optional read-ahead, replacing any
@@ -126,24 +148,35 @@ mod tests {
 
     #[test]
     fn prefetch_fills_over_time_and_stops() {
-        let mut cache = Cache::new(2);
+        let mut cache = Cache::new(2, None);
         cache.insert(100, 108, Some(Prefetch { origin_ns: 1000.0, sector_ns: 10.0, limit_lbn: 200 }));
-        assert_eq!(cache.lookup(100, 8), Some(f64::NEG_INFINITY));
-        assert_eq!(cache.lookup(108, 8), Some(1080.0));
-        assert_eq!(cache.lookup(300, 8), None);
+        assert_eq!(cache.lookup(100, 8, 0.0, false), Some(f64::NEG_INFINITY));
+        assert_eq!(cache.lookup(108, 8, 1000.0, true), Some(1080.0));
+        assert_eq!(cache.lookup(108, 8, 1000.0, false), None);
+        assert_eq!(cache.lookup(108, 8, 1080.0, false), Some(f64::NEG_INFINITY));
+        assert_eq!(cache.lookup(300, 8, 1000.0, true), None);
         cache.stop_prefetch(1045.0);
-        assert_eq!(cache.lookup(108, 4), Some(f64::NEG_INFINITY));
-        assert_eq!(cache.lookup(108, 8), None);
+        assert_eq!(cache.lookup(108, 4, 2000.0, false), Some(f64::NEG_INFINITY));
+        assert_eq!(cache.lookup(108, 8, 2000.0, true), None);
     }
 
     #[test]
     fn least_recently_used_segment_is_replaced() {
-        let mut cache = Cache::new(2);
+        let mut cache = Cache::new(2, None);
         cache.insert(0, 8, None);
         cache.insert(100, 108, None);
-        assert!(cache.lookup(0, 8).is_some());
+        assert!(cache.lookup(0, 8, 0.0, false).is_some());
         cache.insert(200, 208, None);
-        assert!(cache.lookup(0, 8).is_some());
-        assert!(cache.lookup(100, 8).is_none());
+        assert!(cache.lookup(0, 8, 0.0, false).is_some());
+        assert!(cache.lookup(100, 8, 0.0, false).is_none());
+    }
+
+    #[test]
+    fn sliding_window_drops_the_oldest_data() {
+        let mut cache = Cache::new(1, Some(16));
+        cache.insert(0, 8, Some(Prefetch { origin_ns: 0.0, sector_ns: 1.0, limit_lbn: 100 }));
+        assert!(cache.lookup(0, 8, 5.0, false).is_some());
+        assert!(cache.lookup(0, 8, 20.0, false).is_none());
+        assert!(cache.lookup(12, 8, 20.0, false).is_some());
     }
 }

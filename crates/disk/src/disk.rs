@@ -80,7 +80,10 @@ impl HardDisk {
         HardDisk {
             scheduler: model.scheduler(),
             queue_depth: model.max_queue_length().max(1),
-            cache: Cache::new(model.cache.segment_count),
+            cache: Cache::new(
+                model.cache.segment_count,
+                model.cache.read_ahead_over_requested.then_some(u64::from(model.cache.segment_size_sectors.max(1))),
+            ),
             model,
             host_queue: VecDeque::new(),
             disk_queue: Vec::new(),
@@ -225,7 +228,7 @@ impl HardDisk {
     /// SPTF's cost: time until the first sector is under the head (zero for a
     /// cache hit), including the command overhead.
     fn positioning_estimate_ns(&self, now_ns: f64, request: &DiskRequest) -> f64 {
-        if request.op == DiskOp::Read && self.model.cache.enabled && self.cache_peek(request) {
+        if request.op == DiskOp::Read && self.model.cache.enabled && self.cache_peek(now_ns, request) {
             return 0.0;
         }
         let overhead = self.miss_overhead_ns(request.op);
@@ -234,8 +237,8 @@ impl HardDisk {
         ready + self.rotational_wait_ns(ready, target.angle) - now_ns
     }
 
-    fn cache_peek(&self, request: &DiskRequest) -> bool {
-        self.cache.contains(request.lbn, u64::from(request.sector_count))
+    fn cache_peek(&self, now_ns: f64, request: &DiskRequest) -> bool {
+        self.cache.contains(request.lbn, u64::from(request.sector_count), now_ns, self.model.cache.almost_read_hits)
     }
 
     fn previous_index(&self) -> usize {
@@ -265,7 +268,7 @@ impl HardDisk {
         match request.op {
             DiskOp::Read => {
                 if cache.enabled {
-                    if let Some(ready_ns) = self.cache.lookup(request.lbn, count) {
+                    if let Some(ready_ns) = self.cache.lookup(request.lbn, count, start_ns, cache.almost_read_hits) {
                         let overhead = model.overheads.read_hit_ns[previous];
                         let sent = (start_ns + overhead + count as f64 * bus_ns).max(ready_ns + bus_ns);
                         return sent + model.overheads.read_completion_ns;
@@ -281,7 +284,13 @@ impl HardDisk {
                 self.read_transfer_end_ns(&access, count) + model.overheads.read_completion_ns
             }
             DiskOp::Write if cache.enabled && cache.fast_write_level > 0 => {
-                let overhead = model.overheads.write_hit_ns[previous];
+                // A write that finds its data's segment is a hit; a random write is a miss.
+                let overheads = if self.cache.contains(request.lbn, 1, start_ns, false) {
+                    model.overheads.write_hit_ns
+                } else {
+                    model.overheads.write_miss_ns
+                };
+                let overhead = overheads[previous];
                 let completion = start_ns + overhead + count as f64 * bus_ns + model.overheads.write_completion_ns;
                 self.cache.stop_prefetch(start_ns);
                 let access = self.media_access(completion, completion, request.lbn, count, DiskOp::Write);
@@ -341,6 +350,13 @@ impl HardDisk {
         let left_on_track =
             access.last.lbns_left_on_track - (end - 1 - access.last_lbn).min(access.last.lbns_left_on_track - 1) - 1;
         let spt = u64::from(access.last.sectors_per_track);
+        // Read-ahead fills the rest of the segment, or all of it when it may
+        // overwrite the data just returned.
+        let segment_room = if cache.read_ahead_over_requested {
+            u64::from(cache.segment_size_sectors)
+        } else {
+            u64::from(cache.segment_size_sectors.saturating_sub(request.sector_count))
+        };
         let by_kind = match cache.continuous_read {
             1 => left_on_track,
             2 => {
@@ -350,11 +366,9 @@ impl HardDisk {
                             self.model.surface_count() - 1 - access.last.surface.min(self.model.surface_count() - 1),
                         )
             }
-            3 => u64::from(cache.segment_size_sectors).saturating_sub(u64::from(request.sector_count)),
+            3 => segment_room,
             _ => left_on_track + spt,
         };
-        let segment_room =
-            u64::from(cache.segment_size_sectors.max(request.sector_count)) - u64::from(request.sector_count);
         let amount = by_kind.min(u64::from(cache.read_ahead_max_sectors)).min(segment_room);
         let limit_lbn = (end + amount).min(self.model.sector_count());
         (limit_lbn > end).then(|| Prefetch {

@@ -91,6 +91,12 @@ pub struct CacheParams {
     pub immediate_write: bool,
     /// `Allow read hits on write data`.
     pub read_hits_on_write_data: bool,
+    /// `Allow almost read hits`: a read whose data are still being read ahead is
+    /// served from the read-ahead stream (else it is handled as a miss).
+    pub almost_read_hits: bool,
+    /// `Read-ahead over requested`: read-ahead may overwrite the data just
+    /// returned, so a segment keeps only its most recent `segment size` sectors.
+    pub read_ahead_over_requested: bool,
     /// `High (read) water mark`, as a fraction.
     pub high_water_mark: f64,
     /// `Set watermark by reqsize`: the water mark is a fraction of the request
@@ -554,6 +560,8 @@ fn cache_of(disk: &Block) -> Result<CacheParams, LoadError> {
         immediate_read: flag("Immediate buffer read")?,
         immediate_write: flag("Immediate buffer write")?,
         read_hits_on_write_data: flag("Allow read hits on write data")?,
+        almost_read_hits: flag("Allow almost read hits")?,
+        read_ahead_over_requested: flag("Read-ahead over requested")?,
         high_water_mark: disk.float_or("High (read) water mark", 0.0)?.clamp(0.0, 1.0),
         water_mark_by_request_size: flag("Set watermark by reqsize")?,
     })
