@@ -302,7 +302,15 @@ impl HardDisk {
                 self.cache.stop_prefetch(start_ns);
                 let overhead = model.overheads.write_miss_ns[previous];
                 let data_start = start_ns + overhead;
-                let access = self.media_access(data_start, data_start + bus_ns, request.lbn, count, DiskOp::Write);
+                // Write-through: positioning overlaps the host transfer, and the
+                // medium is written once the request's data are all buffered.
+                let access = self.media_access(
+                    data_start,
+                    data_start + count as f64 * bus_ns,
+                    request.lbn,
+                    count,
+                    DiskOp::Write,
+                );
                 self.keep_written(request.lbn, count);
                 let last_data_ns = data_start + count as f64 * bus_ns;
                 access.end_ns.max(last_data_ns) + model.overheads.write_completion_ns
