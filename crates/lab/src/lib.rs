@@ -3,10 +3,18 @@
 //! - [`birthday`]: the analytical model of missed revolutions in a strand.
 //! - [`table`] and [`plot`]: the CSV tables and SVG plots experiments write.
 //! - [`progress`]: how a long experiment reports its progress to whoever runs it.
+//! - [`placement`]: where a strand's requests go (track-approximate, proximal,
+//!   semi-sequential, random) and their issue order.
+//! - [`strands`]: strands on a simulated disk: response time, cost in OPs, extra
+//!   revolutions.
+//! - [`closed_loop`]: closed-loop random I/O, and the OP it defines.
 
 pub mod birthday;
+pub mod closed_loop;
+pub mod placement;
 pub mod plot;
 pub mod progress;
+pub mod strands;
 pub mod table;
 
 use std::path::PathBuf;
