@@ -4,6 +4,8 @@
 //! read-only export. Whatever the bytes, the session must end without panicking.
 
 use crate::memory::MemoryBackend;
+use crate::protocol::handshake::{ClientOption, InfoRequest, MetaContextRequest};
+use crate::protocol::handshake::{CLIENT_FLAG_FIXED_NEWSTYLE, CLIENT_FLAG_NO_ZEROES};
 use crate::session::{Session, SessionConfig, SessionEnd, SessionError};
 
 /// Name of the writable fuzzing export (1 MiB).
@@ -28,4 +30,16 @@ pub fn run_session_on_bytes(client_bytes: &[u8]) -> (Result<SessionEnd, SessionE
     let mut server_bytes = Vec::new();
     let result = Session::new(&backend, config).run(client_bytes, &mut server_bytes);
     (result, server_bytes)
+}
+
+/// A valid client handshake up to transmission on [`FUZZ_EXPORT`], with structured
+/// replies and `base:allocation`: a prefix that takes fuzzed bytes straight to the
+/// transmission phase.
+pub fn client_handshake_bytes() -> Vec<u8> {
+    let mut bytes = (CLIENT_FLAG_FIXED_NEWSTYLE | CLIENT_FLAG_NO_ZEROES).to_be_bytes().to_vec();
+    bytes.extend(ClientOption::StructuredReply.encode());
+    let contexts = MetaContextRequest { export_name: FUZZ_EXPORT.into(), queries: vec!["base:allocation".into()] };
+    bytes.extend(ClientOption::SetMetaContext(contexts).encode());
+    bytes.extend(ClientOption::Go(InfoRequest { export_name: FUZZ_EXPORT.into(), info_items: vec![] }).encode());
+    bytes
 }

@@ -11,7 +11,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
-use proxima_nbd::fuzzing::{run_session_on_bytes, FUZZ_EXPORT};
+use proxima_nbd::fuzzing::{client_handshake_bytes, run_session_on_bytes};
 use proxima_nbd::protocol::handshake::*;
 use proxima_nbd::protocol::transmission::*;
 use proxima_nbd::protocol::Errno;
@@ -23,17 +23,6 @@ fn config(cases: u32) -> Config {
     let seed = std::env::var("PROXIMA_TEST_SEED").ok().and_then(|seed| seed.parse().ok()).unwrap_or(20261121);
     eprintln!("seed {seed}");
     Config { cases, rng_seed: RngSeed::Fixed(seed), failure_persistence: None, ..Config::default() }
-}
-
-/// A client's handshake up to transmission on the fuzzing export, with structured
-/// replies and base:allocation.
-fn handshake_bytes() -> Vec<u8> {
-    let mut bytes = (CLIENT_FLAG_FIXED_NEWSTYLE | CLIENT_FLAG_NO_ZEROES).to_be_bytes().to_vec();
-    bytes.extend(ClientOption::StructuredReply.encode());
-    let contexts = MetaContextRequest { export_name: FUZZ_EXPORT.into(), queries: vec!["base:allocation".into()] };
-    bytes.extend(ClientOption::SetMetaContext(contexts).encode());
-    bytes.extend(ClientOption::Go(InfoRequest { export_name: FUZZ_EXPORT.into(), info_items: vec![] }).encode());
-    bytes
 }
 
 #[derive(Debug, Clone)]
@@ -225,14 +214,14 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_after_a_valid_handshake_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..600)) {
-        let mut bytes = handshake_bytes();
+        let mut bytes = client_handshake_bytes();
         bytes.extend(tail);
         let _ = run_session_on_bytes(&bytes);
     }
 
     #[test]
     fn requests_behave_like_a_byte_array(operations in proptest::collection::vec(operation(), 1..60)) {
-        let mut input = handshake_bytes();
+        let mut input = client_handshake_bytes();
         for (cookie, operation) in operations.iter().enumerate() {
             input.extend(encode(operation, cookie as u64));
         }
