@@ -69,6 +69,7 @@ pub struct HardDisk {
     initial_angle: f64,
     /// The mechanism is busy (flushing write-back data) until then.
     mechanism_free_ns: f64,
+    last_arrival_ns: Nanos,
     cache: Cache,
 }
 
@@ -92,6 +93,7 @@ impl HardDisk {
             last_op: DiskOp::Read,
             initial_angle,
             mechanism_free_ns: 0.0,
+            last_arrival_ns: 0,
         }
     }
 
@@ -127,9 +129,8 @@ impl HardDisk {
             request.sector_count,
             self.model.sector_count()
         );
-        if let Some(in_service) = &self.in_service {
-            assert!(now_ns >= in_service.start_ns, "time went backwards");
-        }
+        assert!(now_ns >= self.last_arrival_ns, "arrivals must come in time order");
+        self.last_arrival_ns = now_ns;
         self.host_queue.push_back(Queued { request, arrival_ns: now_ns });
         self.fill_disk_queue();
         if self.in_service.is_none() {

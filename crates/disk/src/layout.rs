@@ -264,8 +264,27 @@ impl G1Layout {
             sector,
             sectors_per_track: zone.sectors_per_track,
             angle: f64::from(sector) / spt as f64,
-            lbns_left_on_track: (spt - position_on_track).min(zone.first_lbn + zone.lbn_count - lbn),
+            lbns_left_on_track: self.lbns_left_on_track(zone, lbn, data_index, (track_index + 1) * spt),
         })
+    }
+
+    /// LBNs from `lbn` (at data index `data_index`) to the end of its track,
+    /// whose physical end is zone position `track_end`: data positions up to
+    /// there, less spares and slips, within the zone.
+    fn lbns_left_on_track(&self, zone: &G1Zone, lbn: u64, data_index: u64, track_end: u64) -> u64 {
+        let limit = track_end.saturating_sub(zone.empty_front_sectors);
+        let data_end = match self.period(zone) {
+            Some((period, spares, at_front)) => {
+                let usable = period - spares;
+                let remainder = limit % period;
+                (limit / period) * usable
+                    + if at_front { remainder.saturating_sub(spares) } else { remainder.min(usable) }
+            }
+            None => limit,
+        };
+        let on_track =
+            data_end.saturating_sub(data_index) - zone.slips.slipped_in(data_index, data_end.max(data_index));
+        on_track.min(zone.first_lbn + zone.lbn_count - lbn).max(1)
     }
 
     fn track_address(&self, zone: &G1Zone, track_index: u64) -> (u32, u32) {
@@ -532,7 +551,8 @@ impl G4Layout {
             if instance as u64 >= instance_count {
                 continue;
             }
-            let instance_angle = angle + entry.angle + instance as f64 * entry.skew;
+            // Same association as `locate`, so both floor to the same first sector.
+            let instance_angle = angle + (entry.angle + instance as f64 * entry.skew);
             let base = entry.lbn + instance as u64 * entry.instance_lbns;
             let child_cylinder = cylinder - (entry.cylinder + direction * instance * entry.instance_cylinders);
             match entry.child {
@@ -553,7 +573,9 @@ impl G4Layout {
                     let first_sector = (instance_angle.rem_euclid(1.0) * spt as f64).floor() as u64;
                     let on_track =
                         (u64::from(target.sector) + 2 * spt - first_sector - u64::from(pattern.first_sector)) % spt;
-                    return (on_track < entry.instance_lbns).then_some(base + on_track);
+                    if on_track < entry.instance_lbns {
+                        return Some(base + on_track);
+                    }
                 }
             }
         }
