@@ -1,1 +1,39 @@
-//! The copy-on-write data layout engine: volumes, extents, consistency points, snapshots, free space, layouts, recovery and fsck.
+//! The copy-on-write data layout engine: volumes, extents, consistency points,
+//! snapshots, free space, layout policies, recovery and fsck.
+//!
+//! A [`Volume`] keeps named extents on a data device and a flash device (any
+//! [`proxima_device::BlockDevice`]). The on-disk format is specified in
+//! docs/format.md; the design is described in ARCHITECTURE.md ("Engine").
+
+mod bitmap;
+mod checkpoint;
+pub mod codec;
+mod error;
+pub mod fsck;
+mod io;
+mod log;
+pub mod map;
+pub mod policy;
+mod snapshot;
+mod space;
+mod tree;
+mod volume;
+
+pub use error::{DeviceRole, EngineError, Result};
+pub use fsck::{check as fsck_devices, Finding, FindingKind, FsckReport};
+pub use log::ReplayEnd;
+pub use policy::{DefaultPolicy, LayoutPolicy, Placement, WriteContext};
+pub use snapshot::SnapshotInfo;
+pub use volume::{
+    BlockStatus, DeviceSpace, EngineStats, ExtentInfo, SpaceReport, Volume, VolumeOptions, MIN_FLASH_BLOCKS,
+};
+
+use proxima_device::BlockDevice;
+
+impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
+    /// Commits a CP, then checks the durable state on the devices.
+    pub fn fsck(&mut self) -> Result<FsckReport> {
+        self.commit()?;
+        fsck::check(&mut self.data, &mut self.flash)
+    }
+}

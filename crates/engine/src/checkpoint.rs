@@ -1,0 +1,152 @@
+//! Consistency points: the in-memory state committed as one atomic transaction
+//! (docs/format.md, "Consistency point: steps and crash argument").
+
+use proxima_device::BlockDevice;
+
+use crate::codec::{RootSet, Superblock, SUPERBLOCK_SLOTS};
+use crate::error::{DeviceRole, Result};
+use crate::io::{device_error, write_pieces, CheckpointStore};
+use crate::log::LogState;
+use crate::space::SpaceMap;
+use crate::volume::Volume;
+
+/// Gives every dirty block of one persistent bitmap of `space` a new flash
+/// location (allocated from `flash`, the old one freed); `which_map` 0 is the
+/// activemap, 1 the summary. Returns whether anything was assigned.
+fn assign_bitmap_locations(mut space: Option<&mut SpaceMap>, flash: &mut SpaceMap, which_map: usize) -> Result<bool> {
+    let mut assigned = false;
+    loop {
+        let needing = {
+            let target: &SpaceMap = match &space {
+                Some(space) => space,
+                None => flash,
+            };
+            if which_map == 0 {
+                target.active().needing_location()
+            } else {
+                target.summary().needing_location()
+            }
+        };
+        if needing.is_empty() {
+            return Ok(assigned);
+        }
+        for which in needing {
+            let block = flash.allocate_one("bitmap block of a consistency point")?;
+            let old = {
+                let target: &mut SpaceMap = match space {
+                    Some(ref mut space) => space,
+                    None => flash,
+                };
+                let (active, summary) = target.maps_mut();
+                if which_map == 0 {
+                    active.assign(which, block)
+                } else {
+                    summary.assign(which, block)
+                }
+            };
+            if old != 0 {
+                flash.free(old);
+            }
+            assigned = true;
+        }
+    }
+}
+
+impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
+    /// Commits a consistency point: everything done so far becomes durable and
+    /// the log restarts empty.
+    pub fn commit(&mut self) -> Result<()> {
+        self.guarded(|volume| volume.commit_unguarded())
+    }
+
+    fn commit_unguarded(&mut self) -> Result<()> {
+        self.scan_step(self.options.scan_pages_per_checkpoint)?;
+        self.data.flush().map_err(device_error(DeviceRole::Data))?;
+        self.log.data_unflushed = false;
+        let generation = self.generation + 1;
+        // The log of the ending epoch is subsumed by this CP.
+        for block in std::mem::take(&mut self.log.epoch_blocks) {
+            self.flash_space.free(block);
+        }
+        let log_head = self.flash_space.allocate_one("log head")?;
+        let mut writes = Vec::new();
+        let roots = self.persist_metadata(generation, &mut writes)?;
+        self.data_space.audit()?;
+        self.flash_space.audit()?;
+        let written = writes.len() as u64;
+        write_pieces(&mut self.flash, DeviceRole::Flash, writes)?;
+        self.flash.flush().map_err(device_error(DeviceRole::Flash))?;
+        let superblock = Superblock {
+            volume_id: self.volume_id,
+            generation,
+            data_block_count: self.data_space.block_count(),
+            flash_block_count: self.flash_space.block_count(),
+            mount_count: self.mount_count,
+            next_extent_id: self.next_extent_id,
+            next_snapshot_id: self.next_snapshot_id,
+            log_head,
+            roots,
+        };
+        let encoded = superblock.encode();
+        for slot in SUPERBLOCK_SLOTS {
+            write_pieces(&mut self.flash, DeviceRole::Flash, vec![(slot, encoded.clone())])?;
+            self.flash.flush().map_err(device_error(DeviceRole::Flash))?;
+        }
+        // Durable: blocks freed up to this CP may be reused from now on.
+        self.data_space.checkpoint_durable();
+        self.flash_space.checkpoint_durable();
+        self.generation = generation;
+        self.roots = roots;
+        self.log = LogState::new(log_head);
+        self.stats.checkpoint_count += 1;
+        self.stats.checkpoint_blocks_written += written + 2;
+        Ok(())
+    }
+
+    /// Writes (into `writes`) every dirty tree node and bitmap block at new
+    /// locations and returns the new root set.
+    fn persist_metadata(&mut self, generation: u64, writes: &mut Vec<(u64, Vec<u8>)>) -> Result<RootSet> {
+        let volume_id = self.volume_id;
+        let mut store = CheckpointStore { flash_space: &mut self.flash_space, writes, generation, volume_id };
+        let mut dirty_ids: Vec<u64> = self.maps.iter().filter(|(_, map)| map.is_dirty()).map(|(&id, _)| id).collect();
+        dirty_ids.sort_unstable();
+        for id in dirty_ids {
+            let pointer = self.maps.get_mut(&id).expect("listed").persist(&mut store)?;
+            let mut record = self.extents.get(id).expect("every map has a record").clone();
+            if record.map != pointer {
+                record.map = pointer;
+                self.extents.insert(id, record);
+            }
+        }
+        let extent_table = self.extents.persist(&mut store)?;
+        let snapshot_table = self.snapshots.persist(&mut store)?;
+        for which_map in 0..2 {
+            assign_bitmap_locations(Some(&mut self.data_space), &mut self.flash_space, which_map)?;
+        }
+        // Allocating for the flash bitmaps changes them: repeat until stable.
+        loop {
+            let active_moved = assign_bitmap_locations(None, &mut self.flash_space, 0)?;
+            let summary_moved = assign_bitmap_locations(None, &mut self.flash_space, 1)?;
+            if !active_moved && !summary_moved {
+                break;
+            }
+        }
+        let mut pointers = Vec::new();
+        for space in [&mut self.data_space, &mut self.flash_space] {
+            let (active, summary) = space.maps_mut();
+            for bitmap in [active, summary] {
+                let (blocks, pointer) = bitmap.encode_assigned(volume_id, generation);
+                writes.extend(blocks);
+                pointers.push(pointer);
+            }
+        }
+        Ok(RootSet {
+            extent_table,
+            snapshot_table,
+            data_active: pointers[0],
+            data_summary: pointers[1],
+            flash_active: pointers[2],
+            flash_summary: pointers[3],
+        })
+    }
+}

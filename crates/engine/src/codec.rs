@@ -1,0 +1,753 @@
+//! Byte layouts of every on-disk structure (docs/format.md), and nothing else:
+//! pure encoders and decoders. Decoders never panic on arbitrary bytes; they
+//! return a description of the first check that failed.
+
+/// Size of every block on both devices.
+pub const BLOCK_SIZE: usize = 4096;
+/// Size of the common header.
+pub const HEADER_SIZE: usize = 48;
+/// Bytes after the header.
+pub const BODY_SIZE: usize = BLOCK_SIZE - HEADER_SIZE;
+/// `PXMB` read as a little-endian u32.
+pub const MAGIC: u32 = u32::from_le_bytes(*b"PXMB");
+/// The format version this code reads and writes.
+pub const VERSION: u16 = 1;
+/// Bit 63 of a location: the block is on the flash device (staged).
+pub const FLASH_LOCATION_BIT: u64 = 1 << 63;
+/// Longest extent or snapshot name, in bytes.
+pub const NAME_CAPACITY: usize = 64;
+/// Flash blocks of the two superblock slots.
+pub const SUPERBLOCK_SLOTS: [u64; 2] = [0, 1];
+
+/// What a metadata block is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum BlockKind {
+    /// A superblock slot.
+    Superblock = 1,
+    /// A node of an extent's map.
+    MapNode = 2,
+    /// A node of the extent table.
+    ExtentTableNode = 3,
+    /// A node of the snapshot table.
+    SnapshotTableNode = 4,
+    /// A bitmap page.
+    BitmapPage = 5,
+    /// A bitmap index node.
+    BitmapIndexNode = 6,
+    /// A log record block.
+    LogBlock = 7,
+}
+
+impl BlockKind {
+    fn from_u16(value: u16) -> Option<Self> {
+        Some(match value {
+            1 => Self::Superblock,
+            2 => Self::MapNode,
+            3 => Self::ExtentTableNode,
+            4 => Self::SnapshotTableNode,
+            5 => Self::BitmapPage,
+            6 => Self::BitmapIndexNode,
+            7 => Self::LogBlock,
+            _ => return None,
+        })
+    }
+
+    /// A short name for errors and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Superblock => "superblock",
+            Self::MapNode => "map node",
+            Self::ExtentTableNode => "extent-table node",
+            Self::SnapshotTableNode => "snapshot-table node",
+            Self::BitmapPage => "bitmap page",
+            Self::BitmapIndexNode => "bitmap index node",
+            Self::LogBlock => "log record block",
+        }
+    }
+}
+
+/// The common header of every metadata block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// What the block is.
+    pub kind: BlockKind,
+    /// 0 for a leaf, ≥ 1 for an index node.
+    pub level: u8,
+    /// Number of entries in the body.
+    pub entry_count: u16,
+    /// The volume the block belongs to.
+    pub volume_id: u64,
+    /// Extent id (map nodes), mount count (log blocks), else 0.
+    pub owner: u64,
+    /// The CP that wrote the block.
+    pub generation: u64,
+    /// First key covered, page index, or log sequence number.
+    pub key: u64,
+}
+
+/// Little-endian field access on a byte slice whose length the caller checked.
+pub(crate) fn get_u16(bytes: &[u8], offset: usize) -> u16 {
+    u16::from_le_bytes([bytes[offset], bytes[offset + 1]])
+}
+pub(crate) fn get_u32(bytes: &[u8], offset: usize) -> u32 {
+    let mut array = [0; 4];
+    array.copy_from_slice(&bytes[offset..offset + 4]);
+    u32::from_le_bytes(array)
+}
+pub(crate) fn get_u64(bytes: &[u8], offset: usize) -> u64 {
+    let mut array = [0; 8];
+    array.copy_from_slice(&bytes[offset..offset + 8]);
+    u64::from_le_bytes(array)
+}
+pub(crate) fn put_u16(bytes: &mut [u8], offset: usize, value: u16) {
+    bytes[offset..offset + 2].copy_from_slice(&value.to_le_bytes());
+}
+pub(crate) fn put_u32(bytes: &mut [u8], offset: usize, value: u32) {
+    bytes[offset..offset + 4].copy_from_slice(&value.to_le_bytes());
+}
+pub(crate) fn put_u64(bytes: &mut [u8], offset: usize, value: u64) {
+    bytes[offset..offset + 8].copy_from_slice(&value.to_le_bytes());
+}
+
+/// crc32c of a block with its checksum field (bytes 8..12) taken as zero.
+pub fn block_crc(block: &[u8]) -> u32 {
+    assert_eq!(block.len(), BLOCK_SIZE, "a block is {BLOCK_SIZE} bytes");
+    let crc = crc32c::crc32c(&block[..8]);
+    let crc = crc32c::crc32c_append(crc, &[0; 4]);
+    crc32c::crc32c_append(crc, &block[12..])
+}
+
+/// A zeroed block with `header` written and its checksum not yet set.
+pub fn new_block(header: &Header) -> Vec<u8> {
+    let mut block = vec![0; BLOCK_SIZE];
+    put_u32(&mut block, 0, MAGIC);
+    put_u16(&mut block, 4, VERSION);
+    put_u16(&mut block, 6, header.kind as u16);
+    block[12] = header.level;
+    put_u16(&mut block, 14, header.entry_count);
+    put_u64(&mut block, 16, header.volume_id);
+    put_u64(&mut block, 24, header.owner);
+    put_u64(&mut block, 32, header.generation);
+    put_u64(&mut block, 40, header.key);
+    block
+}
+
+/// Sets a finished block's checksum and returns it.
+pub fn seal_block(block: &mut [u8]) -> u32 {
+    let crc = block_crc(block);
+    put_u32(block, 8, crc);
+    crc
+}
+
+/// Checks length, magic, version and checksum, and decodes the header.
+pub fn decode_header(block: &[u8]) -> Result<Header, String> {
+    if block.len() != BLOCK_SIZE {
+        return Err(format!("block is {} bytes, expected {BLOCK_SIZE}", block.len()));
+    }
+    let magic = get_u32(block, 0);
+    if magic != MAGIC {
+        return Err(format!("bad magic {magic:#010x}"));
+    }
+    let version = get_u16(block, 4);
+    if version != VERSION {
+        return Err(format!("unsupported format version {version}"));
+    }
+    let stored_crc = get_u32(block, 8);
+    let computed_crc = block_crc(block);
+    if stored_crc != computed_crc {
+        return Err(format!("checksum {stored_crc:#010x} does not match contents ({computed_crc:#010x})"));
+    }
+    let kind_value = get_u16(block, 6);
+    let kind = BlockKind::from_u16(kind_value).ok_or_else(|| format!("unknown block kind {kind_value}"))?;
+    Ok(Header {
+        kind,
+        level: block[12],
+        entry_count: get_u16(block, 14),
+        volume_id: get_u64(block, 16),
+        owner: get_u64(block, 24),
+        generation: get_u64(block, 32),
+        key: get_u64(block, 40),
+    })
+}
+
+/// The stored checksum of a block (bytes 8..12), without verifying it.
+pub fn stored_crc(block: &[u8]) -> u32 {
+    if block.len() < 12 {
+        return 0;
+    }
+    get_u32(block, 8)
+}
+
+/// Names a child block, its checksum and the height of the tree below it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct TreePointer {
+    /// Flash block of the root (0 = empty tree).
+    pub block: u64,
+    /// crc32c of that block.
+    pub crc: u32,
+    /// Levels below the root (0 = the root is a leaf).
+    pub height: u8,
+}
+
+impl TreePointer {
+    /// Encoded size.
+    pub const SIZE: usize = 16;
+
+    /// Whether the tree is empty.
+    pub fn is_empty(&self) -> bool {
+        self.block == 0
+    }
+
+    /// Writes the pointer at `offset`.
+    pub fn encode(&self, bytes: &mut [u8], offset: usize) {
+        put_u64(bytes, offset, self.block);
+        put_u32(bytes, offset + 8, self.crc);
+        bytes[offset + 12] = self.height;
+        bytes[offset + 13..offset + 16].fill(0);
+    }
+
+    /// Reads the pointer at `offset`.
+    pub fn decode(bytes: &[u8], offset: usize) -> Self {
+        Self { block: get_u64(bytes, offset), crc: get_u32(bytes, offset + 8), height: bytes[offset + 12] }
+    }
+}
+
+/// The six roots of one tree of metadata: the active one or a snapshot's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct RootSet {
+    /// The extent table.
+    pub extent_table: TreePointer,
+    /// The snapshot table.
+    pub snapshot_table: TreePointer,
+    /// The data-device activemap.
+    pub data_active: TreePointer,
+    /// The data-device summary map.
+    pub data_summary: TreePointer,
+    /// The flash activemap.
+    pub flash_active: TreePointer,
+    /// The flash summary map.
+    pub flash_summary: TreePointer,
+}
+
+impl RootSet {
+    /// Encoded size.
+    pub const SIZE: usize = 6 * TreePointer::SIZE;
+
+    /// The pointers in their on-disk order.
+    pub fn pointers(&self) -> [TreePointer; 6] {
+        [
+            self.extent_table,
+            self.snapshot_table,
+            self.data_active,
+            self.data_summary,
+            self.flash_active,
+            self.flash_summary,
+        ]
+    }
+
+    /// Writes the root set at `offset`.
+    pub fn encode(&self, bytes: &mut [u8], offset: usize) {
+        for (index, pointer) in self.pointers().iter().enumerate() {
+            pointer.encode(bytes, offset + index * TreePointer::SIZE);
+        }
+    }
+
+    /// Reads the root set at `offset`.
+    pub fn decode(bytes: &[u8], offset: usize) -> Self {
+        let pointer = |index: usize| TreePointer::decode(bytes, offset + index * TreePointer::SIZE);
+        Self {
+            extent_table: pointer(0),
+            snapshot_table: pointer(1),
+            data_active: pointer(2),
+            data_summary: pointer(3),
+            flash_active: pointer(4),
+            flash_summary: pointer(5),
+        }
+    }
+}
+
+/// The contents of a superblock slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Superblock {
+    /// The volume id.
+    pub volume_id: u64,
+    /// The CP number.
+    pub generation: u64,
+    /// Data device size in blocks.
+    pub data_block_count: u64,
+    /// Flash device size in blocks.
+    pub flash_block_count: u64,
+    /// Opens so far; salts the log epoch.
+    pub mount_count: u64,
+    /// Next extent id to hand out.
+    pub next_extent_id: u64,
+    /// Next snapshot id to hand out.
+    pub next_snapshot_id: u64,
+    /// Flash block of the first log record block after this CP.
+    pub log_head: u64,
+    /// The active tree.
+    pub roots: RootSet,
+}
+
+impl Superblock {
+    /// Encodes the superblock into a sealed block.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut block = new_block(&Header {
+            kind: BlockKind::Superblock,
+            level: 0,
+            entry_count: 0,
+            volume_id: self.volume_id,
+            owner: 0,
+            generation: self.generation,
+            key: 0,
+        });
+        put_u32(&mut block, 48, BLOCK_SIZE as u32);
+        put_u64(&mut block, 56, self.data_block_count);
+        put_u64(&mut block, 64, self.flash_block_count);
+        put_u64(&mut block, 72, self.mount_count);
+        put_u64(&mut block, 80, self.next_extent_id);
+        put_u64(&mut block, 88, self.next_snapshot_id);
+        put_u64(&mut block, 96, self.log_head);
+        self.roots.encode(&mut block, 104);
+        seal_block(&mut block);
+        block
+    }
+
+    /// Decodes and verifies a superblock slot.
+    pub fn decode(block: &[u8]) -> Result<Self, String> {
+        let header = decode_header(block)?;
+        if header.kind != BlockKind::Superblock {
+            return Err(format!("holds a {}, not a superblock", header.kind.name()));
+        }
+        let block_size = get_u32(block, 48);
+        if block_size as usize != BLOCK_SIZE {
+            return Err(format!("block size {block_size} is not {BLOCK_SIZE}"));
+        }
+        Ok(Self {
+            volume_id: header.volume_id,
+            generation: header.generation,
+            data_block_count: get_u64(block, 56),
+            flash_block_count: get_u64(block, 64),
+            mount_count: get_u64(block, 72),
+            next_extent_id: get_u64(block, 80),
+            next_snapshot_id: get_u64(block, 88),
+            log_head: get_u64(block, 96),
+            roots: RootSet::decode(block, 104),
+        })
+    }
+}
+
+/// An entry of a copy-on-write tree leaf.
+pub trait TreeEntry: Clone + PartialEq + std::fmt::Debug {
+    /// Encoded size in bytes.
+    const SIZE: usize;
+    /// The block kind of this tree's nodes.
+    const KIND: BlockKind;
+    /// Writes the entry with its key into `out` (exactly `SIZE` bytes).
+    fn encode(&self, key: u64, out: &mut [u8]);
+    /// Reads an entry and its key from `bytes` (exactly `SIZE` bytes).
+    fn decode(bytes: &[u8]) -> Result<(u64, Self), String>;
+}
+
+/// Entries of `E` that fit in one leaf.
+pub const fn leaf_capacity(entry_size: usize) -> usize {
+    BODY_SIZE / entry_size
+}
+
+/// Size of an index entry.
+pub const INDEX_ENTRY_SIZE: usize = 24;
+/// Index entries per node.
+pub const INDEX_CAPACITY: usize = BODY_SIZE / INDEX_ENTRY_SIZE;
+
+/// A map run: `count` logical blocks from the key on, at consecutive locations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    /// Number of blocks (1..=u32::MAX).
+    pub count: u64,
+    /// Location of the first block (bit 63 set: a flash block).
+    pub location: u64,
+}
+
+impl TreeEntry for Run {
+    const SIZE: usize = 20;
+    const KIND: BlockKind = BlockKind::MapNode;
+
+    fn encode(&self, key: u64, out: &mut [u8]) {
+        assert!(self.count >= 1 && self.count <= u64::from(u32::MAX), "run length fits the format");
+        put_u64(out, 0, key);
+        put_u32(out, 8, self.count as u32);
+        put_u64(out, 12, self.location);
+    }
+
+    fn decode(bytes: &[u8]) -> Result<(u64, Self), String> {
+        let count = u64::from(get_u32(bytes, 8));
+        if count == 0 {
+            return Err("run of zero blocks".into());
+        }
+        let key = get_u64(bytes, 0);
+        let location = get_u64(bytes, 12);
+        let block = location & !FLASH_LOCATION_BIT;
+        if key.checked_add(count).is_none() || block.checked_add(count).is_none() {
+            return Err(format!("run at {key} of {count} blocks overflows"));
+        }
+        Ok((key, Self { count, location }))
+    }
+}
+
+fn encode_name(name: &str, out: &mut [u8], length_offset: usize, name_offset: usize) {
+    assert!(!name.is_empty() && name.len() <= NAME_CAPACITY, "names are validated at the API");
+    out[length_offset] = name.len() as u8;
+    out[name_offset..name_offset + name.len()].copy_from_slice(name.as_bytes());
+}
+
+fn decode_name(bytes: &[u8], length_offset: usize, name_offset: usize) -> Result<String, String> {
+    let length = bytes[length_offset] as usize;
+    if length == 0 || length > NAME_CAPACITY {
+        return Err(format!("name length {length} is outside 1..={NAME_CAPACITY}"));
+    }
+    String::from_utf8(bytes[name_offset..name_offset + length].to_vec()).map_err(|_| "name is not UTF-8".to_string())
+}
+
+/// An extent-table record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtentRecord {
+    /// The extent's name.
+    pub name: String,
+    /// Size in bytes, a multiple of 4096.
+    pub size_bytes: u64,
+    /// The extent's map.
+    pub map: TreePointer,
+    /// The CP that created it.
+    pub created_generation: u64,
+}
+
+impl TreeEntry for ExtentRecord {
+    const SIZE: usize = 120;
+    const KIND: BlockKind = BlockKind::ExtentTableNode;
+
+    fn encode(&self, key: u64, out: &mut [u8]) {
+        put_u64(out, 0, key);
+        put_u64(out, 8, self.size_bytes);
+        self.map.encode(out, 16);
+        put_u64(out, 32, self.created_generation);
+        encode_name(&self.name, out, 40, 56);
+    }
+
+    fn decode(bytes: &[u8]) -> Result<(u64, Self), String> {
+        let size_bytes = get_u64(bytes, 8);
+        if size_bytes % BLOCK_SIZE as u64 != 0 {
+            return Err(format!("extent size {size_bytes} is not a multiple of {BLOCK_SIZE}"));
+        }
+        Ok((
+            get_u64(bytes, 0),
+            Self {
+                name: decode_name(bytes, 40, 56)?,
+                size_bytes,
+                map: TreePointer::decode(bytes, 16),
+                created_generation: get_u64(bytes, 32),
+            },
+        ))
+    }
+}
+
+/// The state of a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum SnapshotState {
+    /// Readable; holds its blocks.
+    Live = 1,
+    /// Deleted; its blocks are being reclaimed by a scan.
+    Deleting = 2,
+}
+
+/// A snapshot-table record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotRecord {
+    /// The snapshot's name.
+    pub name: String,
+    /// The CP it was taken from.
+    pub generation: u64,
+    /// Live or being deleted.
+    pub state: SnapshotState,
+    /// Next data-activemap page the deletion scan processes.
+    pub scan_cursor: u64,
+    /// Log head of that CP (a flash block the snapshot holds).
+    pub log_head: u64,
+    /// The tree of that CP.
+    pub roots: RootSet,
+}
+
+impl TreeEntry for SnapshotRecord {
+    const SIZE: usize = 256;
+    const KIND: BlockKind = BlockKind::SnapshotTableNode;
+
+    fn encode(&self, key: u64, out: &mut [u8]) {
+        put_u64(out, 0, key);
+        put_u64(out, 8, self.generation);
+        out[16] = self.state as u8;
+        encode_name(&self.name, out, 17, 136);
+        put_u64(out, 24, self.scan_cursor);
+        put_u64(out, 32, self.log_head);
+        self.roots.encode(out, 40);
+    }
+
+    fn decode(bytes: &[u8]) -> Result<(u64, Self), String> {
+        let state = match bytes[16] {
+            1 => SnapshotState::Live,
+            2 => SnapshotState::Deleting,
+            other => return Err(format!("unknown snapshot state {other}")),
+        };
+        Ok((
+            get_u64(bytes, 0),
+            Self {
+                name: decode_name(bytes, 17, 136)?,
+                generation: get_u64(bytes, 8),
+                state,
+                scan_cursor: get_u64(bytes, 24),
+                log_head: get_u64(bytes, 32),
+                roots: RootSet::decode(bytes, 40),
+            },
+        ))
+    }
+}
+
+/// Bits in one bitmap page.
+pub const BITS_PER_PAGE: u64 = (BODY_SIZE * 8) as u64;
+/// `u64` words in one bitmap page.
+pub const WORDS_PER_PAGE: usize = BODY_SIZE / 8;
+/// Entries of a bitmap index node (u64 block + u32 crc).
+pub const BITMAP_INDEX_CAPACITY: usize = BODY_SIZE / 12;
+
+/// One log record (32 bytes on disk).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogRecord {
+    /// One logical block now lives in a flash block.
+    Staged {
+        /// The extent.
+        extent_id: u64,
+        /// The logical block.
+        logical_block: u64,
+        /// The flash block holding the data.
+        flash_block: u64,
+        /// crc32c of the 4 KiB of data.
+        data_crc: u32,
+    },
+    /// A run of logical blocks now lives in consecutive data-device blocks.
+    Direct {
+        /// The extent.
+        extent_id: u64,
+        /// The first logical block.
+        logical_block: u64,
+        /// Number of blocks.
+        block_count: u32,
+        /// The first data-device block.
+        data_block: u64,
+    },
+    /// A run of logical blocks is now a hole.
+    Unmap {
+        /// The extent.
+        extent_id: u64,
+        /// The first logical block.
+        logical_block: u64,
+        /// Number of blocks.
+        block_count: u32,
+    },
+}
+
+/// Size of one encoded log record.
+pub const LOG_RECORD_SIZE: usize = 32;
+/// Offset of the first record in a log block.
+pub const LOG_RECORDS_OFFSET: usize = HEADER_SIZE + 8;
+/// Records per log block.
+pub const LOG_RECORD_CAPACITY: usize = (BLOCK_SIZE - LOG_RECORDS_OFFSET) / LOG_RECORD_SIZE;
+
+impl LogRecord {
+    /// Writes the record into `out` (32 bytes).
+    pub fn encode(&self, out: &mut [u8]) {
+        out[..LOG_RECORD_SIZE].fill(0);
+        let (tag, word, extent_id, logical_block, target) = match *self {
+            LogRecord::Staged { extent_id, logical_block, flash_block, data_crc } => {
+                (1, data_crc, extent_id, logical_block, flash_block)
+            }
+            LogRecord::Direct { extent_id, logical_block, block_count, data_block } => {
+                (2, block_count, extent_id, logical_block, data_block)
+            }
+            LogRecord::Unmap { extent_id, logical_block, block_count } => {
+                (3, block_count, extent_id, logical_block, 0)
+            }
+        };
+        out[0] = tag;
+        put_u32(out, 4, word);
+        put_u64(out, 8, extent_id);
+        put_u64(out, 16, logical_block);
+        put_u64(out, 24, target);
+    }
+
+    /// Reads a record from `bytes` (32 bytes).
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let word = get_u32(bytes, 4);
+        let extent_id = get_u64(bytes, 8);
+        let logical_block = get_u64(bytes, 16);
+        let target = get_u64(bytes, 24);
+        match bytes[0] {
+            1 => Ok(LogRecord::Staged { extent_id, logical_block, flash_block: target, data_crc: word }),
+            2 if word > 0 => Ok(LogRecord::Direct { extent_id, logical_block, block_count: word, data_block: target }),
+            3 if word > 0 => Ok(LogRecord::Unmap { extent_id, logical_block, block_count: word }),
+            2 | 3 => Err("record of zero blocks".into()),
+            other => Err(format!("unknown log record tag {other}")),
+        }
+    }
+}
+
+/// A decoded log record block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogBlock {
+    /// Header fields (generation, mount count in `owner`, sequence in `key`).
+    pub header: Header,
+    /// The block reserved for the next log record block.
+    pub next: u64,
+    /// The records, in order.
+    pub records: Vec<LogRecord>,
+}
+
+/// Encodes a sealed log record block.
+pub fn encode_log_block(header: &Header, next: u64, records: &[LogRecord]) -> Vec<u8> {
+    assert!(records.len() <= LOG_RECORD_CAPACITY, "log block overfilled");
+    let mut header = *header;
+    header.kind = BlockKind::LogBlock;
+    header.entry_count = records.len() as u16;
+    let mut block = new_block(&header);
+    put_u64(&mut block, HEADER_SIZE, next);
+    for (index, record) in records.iter().enumerate() {
+        let offset = LOG_RECORDS_OFFSET + index * LOG_RECORD_SIZE;
+        record.encode(&mut block[offset..offset + LOG_RECORD_SIZE]);
+    }
+    seal_block(&mut block);
+    block
+}
+
+/// Decodes and verifies a log record block.
+pub fn decode_log_block(block: &[u8]) -> Result<LogBlock, String> {
+    let header = decode_header(block)?;
+    if header.kind != BlockKind::LogBlock {
+        return Err(format!("holds a {}, not a log record block", header.kind.name()));
+    }
+    let count = header.entry_count as usize;
+    if count > LOG_RECORD_CAPACITY {
+        return Err(format!("{count} records exceed the capacity {LOG_RECORD_CAPACITY}"));
+    }
+    let records = (0..count)
+        .map(|index| {
+            let offset = LOG_RECORDS_OFFSET + index * LOG_RECORD_SIZE;
+            LogRecord::decode(&block[offset..offset + LOG_RECORD_SIZE])
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(LogBlock { header, next: get_u64(block, HEADER_SIZE), records })
+}
+
+/// Decodes the index entries of a tree index node: (first key, child block, child crc).
+pub fn decode_index_entries(block: &[u8], count: usize) -> Result<Vec<(u64, u64, u32)>, String> {
+    if count > INDEX_CAPACITY {
+        return Err(format!("{count} index entries exceed the capacity {INDEX_CAPACITY}"));
+    }
+    Ok((0..count)
+        .map(|index| {
+            let offset = HEADER_SIZE + index * INDEX_ENTRY_SIZE;
+            (get_u64(block, offset), get_u64(block, offset + 8), get_u32(block, offset + 16))
+        })
+        .collect())
+}
+
+/// Writes one index entry.
+pub fn encode_index_entry(block: &mut [u8], index: usize, first_key: u64, child: u64, child_crc: u32) {
+    let offset = HEADER_SIZE + index * INDEX_ENTRY_SIZE;
+    put_u64(block, offset, first_key);
+    put_u64(block, offset + 8, child);
+    put_u32(block, offset + 16, child_crc);
+}
+
+/// Decodes the leaf entries of a tree node.
+pub fn decode_leaf_entries<E: TreeEntry>(block: &[u8], count: usize) -> Result<Vec<(u64, E)>, String> {
+    if count > leaf_capacity(E::SIZE) {
+        return Err(format!("{count} entries exceed the capacity {}", leaf_capacity(E::SIZE)));
+    }
+    (0..count)
+        .map(|index| {
+            let offset = HEADER_SIZE + index * E::SIZE;
+            E::decode(&block[offset..offset + E::SIZE])
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn superblock_round_trips_and_rejects_a_flipped_bit() {
+        let superblock = Superblock {
+            volume_id: 7,
+            generation: 9,
+            data_block_count: 100,
+            flash_block_count: 50,
+            mount_count: 3,
+            next_extent_id: 4,
+            next_snapshot_id: 5,
+            log_head: 12,
+            roots: RootSet {
+                extent_table: TreePointer { block: 3, crc: 0xdead, height: 1 },
+                ..RootSet::default()
+            },
+        };
+        let mut block = superblock.encode();
+        assert_eq!(Superblock::decode(&block).unwrap(), superblock);
+        block[200] ^= 4;
+        assert!(Superblock::decode(&block).unwrap_err().contains("checksum"));
+    }
+
+    #[test]
+    fn log_block_round_trips() {
+        let header = Header {
+            kind: BlockKind::LogBlock,
+            level: 0,
+            entry_count: 0,
+            volume_id: 1,
+            owner: 2,
+            generation: 3,
+            key: 4,
+        };
+        let records = vec![
+            LogRecord::Staged { extent_id: 1, logical_block: 2, flash_block: 3, data_crc: 4 },
+            LogRecord::Direct { extent_id: 1, logical_block: 9, block_count: 60, data_block: 1000 },
+            LogRecord::Unmap { extent_id: 2, logical_block: 0, block_count: 7 },
+        ];
+        let block = encode_log_block(&header, 77, &records);
+        let decoded = decode_log_block(&block).unwrap();
+        assert_eq!(decoded.next, 77);
+        assert_eq!(decoded.records, records);
+        assert_eq!(decoded.header.key, 4);
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let extent = ExtentRecord {
+            name: "lun0".into(),
+            size_bytes: 8192,
+            map: TreePointer { block: 5, crc: 6, height: 2 },
+            created_generation: 3,
+        };
+        let mut bytes = vec![0; ExtentRecord::SIZE];
+        extent.encode(42, &mut bytes);
+        assert_eq!(ExtentRecord::decode(&bytes).unwrap(), (42, extent));
+        let snapshot = SnapshotRecord {
+            name: "s".repeat(64),
+            generation: 8,
+            state: SnapshotState::Deleting,
+            scan_cursor: 3,
+            log_head: 99,
+            roots: RootSet::default(),
+        };
+        let mut bytes = vec![0; SnapshotRecord::SIZE];
+        snapshot.encode(5, &mut bytes);
+        assert_eq!(SnapshotRecord::decode(&bytes).unwrap(), (5, snapshot));
+    }
+}

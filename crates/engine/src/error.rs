@@ -1,0 +1,102 @@
+//! The engine's expected operating errors.
+
+use proxima_device::DeviceError;
+use thiserror::Error;
+
+/// Which device of a volume an error or a block refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum DeviceRole {
+    /// The data device: extent data only.
+    Data,
+    /// The flash device: superblock, metadata, staged data and the log.
+    Flash,
+}
+
+impl std::fmt::Display for DeviceRole {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(match self {
+            DeviceRole::Data => "data device",
+            DeviceRole::Flash => "flash device",
+        })
+    }
+}
+
+/// Everything a volume operation can fail with.
+#[derive(Debug, Error)]
+pub enum EngineError {
+    /// A device request failed.
+    #[error("{role}: {source}")]
+    Device {
+        /// Which device.
+        role: DeviceRole,
+        /// What the device said.
+        #[source]
+        source: DeviceError,
+    },
+    /// A metadata block failed verification: it is never returned as data.
+    #[error("corrupt metadata on the flash device at block {block} ({what}): {detail}")]
+    Corrupt {
+        /// The flash block.
+        block: u64,
+        /// The kind of block expected there.
+        what: String,
+        /// Which check failed.
+        detail: String,
+    },
+    /// Neither superblock slot holds a valid superblock.
+    #[error("no valid superblock on the flash device: slot A: {slot_a}; slot B: {slot_b}")]
+    NoSuperblock {
+        /// Why slot A was rejected.
+        slot_a: String,
+        /// Why slot B was rejected.
+        slot_b: String,
+    },
+    /// The devices do not fit the format or the superblock.
+    #[error("unsuitable devices: {0}")]
+    Unsuitable(String),
+    /// No extent of that name or id.
+    #[error("no extent named {0:?}")]
+    NoSuchExtent(String),
+    /// An extent of that name exists already.
+    #[error("an extent named {0:?} exists already")]
+    ExtentExists(String),
+    /// No snapshot of that name.
+    #[error("no snapshot named {0:?}")]
+    NoSuchSnapshot(String),
+    /// A snapshot of that name exists already.
+    #[error("a snapshot named {0:?} exists already")]
+    SnapshotExists(String),
+    /// A name is empty, too long, or otherwise unusable.
+    #[error("invalid name {name:?}: {reason}")]
+    InvalidName {
+        /// The name given.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An offset, length or size is out of range or misaligned.
+    #[error("invalid range: {0}")]
+    InvalidRange(String),
+    /// A device is out of space even after a consistency point.
+    #[error("{role} is out of space: {detail}")]
+    NoSpace {
+        /// Which device.
+        role: DeviceRole,
+        /// What was being allocated.
+        detail: String,
+    },
+    /// A consistency point's audit found bitmap changes that its journal of
+    /// allocations and frees does not explain; nothing was committed.
+    #[error("consistency point refused by the audit: {0}")]
+    AuditFailed(String),
+    /// An earlier failure left the in-memory state unusable: reopen the volume.
+    #[error("the volume stopped after an earlier failure: {0}")]
+    Failed(String),
+}
+
+/// The engine's result type.
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+pub(crate) fn corrupt(block: u64, what: &str, detail: impl Into<String>) -> EngineError {
+    EngineError::Corrupt { block, what: what.to_string(), detail: detail.into() }
+}

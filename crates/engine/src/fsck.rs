@@ -1,0 +1,362 @@
+//! fsck: an offline check of a volume's durable state that reports every
+//! finding. It walks the active tree and every snapshot's tree, verifying each
+//! metadata block, and checks the free-space invariants of docs/format.md:
+//! activemaps equal what their trees use, no block owned twice, in use ⊆
+//! activemap ∪ summary (equality with no deletion pending), the 010 property.
+
+use proxima_device::BlockDevice;
+use serde::Serialize;
+
+use crate::bitmap::{Bitmap, PersistentBitmap};
+use crate::codec::{
+    decode_log_block, ExtentRecord, RootSet, SnapshotRecord, SnapshotState, Superblock, BLOCK_SIZE, SUPERBLOCK_SLOTS,
+    WORDS_PER_PAGE,
+};
+use crate::error::{DeviceRole, EngineError, Result};
+use crate::io::{read_pieces, FlashReader};
+use crate::map::{ExtentMap, Location};
+use crate::tree::PersistentTree;
+
+/// What kind of problem a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum FindingKind {
+    /// A superblock slot is invalid or the slots disagree.
+    SuperblockSlot,
+    /// A metadata block failed verification.
+    CorruptMetadata,
+    /// A block is used twice within one tree.
+    BlockOwnedTwice,
+    /// A map run lies outside its extent or its device.
+    OutOfRange,
+    /// A block in use is clear in its tree's activemap.
+    ActivemapMissing,
+    /// A block set in an activemap is not used by its tree.
+    ActivemapLeaked,
+    /// A block in use by a snapshot is in neither the activemap nor the summary.
+    SummaryMissing,
+    /// With no deletion pending, a block is in the activemap or summary but used by nothing.
+    SummaryExcess,
+    /// A block's bits over the snapshots and the active tree are not `0*1*0*`.
+    Property010,
+}
+
+/// One problem found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// What kind.
+    pub kind: FindingKind,
+    /// Where and what exactly.
+    pub detail: String,
+}
+
+/// The result of a check.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FsckReport {
+    /// Generation of the superblock checked.
+    pub generation: u64,
+    /// Extents in the active tree.
+    pub extent_count: u64,
+    /// Live snapshots.
+    pub snapshot_count: u64,
+    /// Snapshot deletions not finished.
+    pub pending_deletions: u64,
+    /// Data blocks in use by the active tree.
+    pub data_blocks_used: u64,
+    /// Metadata blocks in the active tree.
+    pub metadata_blocks: u64,
+    /// Whether a log after the superblock holds records (replayed at the next open).
+    pub log_pending: bool,
+    /// Every problem found.
+    pub findings: Vec<Finding>,
+}
+
+impl FsckReport {
+    /// Whether nothing was found.
+    pub fn is_clean(&self) -> bool {
+        self.findings.is_empty()
+    }
+
+    fn add(&mut self, kind: FindingKind, detail: impl Into<String>) {
+        self.findings.push(Finding { kind, detail: detail.into() });
+    }
+}
+
+/// What one tree uses, and its own maps.
+struct Walk {
+    data_used: Bitmap,
+    flash_used: Bitmap,
+    data_active: Option<Bitmap>,
+    flash_active: Option<Bitmap>,
+    data_summary: Option<Bitmap>,
+    flash_summary: Option<Bitmap>,
+    extent_count: u64,
+}
+
+struct Checker<'a, F> {
+    reader: FlashReader<'a, F>,
+    data_count: u64,
+    flash_count: u64,
+    report: FsckReport,
+}
+
+impl<F: BlockDevice> Checker<'_, F> {
+    fn mark(&mut self, bitmap: &mut Bitmap, role: DeviceRole, block: u64, tree: &str, what: &str) {
+        if block >= bitmap.bit_count() {
+            self.report.add(FindingKind::OutOfRange, format!("{tree}: {what} names {role} block {block}, beyond the device"));
+        } else if !bitmap.put(block, true) {
+            self.report.add(FindingKind::BlockOwnedTwice, format!("{tree}: {role} block {block} used twice ({what})"));
+        }
+    }
+
+    fn walk(&mut self, roots: &RootSet, log_head: u64, tree: &str) -> Walk {
+        let mut walk = Walk {
+            data_used: Bitmap::new(self.data_count),
+            flash_used: Bitmap::new(self.flash_count),
+            data_active: None,
+            flash_active: None,
+            data_summary: None,
+            flash_summary: None,
+            extent_count: 0,
+        };
+        let mut flash_used = Bitmap::new(self.flash_count);
+        for slot in SUPERBLOCK_SLOTS {
+            flash_used.put(slot, true);
+        }
+        self.mark(&mut flash_used, DeviceRole::Flash, log_head, tree, "log head");
+        self.walk_extents(roots, tree, &mut walk, &mut flash_used);
+        match PersistentTree::<SnapshotRecord>::load(roots.snapshot_table, 0, &mut self.reader) {
+            Ok(table) => table.blocks().into_iter().for_each(|b| self.mark(&mut flash_used, DeviceRole::Flash, b, tree, "snapshot table")),
+            Err(error) => self.report.add(FindingKind::CorruptMetadata, format!("{tree}: snapshot table: {error}")),
+        }
+        let bitmaps = [
+            (roots.data_active, self.data_count, "data activemap"),
+            (roots.data_summary, self.data_count, "data summary"),
+            (roots.flash_active, self.flash_count, "flash activemap"),
+            (roots.flash_summary, self.flash_count, "flash summary"),
+        ];
+        let mut loaded = Vec::new();
+        for (pointer, count, name) in bitmaps {
+            match PersistentBitmap::load(pointer, count, &mut self.reader) {
+                Ok(bitmap) => {
+                    for block in bitmap.blocks() {
+                        self.mark(&mut flash_used, DeviceRole::Flash, block, tree, name);
+                    }
+                    loaded.push(Some(bitmap.bits().clone()));
+                }
+                Err(error) => {
+                    self.report.add(FindingKind::CorruptMetadata, format!("{tree}: {name}: {error}"));
+                    loaded.push(None);
+                }
+            }
+        }
+        let mut loaded = loaded.into_iter();
+        walk.data_active = loaded.next().flatten();
+        walk.data_summary = loaded.next().flatten();
+        walk.flash_active = loaded.next().flatten();
+        walk.flash_summary = loaded.next().flatten();
+        walk.flash_used = flash_used;
+        walk
+    }
+
+    fn walk_extents(&mut self, roots: &RootSet, tree: &str, walk: &mut Walk, flash_used: &mut Bitmap) {
+        let extents = match PersistentTree::<ExtentRecord>::load(roots.extent_table, 0, &mut self.reader) {
+            Ok(extents) => extents,
+            Err(error) => return self.report.add(FindingKind::CorruptMetadata, format!("{tree}: extent table: {error}")),
+        };
+        for block in extents.blocks() {
+            self.mark(flash_used, DeviceRole::Flash, block, tree, "extent table");
+        }
+        walk.extent_count = extents.len() as u64;
+        for (&id, record) in extents.iter() {
+            let map = match ExtentMap::load(record.map, id, &mut self.reader) {
+                Ok(map) => map,
+                Err(error) => {
+                    self.report.add(FindingKind::CorruptMetadata, format!("{tree}: map of extent {:?}: {error}", record.name));
+                    continue;
+                }
+            };
+            for block in map.blocks() {
+                self.mark(flash_used, DeviceRole::Flash, block, tree, "map node");
+            }
+            let size_blocks = record.size_bytes / BLOCK_SIZE as u64;
+            for (&logical, run) in map.iter() {
+                let what = format!("extent {:?} block {logical}", record.name);
+                if logical + run.count > size_blocks {
+                    self.report.add(FindingKind::OutOfRange, format!("{tree}: {what}+{} beyond the extent's end", run.count));
+                }
+                for offset in 0..run.count {
+                    match Location::from_raw(run.location).offset(offset) {
+                        Location::Data(block) => self.mark(&mut walk.data_used, DeviceRole::Data, block, tree, &what),
+                        Location::Flash(block) => self.mark(flash_used, DeviceRole::Flash, block, tree, &what),
+                    }
+                }
+            }
+        }
+    }
+
+    fn compare(&mut self, used: &Bitmap, map: Option<&Bitmap>, role: DeviceRole, tree: &str) {
+        let Some(map) = map else { return };
+        let mut missing = Vec::new();
+        let mut leaked = Vec::new();
+        for page in 0..used.page_count() {
+            if used.page_equals(map, page) {
+                continue;
+            }
+            for word in 0..WORDS_PER_PAGE {
+                let (in_use, set) = (used.word(page, word), map.word(page, word));
+                collect_bits(in_use & !set, page, word, &mut missing);
+                collect_bits(set & !in_use, page, word, &mut leaked);
+            }
+        }
+        if !missing.is_empty() {
+            self.report.add(FindingKind::ActivemapMissing, format!("{tree}: {role} blocks in use but clear in the activemap: {}", summarize(&missing)));
+        }
+        if !leaked.is_empty() {
+            self.report.add(FindingKind::ActivemapLeaked, format!("{tree}: {role} blocks set in the activemap but unused: {}", summarize(&leaked)));
+        }
+    }
+}
+
+fn collect_bits(mut word_bits: u64, page: usize, word: usize, into: &mut Vec<u64>) {
+    while word_bits != 0 {
+        let bit = u64::from(word_bits.trailing_zeros());
+        into.push(page as u64 * crate::codec::BITS_PER_PAGE + word as u64 * 64 + bit);
+        word_bits &= word_bits - 1;
+    }
+}
+
+fn summarize(blocks: &[u64]) -> String {
+    let shown: Vec<String> = blocks.iter().take(8).map(u64::to_string).collect();
+    let more = if blocks.len() > 8 { format!(" and {} more", blocks.len() - 8) } else { String::new() };
+    format!("{} block(s): {}{more}", blocks.len(), shown.join(", "))
+}
+
+/// Checks the durable state of the volume on `data` and `flash`.
+pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F) -> Result<FsckReport> {
+    let mut report = FsckReport::default();
+    let bytes = read_pieces(flash, DeviceRole::Flash, &[(SUPERBLOCK_SLOTS[0], 2)])?;
+    let slots = [Superblock::decode(&bytes[..BLOCK_SIZE]), Superblock::decode(&bytes[BLOCK_SIZE..])];
+    let superblock = match (&slots[0], &slots[1]) {
+        (Ok(a), Ok(b)) => {
+            if a.generation != b.generation {
+                report.add(FindingKind::SuperblockSlot, format!("slots hold generations {} and {}", a.generation, b.generation));
+            }
+            if b.generation > a.generation { *b } else { *a }
+        }
+        (Ok(a), Err(error)) | (Err(error), Ok(a)) => {
+            report.add(FindingKind::SuperblockSlot, format!("one superblock slot is invalid: {error}"));
+            *a
+        }
+        (Err(slot_a), Err(slot_b)) => {
+            return Err(EngineError::NoSuperblock { slot_a: slot_a.clone(), slot_b: slot_b.clone() })
+        }
+    };
+    if superblock.data_block_count != data.info().block_count || superblock.flash_block_count != flash.info().block_count {
+        return Err(EngineError::Unsuitable("device sizes differ from the superblock's".into()));
+    }
+    report.generation = superblock.generation;
+    report.log_pending = log_pending(flash, &superblock)?;
+    let mut checker = Checker {
+        reader: FlashReader { flash, volume_id: superblock.volume_id, flash_block_count: superblock.flash_block_count },
+        data_count: superblock.data_block_count,
+        flash_count: superblock.flash_block_count,
+        report,
+    };
+    let active = checker.walk(&superblock.roots, superblock.log_head, "active tree");
+    checker.compare(&active.data_used, active.data_active.as_ref(), DeviceRole::Data, "active tree");
+    checker.compare(&active.flash_used, active.flash_active.as_ref(), DeviceRole::Flash, "active tree");
+    checker.report.extent_count = active.extent_count;
+    checker.report.data_blocks_used = active.data_used.count_ones();
+    checker.report.metadata_blocks = active.flash_used.count_ones();
+    let snapshots = match PersistentTree::<SnapshotRecord>::load(superblock.roots.snapshot_table, 0, &mut checker.reader) {
+        Ok(table) => table.iter().map(|(&id, record)| (id, record.clone())).collect::<Vec<_>>(),
+        Err(_) => Vec::new(), // reported by the walk
+    };
+    let mut live_walks = Vec::new();
+    for (id, record) in &snapshots {
+        let name = format!("snapshot {:?} (#{id})", record.name);
+        let walk = checker.walk(&record.roots, record.log_head, &name);
+        if record.state == SnapshotState::Live {
+            checker.compare(&walk.data_used, walk.data_active.as_ref(), DeviceRole::Data, &name);
+            checker.compare(&walk.flash_used, walk.flash_active.as_ref(), DeviceRole::Flash, &name);
+            live_walks.push(walk);
+        } else {
+            checker.report.pending_deletions += 1;
+        }
+    }
+    checker.report.snapshot_count = live_walks.len() as u64;
+    let no_deletion_pending = checker.report.pending_deletions == 0;
+    for data in [true, false] {
+        check_summary(&mut checker.report, &active, &live_walks, data, no_deletion_pending);
+        check_010(&mut checker.report, &active, &live_walks, data);
+    }
+    Ok(checker.report)
+}
+
+fn log_pending<F: BlockDevice>(flash: &mut F, superblock: &Superblock) -> Result<bool> {
+    if superblock.log_head < 2 || superblock.log_head >= superblock.flash_block_count {
+        return Ok(false);
+    }
+    let bytes = read_pieces(flash, DeviceRole::Flash, &[(superblock.log_head, 1)])?;
+    Ok(decode_log_block(&bytes).is_ok_and(|block| {
+        block.header.generation == superblock.generation
+            && block.header.owner == superblock.mount_count
+            && block.header.key == 0
+            && block.header.volume_id == superblock.volume_id
+    }))
+}
+
+fn pick<'a>(walk: &'a Walk, data: bool) -> (&'a Bitmap, Option<&'a Bitmap>, Option<&'a Bitmap>) {
+    if data {
+        (&walk.data_used, walk.data_active.as_ref(), walk.data_summary.as_ref())
+    } else {
+        (&walk.flash_used, walk.flash_active.as_ref(), walk.flash_summary.as_ref())
+    }
+}
+
+fn check_summary(report: &mut FsckReport, active: &Walk, snapshots: &[Walk], data: bool, expect_equality: bool) {
+    let role = if data { DeviceRole::Data } else { DeviceRole::Flash };
+    let (active_used, Some(active_map), Some(summary)) = pick(active, data) else { return };
+    let mut in_use = active_used.clone();
+    for walk in snapshots {
+        in_use.or_with(pick(walk, data).0);
+    }
+    let mut missing = Vec::new();
+    let mut excess = Vec::new();
+    for page in 0..in_use.page_count() {
+        for word in 0..WORDS_PER_PAGE {
+            let covered = active_map.word(page, word) | summary.word(page, word);
+            collect_bits(in_use.word(page, word) & !covered, page, word, &mut missing);
+            if expect_equality {
+                collect_bits(covered & !in_use.word(page, word), page, word, &mut excess);
+            }
+        }
+    }
+    if !missing.is_empty() {
+        report.add(FindingKind::SummaryMissing, format!("{role} blocks in use but in neither activemap nor summary: {}", summarize(&missing)));
+    }
+    if !excess.is_empty() {
+        report.add(FindingKind::SummaryExcess, format!("{role} blocks in the activemap or summary but used by nothing: {}", summarize(&excess)));
+    }
+}
+
+fn check_010(report: &mut FsckReport, active: &Walk, snapshots: &[Walk], data: bool) {
+    let role = if data { DeviceRole::Data } else { DeviceRole::Flash };
+    let sequence: Vec<&Bitmap> = snapshots.iter().map(|walk| pick(walk, data).0).chain([pick(active, data).0]).collect();
+    let mut violations = Vec::new();
+    for page in 0..sequence[0].page_count() {
+        for word in 0..WORDS_PER_PAGE {
+            let (mut seen_one, mut zero_after_one, mut violation) = (0u64, 0u64, 0u64);
+            for bitmap in &sequence {
+                let bits = bitmap.word(page, word);
+                violation |= zero_after_one & bits;
+                zero_after_one |= seen_one & !bits;
+                seen_one |= bits;
+            }
+            collect_bits(violation, page, word, &mut violations);
+        }
+    }
+    if !violations.is_empty() {
+        report.add(FindingKind::Property010, format!("{role} blocks whose bits over the snapshots and the active tree are not 0*1*0*: {}", summarize(&violations)));
+    }
+}

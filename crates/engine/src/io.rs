@@ -1,0 +1,116 @@
+//! Device access for the engine: reading and writing whole blocks with errors
+//! mapped to [`EngineError`], and the node reader and store the trees and
+//! bitmaps use.
+
+use proxima_device::{BlockDevice, IoRequest};
+
+use crate::codec::BLOCK_SIZE;
+use crate::error::{corrupt, DeviceRole, EngineError, Result};
+use crate::space::SpaceMap;
+use crate::tree::{NodeReader, NodeStore};
+
+/// Largest number of blocks in one device request.
+const MAX_REQUEST_BLOCKS: u64 = 256;
+
+pub(crate) fn device_error(role: DeviceRole) -> impl Fn(proxima_device::DeviceError) -> EngineError {
+    move |source| EngineError::Device { role, source }
+}
+
+/// Reads `(first block, block count)` pieces of one device in one batch and
+/// returns their bytes concatenated.
+pub(crate) fn read_pieces<D: BlockDevice>(device: &mut D, role: DeviceRole, pieces: &[(u64, u64)]) -> Result<Vec<u8>> {
+    let mut requests = Vec::new();
+    for &(block, count) in pieces {
+        let mut done = 0;
+        while done < count {
+            let this = (count - done).min(MAX_REQUEST_BLOCKS);
+            requests.push(IoRequest::read(block + done, this as u32));
+            done += this;
+        }
+    }
+    let completions = device.execute(requests).map_err(device_error(role))?;
+    let mut bytes = Vec::new();
+    for completion in completions {
+        let data = completion.result.map_err(device_error(role))?;
+        bytes.extend_from_slice(&data);
+    }
+    Ok(bytes)
+}
+
+/// Writes `(first block, bytes)` pieces to one device in one batch.
+pub(crate) fn write_pieces<D: BlockDevice>(device: &mut D, role: DeviceRole, pieces: Vec<(u64, Vec<u8>)>) -> Result<()> {
+    let mut requests = Vec::new();
+    for (block, data) in pieces {
+        assert_eq!(data.len() % BLOCK_SIZE, 0, "whole blocks");
+        let count = (data.len() / BLOCK_SIZE) as u64;
+        let mut done = 0;
+        while done < count {
+            let this = (count - done).min(MAX_REQUEST_BLOCKS);
+            let bytes = data[done as usize * BLOCK_SIZE..(done + this) as usize * BLOCK_SIZE].to_vec();
+            requests.push(IoRequest::write(block + done, this as u32, bytes));
+            done += this;
+        }
+    }
+    if requests.is_empty() {
+        return Ok(());
+    }
+    let completions = device.execute(requests).map_err(device_error(role))?;
+    for completion in completions {
+        completion.result.map_err(device_error(role))?;
+    }
+    Ok(())
+}
+
+/// Reads metadata blocks from the flash device, refusing addresses outside the
+/// allocatable pool.
+#[derive(Debug)]
+pub(crate) struct FlashReader<'a, F> {
+    pub flash: &'a mut F,
+    pub volume_id: u64,
+    pub flash_block_count: u64,
+}
+
+impl<F: BlockDevice> NodeReader for FlashReader<'_, F> {
+    fn read_block(&mut self, block: u64) -> Result<Vec<u8>> {
+        if block < 2 || block >= self.flash_block_count {
+            return Err(corrupt(block, "metadata pointer", "points outside the flash pool"));
+        }
+        read_pieces(self.flash, DeviceRole::Flash, &[(block, 1)])
+    }
+
+    fn volume_id(&self) -> u64 {
+        self.volume_id
+    }
+}
+
+/// The node store of a consistency point: allocates from the flash space map
+/// and collects the blocks to write.
+#[derive(Debug)]
+pub(crate) struct CheckpointStore<'a> {
+    pub flash_space: &'a mut SpaceMap,
+    pub writes: &'a mut Vec<(u64, Vec<u8>)>,
+    pub generation: u64,
+    pub volume_id: u64,
+}
+
+impl NodeStore for CheckpointStore<'_> {
+    fn allocate(&mut self) -> Result<u64> {
+        self.flash_space.allocate_one("metadata of a consistency point")
+    }
+
+    fn release(&mut self, block: u64) {
+        self.flash_space.free(block);
+    }
+
+    fn stage_write(&mut self, block: u64, data: Vec<u8>) {
+        self.writes.push((block, data));
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    fn volume_id(&self) -> u64 {
+        self.volume_id
+    }
+}

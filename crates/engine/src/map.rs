@@ -1,0 +1,188 @@
+//! An extent's block map: logical block → location, held as coalesced runs in a
+//! [`PersistentTree`]. A sequentially written extent is a handful of runs; each
+//! random overwrite adds at most two.
+
+use crate::codec::{Run, FLASH_LOCATION_BIT};
+use crate::tree::PersistentTree;
+
+/// The longest run kept in one entry (the on-disk count is a u32).
+const MAX_RUN_BLOCKS: u64 = u32::MAX as u64;
+
+/// Where a logical block lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Location {
+    /// A data-device block.
+    Data(u64),
+    /// A flash block (staged data).
+    Flash(u64),
+}
+
+impl Location {
+    /// Decodes the on-disk encoding (bit 63 = flash).
+    pub fn from_raw(raw: u64) -> Self {
+        if raw & FLASH_LOCATION_BIT != 0 {
+            Location::Flash(raw & !FLASH_LOCATION_BIT)
+        } else {
+            Location::Data(raw)
+        }
+    }
+
+    /// The on-disk encoding.
+    pub fn raw(self) -> u64 {
+        match self {
+            Location::Data(block) => block,
+            Location::Flash(block) => block | FLASH_LOCATION_BIT,
+        }
+    }
+
+    /// The location `offset` blocks further on the same device.
+    pub fn offset(self, offset: u64) -> Self {
+        match self {
+            Location::Data(block) => Location::Data(block + offset),
+            Location::Flash(block) => Location::Flash(block + offset),
+        }
+    }
+}
+
+/// A piece of a logical range: a run of blocks at consecutive locations, or a hole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// First logical block.
+    pub logical_block: u64,
+    /// Number of blocks.
+    pub block_count: u64,
+    /// Location of the first block; `None` for a hole.
+    pub location: Option<Location>,
+}
+
+/// The map of one extent.
+pub type ExtentMap = PersistentTree<Run>;
+
+/// The segments covering `[start, start + count)`, holes included, in order.
+pub fn segments(map: &ExtentMap, start: u64, count: u64) -> Vec<Segment> {
+    let end = start + count;
+    let mut result = Vec::new();
+    let mut cursor = start;
+    let first = map.range(..=start).next_back().filter(|(&key, run)| key + run.count > start);
+    let following = map.range(start + 1..end);
+    for (&key, run) in first.into_iter().chain(following) {
+        if key > cursor {
+            result.push(Segment { logical_block: cursor, block_count: key - cursor, location: None });
+            cursor = key;
+        }
+        let run_end = (key + run.count).min(end);
+        let location = Location::from_raw(run.location).offset(cursor - key);
+        result.push(Segment { logical_block: cursor, block_count: run_end - cursor, location: Some(location) });
+        cursor = run_end;
+    }
+    if cursor < end {
+        result.push(Segment { logical_block: cursor, block_count: end - cursor, location: None });
+    }
+    result
+}
+
+/// The location of one logical block.
+pub fn lookup(map: &ExtentMap, logical_block: u64) -> Option<Location> {
+    let (&key, run) = map.range(..=logical_block).next_back()?;
+    (key + run.count > logical_block).then(|| Location::from_raw(run.location).offset(logical_block - key))
+}
+
+/// Makes `[start, start + count)` a hole; returns the displaced pieces
+/// (location, block count) for the caller to free.
+pub fn punch(map: &mut ExtentMap, start: u64, count: u64) -> Vec<(Location, u64)> {
+    let end = start + count;
+    let mut displaced = Vec::new();
+    let first = map.range(..start).next_back().filter(|(&key, run)| key + run.count > start).map(|(&key, _)| key);
+    let keys: Vec<u64> = first.into_iter().chain(map.range(start..end).map(|(&key, _)| key)).collect();
+    for key in keys {
+        let run = map.remove(key).expect("key listed above");
+        let run_end = key + run.count;
+        let location = Location::from_raw(run.location);
+        if key < start {
+            map.insert(key, Run { count: start - key, location: run.location });
+        }
+        if run_end > end {
+            map.insert(end, Run { count: run_end - end, location: location.offset(end - key).raw() });
+        }
+        let cut_start = key.max(start);
+        let cut_end = run_end.min(end);
+        displaced.push((location.offset(cut_start - key), cut_end - cut_start));
+    }
+    displaced
+}
+
+/// Maps `[start, start + count)` to consecutive blocks from `location`; returns
+/// the displaced pieces. Adjacent runs that continue each other are coalesced.
+pub fn assign(map: &mut ExtentMap, start: u64, count: u64, location: Location) -> Vec<(Location, u64)> {
+    assert!(count > 0, "an assignment covers at least one block");
+    let displaced = punch(map, start, count);
+    let mut key = start;
+    let mut run = Run { count, location: location.raw() };
+    if let Some((&left_key, left)) = map.range(..start).next_back() {
+        let continues = left_key + left.count == start
+            && Location::from_raw(left.location).offset(left.count) == location
+            && left.count + count <= MAX_RUN_BLOCKS;
+        if continues {
+            key = left_key;
+            run = Run { count: left.count + count, location: left.location };
+        }
+    }
+    let end = start + count;
+    if let Some(right) = map.get(end).copied() {
+        let continues =
+            Location::from_raw(run.location).offset(run.count) == Location::from_raw(right.location)
+                && run.count + right.count <= MAX_RUN_BLOCKS;
+        if continues {
+            map.remove(end);
+            run.count += right.count;
+        }
+    }
+    while run.count > MAX_RUN_BLOCKS {
+        // Only reachable for assignments longer than a run can hold.
+        map.insert(key, Run { count: MAX_RUN_BLOCKS, location: run.location });
+        key += MAX_RUN_BLOCKS;
+        run = Run { count: run.count - MAX_RUN_BLOCKS, location: Location::from_raw(run.location).offset(MAX_RUN_BLOCKS).raw() };
+    }
+    map.insert(key, run);
+    displaced
+}
+
+/// Number of mapped blocks.
+pub fn mapped_block_count(map: &ExtentMap) -> u64 {
+    map.iter().map(|(_, run)| run.count).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequential_assignments_coalesce_into_one_run() {
+        let mut map = ExtentMap::new(1);
+        for block in 0..1000 {
+            assert!(assign(&mut map, block, 1, Location::Data(5000 + block)).is_empty());
+        }
+        assert_eq!(map.len(), 1);
+        assert_eq!(lookup(&map, 999), Some(Location::Data(5999)));
+    }
+
+    #[test]
+    fn an_overwrite_in_the_middle_splits_a_run_and_reports_what_it_displaced() {
+        let mut map = ExtentMap::new(1);
+        assign(&mut map, 0, 100, Location::Data(1000));
+        let displaced = assign(&mut map, 10, 5, Location::Flash(7));
+        assert_eq!(displaced, vec![(Location::Data(1010), 5)]);
+        assert_eq!(map.len(), 3);
+        let pieces = segments(&map, 0, 120);
+        assert_eq!(pieces.len(), 4);
+        assert_eq!(pieces[1], Segment { logical_block: 10, block_count: 5, location: Some(Location::Flash(7)) });
+        assert_eq!(pieces[2].location, Some(Location::Data(1015)));
+        assert_eq!(pieces[3], Segment { logical_block: 100, block_count: 20, location: None });
+        let displaced = punch(&mut map, 5, 50);
+        assert_eq!(displaced.iter().map(|(_, count)| count).sum::<u64>(), 50);
+        assert_eq!(mapped_block_count(&map), 50);
+        // Writing back the original blocks coalesces the runs again.
+        assign(&mut map, 5, 50, Location::Data(1005));
+        assert_eq!(map.len(), 1);
+    }
+}

@@ -1,0 +1,444 @@
+//! Snapshots: creation from a CP, reads as of a snapshot, deletion by
+//! subtraction (a restartable scan using the 010 property), and restore of a
+//! volume or an extent (docs/format.md, rules 3 and 4).
+
+use std::collections::HashMap;
+
+use proxima_device::BlockDevice;
+use serde::Serialize;
+
+use crate::bitmap::{Bitmap, PersistentBitmap};
+use crate::codec::{
+    ExtentRecord, RootSet, SnapshotRecord, SnapshotState, BITS_PER_PAGE, BLOCK_SIZE, WORDS_PER_PAGE,
+};
+use crate::error::{EngineError, Result};
+use crate::io::FlashReader;
+use crate::map::{self, ExtentMap};
+use crate::space::YoungestScan;
+use crate::tree::PersistentTree;
+use crate::volume::{validate_name, ExtentInfo, Volume};
+
+/// A snapshot as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SnapshotInfo {
+    /// Its id (ids grow with creation time).
+    pub id: u64,
+    /// Its name.
+    pub name: String,
+    /// The CP it was taken from.
+    pub generation: u64,
+}
+
+/// A snapshot's extent table and the maps read so far.
+#[derive(Debug, Clone)]
+pub(crate) struct SnapshotView {
+    extents: PersistentTree<ExtentRecord>,
+    maps: HashMap<u64, ExtentMap>,
+}
+
+/// Snapmaps of one snapshot: (data activemap, flash activemap).
+type Snapmaps = (Bitmap, Bitmap);
+
+/// A deletion scan in progress.
+#[derive(Debug, Clone)]
+pub(crate) struct DeletionScan {
+    target_id: u64,
+    target: Snapmaps,
+    /// Loaded neighbours by id.
+    neighbours: HashMap<u64, Snapmaps>,
+}
+
+impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
+    fn reader(&mut self) -> FlashReader<'_, F> {
+        FlashReader { flash: &mut self.flash, volume_id: self.volume_id, flash_block_count: self.flash_space.block_count() }
+    }
+
+    fn load_snapmaps(&mut self, roots: &RootSet) -> Result<Snapmaps> {
+        let data_count = self.data_space.block_count();
+        let flash_count = self.flash_space.block_count();
+        let mut reader = self.reader();
+        let data = PersistentBitmap::load(roots.data_active, data_count, &mut reader)?;
+        let flash = PersistentBitmap::load(roots.flash_active, flash_count, &mut reader)?;
+        Ok((data.bits().clone(), flash.bits().clone()))
+    }
+
+    /// Live snapshots, oldest first.
+    pub fn snapshots(&self) -> Vec<SnapshotInfo> {
+        self.snapshots
+            .iter()
+            .filter(|(_, record)| record.state == SnapshotState::Live)
+            .map(|(&id, record)| SnapshotInfo { id, name: record.name.clone(), generation: record.generation })
+            .collect()
+    }
+
+    fn live_snapshot_id(&self, name: &str) -> Result<u64> {
+        self.snapshots
+            .iter()
+            .find(|(_, record)| record.state == SnapshotState::Live && record.name == name)
+            .map(|(&id, _)| id)
+            .ok_or_else(|| EngineError::NoSuchSnapshot(name.to_string()))
+    }
+
+    /// Snapshot deletions whose scan has not finished.
+    pub fn pending_deletions(&self) -> usize {
+        self.snapshots.iter().filter(|(_, record)| record.state == SnapshotState::Deleting).count()
+    }
+
+    /// Takes a snapshot of every extent as of a CP committed now.
+    pub fn create_snapshot(&mut self, name: &str) -> Result<u64> {
+        validate_name(name)?;
+        if self.live_snapshot_id(name).is_ok() {
+            return Err(EngineError::SnapshotExists(name.to_string()));
+        }
+        self.guarded(|volume| {
+            volume.commit()?;
+            let id = volume.next_snapshot_id;
+            volume.next_snapshot_id += 1;
+            let record = SnapshotRecord {
+                name: name.to_string(),
+                generation: volume.generation,
+                state: SnapshotState::Live,
+                scan_cursor: 0,
+                log_head: volume.log.head,
+                roots: volume.roots,
+            };
+            volume.snapshots.insert(id, record);
+            // Right after a CP the active maps are exactly the snapshot's snapmaps.
+            let snapmaps =
+                (volume.data_space.active().bits().clone(), volume.flash_space.active().bits().clone());
+            volume.youngest_cache = Some((id, snapmaps.0, snapmaps.1));
+            volume.refresh_youngest()?;
+            volume.commit()?;
+            Ok(id)
+        })
+    }
+
+    /// Deletes a snapshot: it disappears at once; its blocks are reclaimed by a
+    /// background scan over the following CPs.
+    pub fn delete_snapshot(&mut self, name: &str) -> Result<()> {
+        let id = self.live_snapshot_id(name)?;
+        self.guarded(|volume| {
+            let mut record = volume.snapshots.get(id).expect("listed").clone();
+            record.state = SnapshotState::Deleting;
+            record.scan_cursor = 0;
+            volume.snapshots.insert(id, record);
+            volume.snapshot_views.remove(&id);
+            volume.commit()
+        })
+    }
+
+    /// Runs CPs until every pending snapshot deletion has finished.
+    pub fn finish_deletions(&mut self) -> Result<()> {
+        while self.pending_deletions() > 0 {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Recomputes the youngest existing snapshot's snapmaps for the on-free rule.
+    pub(crate) fn refresh_youngest(&mut self) -> Result<()> {
+        let youngest = self.snapshots.iter().next_back().map(|(&id, record)| (id, record.roots));
+        let Some((id, roots)) = youngest else {
+            self.youngest_cache = None;
+            self.data_space.youngest = None;
+            self.flash_space.youngest = None;
+            self.data_space.youngest_scan = None;
+            return Ok(());
+        };
+        if self.youngest_cache.as_ref().is_none_or(|(cached, _, _)| *cached != id) {
+            let (data, flash) = self.load_snapmaps(&roots)?;
+            self.youngest_cache = Some((id, data, flash));
+        }
+        let (_, data, flash) = self.youngest_cache.as_ref().expect("just set");
+        self.data_space.youngest = Some(data.clone());
+        self.flash_space.youngest = Some(flash.clone());
+        self.data_space.youngest_scan = None;
+        if let Some(scan) = &self.scan {
+            if scan.target_id == id {
+                let cursor_page = self.snapshots.get(id).expect("scanned snapshot exists").scan_cursor;
+                let older = self.snapshots.range(..id).next_back().map(|(&older_id, _)| older_id);
+                let older = older.and_then(|older_id| scan.neighbours.get(&older_id)).map(|maps| maps.0.clone());
+                self.data_space.youngest_scan = Some(YoungestScan { cursor_page, older });
+            }
+        }
+        Ok(())
+    }
+
+    fn ensure_neighbour_loaded(&mut self, id: u64) -> Result<()> {
+        if self.scan.as_ref().is_some_and(|scan| scan.neighbours.contains_key(&id)) {
+            return Ok(());
+        }
+        let roots = self.snapshots.get(id).expect("neighbour exists").roots;
+        let maps = self.load_snapmaps(&roots)?;
+        self.scan.as_mut().expect("scan in progress").neighbours.insert(id, maps);
+        Ok(())
+    }
+
+    /// Advances the oldest pending deletion by up to `page_budget` data-activemap
+    /// pages; the last step also scans the flash maps and drops the record.
+    pub(crate) fn scan_step(&mut self, page_budget: u64) -> Result<()> {
+        let target = self
+            .snapshots
+            .iter()
+            .find(|(_, record)| record.state == SnapshotState::Deleting)
+            .map(|(&id, record)| (id, record.clone()));
+        let Some((target_id, mut record)) = target else {
+            self.scan = None;
+            return Ok(());
+        };
+        if self.scan.as_ref().is_none_or(|scan| scan.target_id != target_id) {
+            let target = self.load_snapmaps(&record.roots)?;
+            self.scan = Some(DeletionScan { target_id, target, neighbours: HashMap::new() });
+        }
+        let older = self.snapshots.range(..target_id).next_back().map(|(&id, _)| id);
+        let younger = self.snapshots.range(target_id + 1..).next().map(|(&id, _)| id);
+        for id in older.into_iter().chain(younger) {
+            self.ensure_neighbour_loaded(id)?;
+        }
+        let page_count = self.data_space.block_count().div_ceil(BITS_PER_PAGE);
+        let end_page = record.scan_cursor.saturating_add(page_budget).min(page_count);
+        let releases = self.exclusive_blocks(true, older, younger, record.scan_cursor, end_page);
+        for block in releases {
+            self.data_space.release_from_summary(block);
+        }
+        record.scan_cursor = end_page;
+        if end_page < page_count {
+            self.snapshots.insert(target_id, record);
+            return self.refresh_youngest();
+        }
+        let flash_pages = self.flash_space.block_count().div_ceil(BITS_PER_PAGE);
+        for block in self.exclusive_blocks(false, older, younger, 0, flash_pages) {
+            self.flash_space.release_from_summary(block);
+        }
+        self.snapshots.remove(target_id);
+        self.snapshot_views.remove(&target_id);
+        self.scan = None;
+        self.refresh_youngest()
+    }
+
+    /// Blocks on pages `[first_page, end_page)` that the scanned snapshot holds,
+    /// neither neighbour holds (the active tree standing in for a missing younger
+    /// one), and the summary still has.
+    fn exclusive_blocks(
+        &self,
+        data: bool,
+        older: Option<u64>,
+        younger: Option<u64>,
+        first_page: u64,
+        end_page: u64,
+    ) -> Vec<u64> {
+        let scan = self.scan.as_ref().expect("scan in progress");
+        let pick = |maps: &Snapmaps| if data { maps.0.clone() } else { maps.1.clone() };
+        let target = pick(&scan.target);
+        let older = older.map(|id| pick(&scan.neighbours[&id]));
+        let space = if data { &self.data_space } else { &self.flash_space };
+        let younger = match younger {
+            Some(id) => pick(&scan.neighbours[&id]),
+            None => space.active().bits().clone(),
+        };
+        let summary = space.summary().bits();
+        let mut blocks = Vec::new();
+        for page in first_page as usize..end_page as usize {
+            if target.page_is_zero(page) || summary.page_is_zero(page) {
+                continue;
+            }
+            for word in 0..WORDS_PER_PAGE {
+                let held_elsewhere = older.as_ref().map_or(0, |older| older.word(page, word)) | younger.word(page, word);
+                let mut exclusive = target.word(page, word) & !held_elsewhere & summary.word(page, word);
+                while exclusive != 0 {
+                    let bit = u64::from(exclusive.trailing_zeros());
+                    blocks.push(page as u64 * BITS_PER_PAGE + word as u64 * 64 + bit);
+                    exclusive &= exclusive - 1;
+                }
+            }
+        }
+        blocks
+    }
+
+    fn snapshot_view(&mut self, snapshot_id: u64) -> Result<&mut SnapshotView> {
+        if !self.snapshot_views.contains_key(&snapshot_id) {
+            let roots = self.snapshots.get(snapshot_id).expect("live snapshot").roots;
+            let extents = PersistentTree::<ExtentRecord>::load(roots.extent_table, 0, &mut self.reader())?;
+            self.snapshot_views.insert(snapshot_id, SnapshotView { extents, maps: HashMap::new() });
+        }
+        Ok(self.snapshot_views.get_mut(&snapshot_id).expect("just inserted"))
+    }
+
+    fn snapshot_extent(&mut self, snapshot: &str, extent: &str) -> Result<(u64, u64, ExtentRecord)> {
+        let snapshot_id = self.live_snapshot_id(snapshot)?;
+        let view = self.snapshot_view(snapshot_id)?;
+        let (id, record) = view
+            .extents
+            .iter()
+            .find(|(_, record)| record.name == extent)
+            .map(|(&id, record)| (id, record.clone()))
+            .ok_or_else(|| EngineError::NoSuchExtent(format!("{extent}@{snapshot}")))?;
+        if !view.maps.contains_key(&id) {
+            let map = ExtentMap::load(record.map, id, &mut FlashReader {
+                flash: &mut self.flash,
+                volume_id: self.volume_id,
+                flash_block_count: self.flash_space.block_count(),
+            })?;
+            self.snapshot_views.get_mut(&snapshot_id).expect("exists").maps.insert(id, map);
+        }
+        Ok((snapshot_id, id, record))
+    }
+
+    /// The extents of a snapshot.
+    pub fn snapshot_extents(&mut self, snapshot: &str) -> Result<Vec<ExtentInfo>> {
+        self.check_usable()?;
+        let snapshot_id = self.live_snapshot_id(snapshot)?;
+        let names: Vec<String> =
+            self.snapshot_view(snapshot_id)?.extents.iter().map(|(_, record)| record.name.clone()).collect();
+        let mut infos = Vec::new();
+        for name in names {
+            let (snapshot_id, id, record) = self.snapshot_extent(snapshot, &name)?;
+            let map = &self.snapshot_views[&snapshot_id].maps[&id];
+            infos.push(ExtentInfo {
+                id,
+                name,
+                size_bytes: record.size_bytes,
+                mapped_block_count: map::mapped_block_count(map),
+                run_count: map.len() as u64,
+            });
+        }
+        Ok(infos)
+    }
+
+    /// Reads an extent as of a snapshot.
+    pub fn read_snapshot(&mut self, snapshot: &str, extent: &str, offset_bytes: u64, length_bytes: u64) -> Result<Vec<u8>> {
+        self.check_usable()?;
+        let (snapshot_id, id, record) = self.snapshot_extent(snapshot, extent)?;
+        if offset_bytes.checked_add(length_bytes).is_none_or(|end| end > record.size_bytes) {
+            return Err(EngineError::InvalidRange(format!(
+                "{length_bytes} bytes at {offset_bytes} exceed {extent}@{snapshot} of {} bytes",
+                record.size_bytes
+            )));
+        }
+        if length_bytes == 0 {
+            return Ok(Vec::new());
+        }
+        let block = BLOCK_SIZE as u64;
+        let first = offset_bytes / block;
+        let end = (offset_bytes + length_bytes).div_ceil(block);
+        let segments = map::segments(&self.snapshot_views[&snapshot_id].maps[&id], first, end - first);
+        let bytes = self.read_segments(&segments)?;
+        let skip = (offset_bytes - first * block) as usize;
+        Ok(bytes[skip..skip + length_bytes as usize].to_vec())
+    }
+
+    /// Restores one extent's contents (and size) to those of a snapshot by
+    /// copying, creating the extent if it no longer exists.
+    pub fn restore_extent(&mut self, snapshot: &str, extent: &str) -> Result<()> {
+        self.check_usable()?;
+        let (snapshot_id, snapshot_extent_id, record) = self.snapshot_extent(snapshot, extent)?;
+        let id = match self.extent_id(extent) {
+            Ok(id) => {
+                self.resize_extent(extent, record.size_bytes)?;
+                id
+            }
+            Err(_) => self.create_extent(extent, record.size_bytes)?,
+        };
+        let block = BLOCK_SIZE as u64;
+        let size_blocks = record.size_bytes / block;
+        let segments = map::segments(&self.snapshot_views[&snapshot_id].maps[&snapshot_extent_id], 0, size_blocks);
+        for segment in segments {
+            let offset = segment.logical_block * block;
+            let length = segment.block_count * block;
+            if segment.location.is_none() {
+                self.trim(id, offset, length, false)?;
+                continue;
+            }
+            // Copy in bounded pieces.
+            let mut done = 0;
+            while done < segment.block_count {
+                let count = (segment.block_count - done).min(256);
+                let piece = map::segments(
+                    &self.snapshot_views[&snapshot_id].maps[&snapshot_extent_id],
+                    segment.logical_block + done,
+                    count,
+                );
+                let data = self.read_segments(&piece)?;
+                self.write(id, offset + done * block, &data, false)?;
+                done += count;
+            }
+        }
+        self.commit()
+    }
+
+    /// Restores the whole volume to a snapshot. Snapshots younger than it are
+    /// deleted (keeping the 010 property); the snapshot itself stays.
+    pub fn restore_volume(&mut self, snapshot: &str) -> Result<()> {
+        let snapshot_id = self.live_snapshot_id(snapshot)?;
+        self.guarded(|volume| {
+            volume.commit()?;
+            let record = volume.snapshots.get(snapshot_id).expect("live").clone();
+            let younger: Vec<u64> = volume.snapshots.range(snapshot_id + 1..).map(|(&id, _)| id).collect();
+            for id in younger {
+                volume.snapshots.remove(id);
+                volume.snapshot_views.remove(&id);
+            }
+            if volume.scan.as_ref().is_some_and(|scan| volume.snapshots.get(scan.target_id).is_none()) {
+                volume.scan = None;
+            }
+            volume.adopt_snapshot_tree(&record)?;
+            volume.commit()
+        })
+    }
+
+    /// Makes the snapshot's tree the active one (see `restore_volume`).
+    fn adopt_snapshot_tree(&mut self, record: &SnapshotRecord) -> Result<()> {
+        let roots = record.roots;
+        let data_count = self.data_space.block_count();
+        let flash_count = self.flash_space.block_count();
+        let mut reader = self.reader();
+        let extents = PersistentTree::<ExtentRecord>::load(roots.extent_table, 0, &mut reader)?;
+        let mut maps = HashMap::new();
+        for (&id, extent) in extents.iter() {
+            maps.insert(id, ExtentMap::load(extent.map, id, &mut reader)?);
+        }
+        let data_active = PersistentBitmap::load(roots.data_active, data_count, &mut reader)?;
+        let flash_active = PersistentBitmap::load(roots.flash_active, flash_count, &mut reader)?;
+        // Blocks the snapshot's tree used for structures the active tree
+        // rebuilds (its snapshot table, its summaries) and its log head.
+        let snapshot_table = PersistentTree::<SnapshotRecord>::load(roots.snapshot_table, 0, &mut reader)?;
+        let data_summary_old = PersistentBitmap::load(roots.data_summary, data_count, &mut reader)?;
+        let flash_summary_old = PersistentBitmap::load(roots.flash_summary, flash_count, &mut reader)?;
+        let mut orphaned = snapshot_table.blocks();
+        orphaned.extend(data_summary_old.blocks());
+        orphaned.extend(flash_summary_old.blocks());
+        orphaned.push(record.log_head);
+        // Summaries rebuilt by addition over the remaining snapshots.
+        let mut data_summary = Bitmap::new(data_count);
+        let mut flash_summary = Bitmap::new(flash_count);
+        let remaining: Vec<RootSet> = self.snapshots.iter().map(|(_, record)| record.roots).collect();
+        for snapshot_roots in remaining {
+            let (data, flash) = self.load_snapmaps(&snapshot_roots)?;
+            data_summary.or_with(&data);
+            flash_summary.or_with(&flash);
+        }
+        self.data_space.rebase(data_active, data_summary);
+        self.flash_space.rebase(flash_active, flash_summary);
+        self.extent_names = extents.iter().map(|(&id, extent)| (extent.name.clone(), id)).collect();
+        self.extents = extents;
+        self.maps = maps;
+        self.snapshots.forget_blocks();
+        self.snapshot_views.clear();
+        self.youngest_cache = None;
+        self.refresh_youngest()?;
+        // The log of the current epoch is empty (just committed); its blocks are
+        // not in the adopted activemap and stay protected by the safe copies.
+        self.log = crate::log::LogState::new(self.flash_space.allocate_one("log head")?);
+        for block in orphaned {
+            self.flash_space.free(block);
+        }
+        self.staged_block_count = self
+            .maps
+            .values()
+            .flat_map(|map| map.iter())
+            .filter(|(_, run)| matches!(map::Location::from_raw(run.location), map::Location::Flash(_)))
+            .map(|(_, run)| run.count)
+            .sum();
+        Ok(())
+    }
+}

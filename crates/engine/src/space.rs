@@ -1,0 +1,404 @@
+//! Free space of one device, the WAFL way.
+//!
+//! Owns the activemap and summary map of the active tree, the *safe* copies as
+//! of the last durable CP, the *pinned* set of blocks freed since that CP, the
+//! snapmap of the youngest existing snapshot (for the on-free summary rule), and
+//! the journal the per-CP audit checks. Invariants:
+//! - a block is allocatable iff it is clear in all five of activemap, summary,
+//!   safe activemap, safe summary and pinned;
+//! - every bit change goes through this module and is journaled.
+
+use std::collections::BTreeSet;
+
+use crate::bitmap::{Bitmap, PersistentBitmap};
+use crate::codec::{BITS_PER_PAGE, WORDS_PER_PAGE};
+use crate::error::{DeviceRole, EngineError, Result};
+
+/// Which map a journaled change touched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MapKind {
+    Active,
+    Summary,
+}
+
+/// One journaled bit change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Change {
+    map: MapKind,
+    block: u64,
+    value: bool,
+}
+
+/// The state of a snapshot deletion scan that concerns the on-free rule: when
+/// the youngest snapshot is being deleted, blocks on pages the scan has passed
+/// are held only if its older neighbour holds them.
+#[derive(Debug, Clone)]
+pub struct YoungestScan {
+    /// Pages below this one were scanned.
+    pub cursor_page: u64,
+    /// The older neighbour's snapmap, if there is one.
+    pub older: Option<Bitmap>,
+}
+
+/// Free-space maps of one device.
+#[derive(Debug, Clone)]
+pub struct SpaceMap {
+    role: DeviceRole,
+    active: PersistentBitmap,
+    summary: PersistentBitmap,
+    safe_active: Bitmap,
+    safe_summary: Bitmap,
+    pinned: Bitmap,
+    audit_active: Bitmap,
+    audit_summary: Bitmap,
+    journal: Vec<Change>,
+    touched_pages: BTreeSet<usize>,
+    allocatable_per_page: Vec<u32>,
+    /// The snapmap of the youngest existing snapshot.
+    pub youngest: Option<Bitmap>,
+    /// Set while the youngest snapshot is being deleted.
+    pub youngest_scan: Option<YoungestScan>,
+    cursor: u64,
+    first_usable_block: u64,
+}
+
+impl SpaceMap {
+    /// Space maps over loaded bitmaps. Blocks below `first_usable_block` are
+    /// never allocated (the superblock slots on flash).
+    pub fn new(role: DeviceRole, active: PersistentBitmap, summary: PersistentBitmap, first_usable_block: u64) -> Self {
+        let bit_count = active.bits().bit_count();
+        let mut space = Self {
+            role,
+            safe_active: active.bits().clone(),
+            safe_summary: summary.bits().clone(),
+            audit_active: active.bits().clone(),
+            audit_summary: summary.bits().clone(),
+            active,
+            summary,
+            pinned: Bitmap::new(bit_count),
+            journal: Vec::new(),
+            touched_pages: BTreeSet::new(),
+            allocatable_per_page: Vec::new(),
+            youngest: None,
+            youngest_scan: None,
+            cursor: first_usable_block,
+            first_usable_block,
+        };
+        space.recount_all();
+        space
+    }
+
+    /// Number of blocks of the device.
+    pub fn block_count(&self) -> u64 {
+        self.active.bits().bit_count()
+    }
+
+    /// The activemap.
+    pub fn active(&self) -> &PersistentBitmap {
+        &self.active
+    }
+
+    /// The summary map.
+    pub fn summary(&self) -> &PersistentBitmap {
+        &self.summary
+    }
+
+    /// Mutable access for the CP that persists the maps.
+    pub fn maps_mut(&mut self) -> (&mut PersistentBitmap, &mut PersistentBitmap) {
+        (&mut self.active, &mut self.summary)
+    }
+
+    /// Blocks allocatable now.
+    pub fn allocatable_count(&self) -> u64 {
+        self.allocatable_per_page.iter().map(|&count| u64::from(count)).sum()
+    }
+
+    /// Whether `block` may be allocated now.
+    pub fn is_allocatable(&self, block: u64) -> bool {
+        block >= self.first_usable_block
+            && block < self.block_count()
+            && !(self.active.get(block)
+                || self.summary.get(block)
+                || self.safe_active.get(block)
+                || self.safe_summary.get(block)
+                || self.pinned.get(block))
+    }
+
+    fn allocatable_word(&self, page: usize, word: usize) -> u64 {
+        let used = self.active.bits().word(page, word)
+            | self.summary.bits().word(page, word)
+            | self.safe_active.word(page, word)
+            | self.safe_summary.word(page, word)
+            | self.pinned.word(page, word);
+        let first_bit = page as u64 * BITS_PER_PAGE + word as u64 * 64;
+        let mut mask = u64::MAX;
+        let valid_bits = self.block_count().saturating_sub(first_bit).min(64);
+        if valid_bits < 64 {
+            mask = (1u64 << valid_bits) - 1;
+        }
+        if first_bit < self.first_usable_block {
+            let reserved = (self.first_usable_block - first_bit).min(64);
+            mask &= if reserved == 64 { 0 } else { u64::MAX << reserved };
+        }
+        !used & mask
+    }
+
+    fn recount_page(&mut self, page: usize) {
+        let count = (0..WORDS_PER_PAGE).map(|word| self.allocatable_word(page, word).count_ones()).sum();
+        self.allocatable_per_page[page] = count;
+    }
+
+    fn recount_all(&mut self) {
+        self.allocatable_per_page = vec![0; self.active.bits().page_count()];
+        for page in 0..self.allocatable_per_page.len() {
+            self.recount_page(page);
+        }
+    }
+
+    fn record(&mut self, map: MapKind, block: u64, value: bool) {
+        let changed = match map {
+            MapKind::Active => self.active.put(block, value),
+            MapKind::Summary => self.summary.put(block, value),
+        };
+        assert!(changed, "{}: bit {block} of the {map:?} map already {value}", self.role);
+        self.journal.push(Change { map, block, value });
+        self.touched_pages.insert((block / BITS_PER_PAGE) as usize);
+    }
+
+    /// Allocates up to `max_count` consecutive blocks, the first allocatable one
+    /// at or after `hint` (wrapping); `None` if the device has no allocatable
+    /// block.
+    pub fn allocate_near(&mut self, hint: u64, max_count: u64) -> Option<(u64, u64)> {
+        assert!(max_count > 0, "allocate at least one block");
+        let start = self.find_allocatable(hint.min(self.block_count().saturating_sub(1)))?;
+        let mut count = 0;
+        while count < max_count && start + count < self.block_count() && self.is_allocatable(start + count) {
+            self.take(start + count);
+            count += 1;
+        }
+        Some((start, count))
+    }
+
+    /// Allocates one block by next-fit from the rolling cursor.
+    pub fn allocate_next(&mut self) -> Option<u64> {
+        let (block, _) = self.allocate_near(self.cursor, 1)?;
+        self.cursor = block + 1;
+        if self.cursor >= self.block_count() {
+            self.cursor = self.first_usable_block;
+        }
+        Some(block)
+    }
+
+    /// Allocates one block or fails with an out-of-space error naming `purpose`.
+    pub fn allocate_one(&mut self, purpose: &str) -> Result<u64> {
+        self.allocate_next().ok_or_else(|| EngineError::NoSpace { role: self.role, detail: purpose.to_string() })
+    }
+
+    /// Marks `block` allocated; it must be allocatable (log replay re-marking
+    /// what the crashed run allocated). Returns false if it is not.
+    pub fn allocate_exact(&mut self, block: u64) -> bool {
+        if !self.is_allocatable(block) {
+            return false;
+        }
+        self.take(block);
+        true
+    }
+
+    fn take(&mut self, block: u64) {
+        self.record(MapKind::Active, block, true);
+        let page = (block / BITS_PER_PAGE) as usize;
+        self.allocatable_per_page[page] -= 1;
+    }
+
+    fn find_allocatable(&self, hint: u64) -> Option<u64> {
+        let page_count = self.allocatable_per_page.len();
+        let hint_page = (hint / BITS_PER_PAGE) as usize;
+        for step in 0..=page_count {
+            let page = (hint_page + step) % page_count;
+            if self.allocatable_per_page[page] == 0 {
+                continue;
+            }
+            let first_word = if step == 0 { ((hint % BITS_PER_PAGE) / 64) as usize } else { 0 };
+            for word in first_word..WORDS_PER_PAGE {
+                let mut free = self.allocatable_word(page, word);
+                let word_first_bit = page as u64 * BITS_PER_PAGE + word as u64 * 64;
+                if step == 0 && word == first_word && hint > word_first_bit {
+                    let skip = hint - word_first_bit;
+                    free &= if skip >= 64 { 0 } else { u64::MAX << skip };
+                }
+                if free != 0 {
+                    return Some(word_first_bit + u64::from(free.trailing_zeros()));
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether a snapshot holds `block`, by the on-free rule (docs/format.md,
+    /// rule 3).
+    fn snapshot_holds(&self, block: u64) -> bool {
+        let Some(youngest) = &self.youngest else { return false };
+        if !youngest.get(block) {
+            return false;
+        }
+        match &self.youngest_scan {
+            Some(scan) if block / BITS_PER_PAGE < scan.cursor_page => {
+                scan.older.as_ref().is_some_and(|older| older.get(block))
+            }
+            _ => true,
+        }
+    }
+
+    /// The active tree stops using `block`: it is held by the summary if a
+    /// snapshot holds it, else pinned until the next CP is durable.
+    pub fn free(&mut self, block: u64) {
+        self.record(MapKind::Active, block, false);
+        if self.summary.get(block) {
+            return;
+        }
+        if self.snapshot_holds(block) {
+            self.record(MapKind::Summary, block, true);
+        } else {
+            self.pinned.put(block, true);
+        }
+    }
+
+    /// The snapshot deletion scan found `block` held by no snapshot any more.
+    pub fn release_from_summary(&mut self, block: u64) {
+        self.record(MapKind::Summary, block, false);
+        if !self.active.get(block) {
+            self.pinned.put(block, true);
+        }
+    }
+
+    /// The CP is durable: blocks freed up to it become allocatable.
+    pub fn checkpoint_durable(&mut self) {
+        self.safe_active = self.active.bits().clone();
+        self.safe_summary = self.summary.bits().clone();
+        self.audit_active = self.safe_active.clone();
+        self.audit_summary = self.safe_summary.clone();
+        let pinned_pages: Vec<usize> =
+            (0..self.pinned.page_count()).filter(|&page| !self.pinned.page_is_zero(page)).collect();
+        self.pinned = Bitmap::new(self.block_count());
+        let touched = std::mem::take(&mut self.touched_pages);
+        for page in touched.into_iter().chain(pinned_pages) {
+            self.recount_page(page);
+        }
+        self.journal.clear();
+    }
+
+    /// Replaces both maps wholesale (restore to a snapshot). The safe copies
+    /// stay, so nothing the durable CP uses is reused before the next CP; the
+    /// audit's baseline becomes the new maps.
+    pub fn rebase(&mut self, active: PersistentBitmap, summary: Bitmap) {
+        self.active = active;
+        self.summary.replace_forgetting_blocks(summary);
+        self.audit_active = self.active.bits().clone();
+        self.audit_summary = self.summary.bits().clone();
+        self.journal.clear();
+        self.youngest_scan = None;
+        self.recount_all();
+    }
+
+    /// Checks that the maps differ from the last CP's exactly by the journal.
+    pub fn audit(&self) -> Result<()> {
+        for (kind, current, baseline) in [
+            (MapKind::Active, &self.active, &self.audit_active),
+            (MapKind::Summary, &self.summary, &self.audit_summary),
+        ] {
+            let mut expected = baseline.clone();
+            for change in self.journal.iter().filter(|change| change.map == kind) {
+                expected.put(change.block, change.value);
+            }
+            for page in 0..expected.page_count() {
+                if !current.bits().page_equals(&expected, page) {
+                    let first_bit = page as u64 * BITS_PER_PAGE;
+                    let differing = (first_bit..(first_bit + BITS_PER_PAGE).min(expected.bit_count()))
+                        .find(|&bit| current.get(bit) != expected.get(bit))
+                        .unwrap_or(first_bit);
+                    return Err(EngineError::AuditFailed(format!(
+                        "{}: {kind:?} map bit {differing} is {} but the journal of allocations and frees says {}",
+                        self.role,
+                        current.get(differing),
+                        expected.get(differing)
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Blocks in use by the active tree.
+    pub fn used_count(&self) -> u64 {
+        self.active.bits().count_ones()
+    }
+
+    /// Blocks held only by snapshots (in the summary, not in the activemap).
+    pub fn snapshot_only_count(&self) -> u64 {
+        let mut count = 0;
+        for page in 0..self.summary.bits().page_count() {
+            if self.summary.bits().page_is_zero(page) {
+                continue;
+            }
+            for word in 0..WORDS_PER_PAGE {
+                let only = self.summary.bits().word(page, word) & !self.active.bits().word(page, word);
+                count += u64::from(only.count_ones());
+            }
+        }
+        count
+    }
+
+    /// Memory held by this space map's bitmaps, in bytes.
+    pub fn memory_bytes(&self) -> usize {
+        self.active.bits().memory_bytes() + self.summary.bits().memory_bytes() + self.pinned.memory_bytes()
+    }
+
+    /// A bitmap of the pinned blocks (for fsck of the in-memory state).
+    pub fn pinned(&self) -> &Bitmap {
+        &self.pinned
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn space(block_count: u64) -> SpaceMap {
+        SpaceMap::new(
+            DeviceRole::Data,
+            PersistentBitmap::new(block_count),
+            PersistentBitmap::new(block_count),
+            0,
+        )
+    }
+
+    #[test]
+    fn freed_blocks_are_reused_only_after_the_checkpoint_is_durable() {
+        let mut space = space(100);
+        let (start, count) = space.allocate_near(0, 10).unwrap();
+        assert_eq!((start, count), (0, 10));
+        space.checkpoint_durable();
+        space.free(3);
+        assert!(!space.is_allocatable(3));
+        assert_eq!(space.allocate_near(0, 1), Some((10, 1)));
+        space.audit().unwrap();
+        space.checkpoint_durable();
+        assert!(space.is_allocatable(3));
+        assert_eq!(space.allocatable_count(), 100 - 10);
+    }
+
+    #[test]
+    fn a_block_held_by_the_youngest_snapshot_moves_to_the_summary() {
+        let mut space = space(100);
+        space.allocate_near(0, 4).unwrap();
+        space.checkpoint_durable();
+        space.youngest = Some(space.active().bits().clone());
+        space.free(2);
+        assert!(space.summary().get(2));
+        space.checkpoint_durable();
+        assert!(!space.is_allocatable(2));
+        space.release_from_summary(2);
+        space.checkpoint_durable();
+        assert!(space.is_allocatable(2));
+    }
+}

@@ -1,0 +1,903 @@
+//! A volume: extents on a data device and a flash device. This module owns the
+//! volume's state, format and open, extent management and the data path
+//! (read, write, trim, flush, destage). Consistency points are in
+//! `checkpoint.rs`, the log in `log.rs`, snapshots in `snapshot.rs`.
+
+use std::collections::HashMap;
+
+use proxima_device::BlockDevice;
+use serde::Serialize;
+
+use crate::bitmap::{Bitmap, PersistentBitmap};
+use crate::codec::{
+    ExtentRecord, LogRecord, RootSet, SnapshotRecord, Superblock, BLOCK_SIZE, NAME_CAPACITY, SUPERBLOCK_SLOTS,
+};
+use crate::error::{DeviceRole, EngineError, Result};
+use crate::io::{read_pieces, write_pieces, FlashReader};
+use crate::log::LogState;
+use crate::map::{self, ExtentMap, Location, Segment};
+use crate::policy::{DefaultPolicy, DestageContext, LayoutPolicy, Placement, StagedRun, WriteContext};
+use crate::snapshot::{DeletionScan, SnapshotView};
+use crate::space::SpaceMap;
+use crate::tree::PersistentTree;
+
+const BLOCK_BYTES: u64 = BLOCK_SIZE as u64;
+/// Smallest flash device a volume accepts, in blocks.
+pub const MIN_FLASH_BLOCKS: u64 = 64;
+
+/// How a volume behaves (not stored on disk).
+#[derive(Debug)]
+pub struct VolumeOptions {
+    /// The layout policy.
+    pub policy: Box<dyn LayoutPolicy>,
+    /// Data-activemap pages a snapshot deletion scan processes per CP.
+    pub scan_pages_per_checkpoint: u64,
+    /// Take a CP on its own after this many log records (0: derive from the
+    /// flash size).
+    pub records_per_checkpoint: u64,
+}
+
+impl Default for VolumeOptions {
+    fn default() -> Self {
+        Self { policy: Box::new(DefaultPolicy::default()), scan_pages_per_checkpoint: 64, records_per_checkpoint: 0 }
+    }
+}
+
+/// Counters since the volume was opened.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EngineStats {
+    /// Consistency points committed.
+    pub checkpoint_count: u64,
+    /// Metadata blocks written by CPs.
+    pub checkpoint_blocks_written: u64,
+    /// Log record blocks written.
+    pub log_blocks_written: u64,
+    /// Blocks written to the staging log.
+    pub staged_blocks_written: u64,
+    /// Blocks written directly to the data device by writes.
+    pub direct_blocks_written: u64,
+    /// Destage passes.
+    pub destage_count: u64,
+    /// Blocks moved from flash to the data device by destage.
+    pub destaged_blocks: u64,
+    /// Log records replayed at open.
+    pub replayed_records: u64,
+    /// Flushes requested.
+    pub flush_count: u64,
+}
+
+/// One extent as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExtentInfo {
+    /// Its id.
+    pub id: u64,
+    /// Its name.
+    pub name: String,
+    /// Its size in bytes.
+    pub size_bytes: u64,
+    /// Blocks mapped (the rest are holes).
+    pub mapped_block_count: u64,
+    /// Runs in its map.
+    pub run_count: u64,
+}
+
+/// Space accounting of one device, in blocks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeviceSpace {
+    /// Blocks of the device.
+    pub block_count: u64,
+    /// In use by the active tree.
+    pub used_blocks: u64,
+    /// Held only by snapshots.
+    pub snapshot_only_blocks: u64,
+    /// Allocatable now.
+    pub allocatable_blocks: u64,
+    /// Freed since the last CP; allocatable once the next CP is durable.
+    pub awaiting_checkpoint_blocks: u64,
+}
+
+/// Space accounting of a volume.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SpaceReport {
+    /// The data device.
+    pub data: DeviceSpace,
+    /// The flash device.
+    pub flash: DeviceSpace,
+    /// Flash blocks holding staged data.
+    pub staged_blocks: u64,
+    /// Generation of the last durable CP.
+    pub generation: u64,
+}
+
+/// A state of allocated or hole for a byte range (block status).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BlockStatus {
+    /// First byte.
+    pub offset_bytes: u64,
+    /// Length in bytes.
+    pub length_bytes: u64,
+    /// Whether the range is mapped (false: a hole reading as zeroes).
+    pub allocated: bool,
+}
+
+/// A volume of extents on a data device `D` and a flash device `F`.
+#[derive(Debug)]
+pub struct Volume<D: BlockDevice, F: BlockDevice> {
+    pub(crate) data: D,
+    pub(crate) flash: F,
+    pub(crate) options: VolumeOptions,
+    pub(crate) volume_id: u64,
+    /// Generation of the last durable CP.
+    pub(crate) generation: u64,
+    pub(crate) mount_count: u64,
+    pub(crate) next_extent_id: u64,
+    pub(crate) next_snapshot_id: u64,
+    pub(crate) roots: RootSet,
+    pub(crate) extents: PersistentTree<ExtentRecord>,
+    pub(crate) extent_names: HashMap<String, u64>,
+    pub(crate) maps: HashMap<u64, ExtentMap>,
+    pub(crate) snapshots: PersistentTree<SnapshotRecord>,
+    pub(crate) data_space: SpaceMap,
+    pub(crate) flash_space: SpaceMap,
+    pub(crate) log: LogState,
+    pub(crate) staged_block_count: u64,
+    pub(crate) snapshot_views: HashMap<u64, SnapshotView>,
+    pub(crate) scan: Option<DeletionScan>,
+    pub(crate) youngest_cache: Option<(u64, Bitmap, Bitmap)>,
+    pub(crate) failure: Option<String>,
+    pub(crate) stats: EngineStats,
+}
+
+pub(crate) fn validate_name(name: &str) -> Result<()> {
+    let reason = if name.is_empty() {
+        "empty"
+    } else if name.len() > NAME_CAPACITY {
+        "longer than 64 bytes"
+    } else if name.contains('@') || name.chars().any(char::is_control) {
+        "contains '@' or a control character"
+    } else {
+        return Ok(());
+    };
+    Err(EngineError::InvalidName { name: name.to_string(), reason: reason.to_string() })
+}
+
+fn check_devices<D: BlockDevice, F: BlockDevice>(data: &D, flash: &F) -> Result<()> {
+    for (role, info) in [(DeviceRole::Data, data.info()), (DeviceRole::Flash, flash.info())] {
+        if info.block_size_bytes as usize != BLOCK_SIZE {
+            return Err(EngineError::Unsuitable(format!(
+                "{role} {} has {}-byte blocks; volumes need {BLOCK_SIZE}",
+                info.name, info.block_size_bytes
+            )));
+        }
+        if !info.stores_payload {
+            return Err(EngineError::Unsuitable(format!("{role} {} does not store payload", info.name)));
+        }
+    }
+    if flash.info().block_count < MIN_FLASH_BLOCKS {
+        return Err(EngineError::Unsuitable(format!(
+            "flash device has {} blocks; at least {MIN_FLASH_BLOCKS} are needed",
+            flash.info().block_count
+        )));
+    }
+    Ok(())
+}
+
+impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
+    /// Formats a new, empty volume on the devices and opens it.
+    pub fn format(data: D, flash: F, volume_id: u64, options: VolumeOptions) -> Result<Self> {
+        check_devices(&data, &flash)?;
+        let data_block_count = data.info().block_count;
+        let flash_block_count = flash.info().block_count;
+        let mut flash_active = PersistentBitmap::new(flash_block_count);
+        for slot in SUPERBLOCK_SLOTS {
+            flash_active.put(slot, true);
+        }
+        let data_space = SpaceMap::new(
+            DeviceRole::Data,
+            PersistentBitmap::new(data_block_count),
+            PersistentBitmap::new(data_block_count),
+            0,
+        );
+        let flash_space =
+            SpaceMap::new(DeviceRole::Flash, flash_active, PersistentBitmap::new(flash_block_count), 2);
+        let mut volume = Self::assemble(data, flash, options, volume_id, data_space, flash_space);
+        volume.log = LogState::new(0);
+        volume.commit()?;
+        Ok(volume)
+    }
+
+    fn assemble(
+        data: D,
+        flash: F,
+        options: VolumeOptions,
+        volume_id: u64,
+        data_space: SpaceMap,
+        flash_space: SpaceMap,
+    ) -> Self {
+        Self {
+            data,
+            flash,
+            options,
+            volume_id,
+            generation: 0,
+            mount_count: 0,
+            next_extent_id: 1,
+            next_snapshot_id: 1,
+            roots: RootSet::default(),
+            extents: PersistentTree::new(0),
+            extent_names: HashMap::new(),
+            maps: HashMap::new(),
+            snapshots: PersistentTree::new(0),
+            data_space,
+            flash_space,
+            log: LogState::new(0),
+            staged_block_count: 0,
+            snapshot_views: HashMap::new(),
+            scan: None,
+            youngest_cache: None,
+            failure: None,
+            stats: EngineStats::default(),
+        }
+    }
+
+    /// Opens a volume: loads the newest valid superblock, replays the log after
+    /// it and commits a CP.
+    pub fn open(data: D, mut flash: F, options: VolumeOptions) -> Result<Self> {
+        check_devices(&data, &flash)?;
+        let superblock = read_superblock(&mut flash)?;
+        if superblock.data_block_count != data.info().block_count
+            || superblock.flash_block_count != flash.info().block_count
+        {
+            return Err(EngineError::Unsuitable(format!(
+                "the superblock describes {} data and {} flash blocks; the devices have {} and {}",
+                superblock.data_block_count,
+                superblock.flash_block_count,
+                data.info().block_count,
+                flash.info().block_count
+            )));
+        }
+        let mut reader =
+            FlashReader { flash: &mut flash, volume_id: superblock.volume_id, flash_block_count: superblock.flash_block_count };
+        let roots = superblock.roots;
+        let extents = PersistentTree::<ExtentRecord>::load(roots.extent_table, 0, &mut reader)?;
+        let snapshots = PersistentTree::<SnapshotRecord>::load(roots.snapshot_table, 0, &mut reader)?;
+        let mut maps = HashMap::new();
+        let mut extent_names = HashMap::new();
+        for (&id, record) in extents.iter() {
+            maps.insert(id, ExtentMap::load(record.map, id, &mut reader)?);
+            extent_names.insert(record.name.clone(), id);
+        }
+        let load = |pointer, count, reader: &mut FlashReader<'_, F>| PersistentBitmap::load(pointer, count, reader);
+        let data_space = SpaceMap::new(
+            DeviceRole::Data,
+            load(roots.data_active, superblock.data_block_count, &mut reader)?,
+            load(roots.data_summary, superblock.data_block_count, &mut reader)?,
+            0,
+        );
+        let flash_space = SpaceMap::new(
+            DeviceRole::Flash,
+            load(roots.flash_active, superblock.flash_block_count, &mut reader)?,
+            load(roots.flash_summary, superblock.flash_block_count, &mut reader)?,
+            2,
+        );
+        let mut volume = Self::assemble(data, flash, options, superblock.volume_id, data_space, flash_space);
+        volume.generation = superblock.generation;
+        volume.mount_count = superblock.mount_count;
+        volume.next_extent_id = superblock.next_extent_id;
+        volume.next_snapshot_id = superblock.next_snapshot_id;
+        volume.roots = roots;
+        volume.extents = extents;
+        volume.snapshots = snapshots;
+        volume.maps = maps;
+        volume.extent_names = extent_names;
+        volume.staged_block_count = volume.count_staged_blocks();
+        volume.refresh_youngest()?;
+        volume.log = LogState::new(superblock.log_head);
+        volume.replay_log()?;
+        volume.mount_count += 1;
+        volume.commit()?;
+        Ok(volume)
+    }
+
+    fn count_staged_blocks(&self) -> u64 {
+        self.maps
+            .values()
+            .flat_map(|map| map.iter())
+            .filter(|(_, run)| matches!(Location::from_raw(run.location), Location::Flash(_)))
+            .map(|(_, run)| run.count)
+            .sum()
+    }
+
+    /// Commits and hands back the devices.
+    pub fn close(mut self) -> Result<(D, F)> {
+        self.commit()?;
+        Ok((self.data, self.flash))
+    }
+
+    /// Hands back the devices without committing (what a crash leaves).
+    pub fn into_devices(self) -> (D, F) {
+        (self.data, self.flash)
+    }
+
+    /// The data device.
+    pub fn data_device(&self) -> &D {
+        &self.data
+    }
+
+    /// The flash device.
+    pub fn flash_device(&self) -> &F {
+        &self.flash
+    }
+
+    /// Counters since open.
+    pub fn stats(&self) -> &EngineStats {
+        &self.stats
+    }
+
+    /// The volume id.
+    pub fn volume_id(&self) -> u64 {
+        self.volume_id
+    }
+
+    /// Generation of the last durable CP.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The layout policy's name.
+    pub fn policy_name(&self) -> &str {
+        self.options.policy.name()
+    }
+
+    pub(crate) fn check_usable(&self) -> Result<()> {
+        match &self.failure {
+            Some(reason) => Err(EngineError::Failed(reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `operation`; a failure of it stops the volume (the in-memory state
+    /// may no longer match what is on disk).
+    pub(crate) fn guarded<T>(&mut self, operation: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        self.check_usable()?;
+        let result = operation(self);
+        if let Err(error) = &result {
+            if stops_the_volume(error) {
+                self.failure = Some(error.to_string());
+            }
+        }
+        result
+    }
+
+    // ----- extents -----
+
+    /// Creates an empty extent of `size_bytes` (a multiple of 4096) and commits.
+    pub fn create_extent(&mut self, name: &str, size_bytes: u64) -> Result<u64> {
+        validate_name(name)?;
+        check_size(size_bytes)?;
+        if self.extent_names.contains_key(name) {
+            return Err(EngineError::ExtentExists(name.to_string()));
+        }
+        self.guarded(|volume| {
+            let id = volume.next_extent_id;
+            volume.next_extent_id += 1;
+            let record = ExtentRecord {
+                name: name.to_string(),
+                size_bytes,
+                map: Default::default(),
+                created_generation: volume.generation + 1,
+            };
+            volume.extents.insert(id, record);
+            volume.extent_names.insert(name.to_string(), id);
+            volume.maps.insert(id, ExtentMap::new(id));
+            volume.commit()?;
+            Ok(id)
+        })
+    }
+
+    /// Deletes an extent, freeing its blocks, and commits.
+    pub fn delete_extent(&mut self, name: &str) -> Result<()> {
+        let id = self.extent_id(name)?;
+        self.guarded(|volume| {
+            volume.flush_pending_records()?;
+            let mut map = volume.maps.remove(&id).expect("every extent has a map");
+            let end = map.iter().next_back().map_or(0, |(&key, run)| key + run.count);
+            for (location, count) in map::punch(&mut map, 0, end) {
+                volume.free_location(location, count);
+            }
+            for block in map.blocks() {
+                volume.flash_space.free(block);
+            }
+            volume.extents.remove(id);
+            volume.extent_names.remove(name);
+            volume.commit()
+        })
+    }
+
+    /// Changes an extent's size; shrinking unmaps the blocks past the new end.
+    pub fn resize_extent(&mut self, name: &str, size_bytes: u64) -> Result<()> {
+        check_size(size_bytes)?;
+        let id = self.extent_id(name)?;
+        self.guarded(|volume| {
+            volume.flush_pending_records()?;
+            let mut record = volume.extents.get(id).expect("listed").clone();
+            if size_bytes < record.size_bytes {
+                let first = size_bytes / BLOCK_BYTES;
+                let count = record.size_bytes / BLOCK_BYTES - first;
+                volume.unmap_blocks(id, first, count, false)?;
+            }
+            record.size_bytes = size_bytes;
+            volume.extents.insert(id, record);
+            volume.commit()
+        })
+    }
+
+    /// The id of the extent named `name`.
+    pub fn extent_id(&self, name: &str) -> Result<u64> {
+        self.extent_names.get(name).copied().ok_or_else(|| EngineError::NoSuchExtent(name.to_string()))
+    }
+
+    /// Every extent, by id.
+    pub fn extents(&self) -> Vec<ExtentInfo> {
+        self.extents
+            .iter()
+            .map(|(&id, record)| {
+                let map = &self.maps[&id];
+                ExtentInfo {
+                    id,
+                    name: record.name.clone(),
+                    size_bytes: record.size_bytes,
+                    mapped_block_count: map::mapped_block_count(map),
+                    run_count: map.len() as u64,
+                }
+            })
+            .collect()
+    }
+
+    /// Size in bytes of extent `id`.
+    pub fn extent_size(&self, id: u64) -> Result<u64> {
+        self.extents.get(id).map(|record| record.size_bytes).ok_or_else(|| EngineError::NoSuchExtent(format!("#{id}")))
+    }
+
+    fn check_range(&self, id: u64, offset_bytes: u64, length_bytes: u64) -> Result<()> {
+        let size = self.extent_size(id)?;
+        match offset_bytes.checked_add(length_bytes) {
+            Some(end) if end <= size => Ok(()),
+            _ => Err(EngineError::InvalidRange(format!(
+                "{length_bytes} bytes at offset {offset_bytes} exceed extent #{id} of {size} bytes"
+            ))),
+        }
+    }
+
+    // ----- reads -----
+
+    /// Reads `length_bytes` at `offset_bytes` of extent `id`.
+    pub fn read(&mut self, id: u64, offset_bytes: u64, length_bytes: u64) -> Result<Vec<u8>> {
+        self.check_usable()?;
+        self.check_range(id, offset_bytes, length_bytes)?;
+        if length_bytes == 0 {
+            return Ok(Vec::new());
+        }
+        let first = offset_bytes / BLOCK_BYTES;
+        let end = (offset_bytes + length_bytes).div_ceil(BLOCK_BYTES);
+        let segments = map::segments(&self.maps[&id], first, end - first);
+        let blocks = self.read_segments(&segments)?;
+        let skip = (offset_bytes - first * BLOCK_BYTES) as usize;
+        Ok(blocks[skip..skip + length_bytes as usize].to_vec())
+    }
+
+    /// Reads the blocks of `segments` (holes as zeroes), concatenated.
+    pub(crate) fn read_segments(&mut self, segments: &[Segment]) -> Result<Vec<u8>> {
+        let mut data_pieces = Vec::new();
+        let mut flash_pieces = Vec::new();
+        for segment in segments {
+            match segment.location {
+                Some(Location::Data(block)) => data_pieces.push((block, segment.block_count)),
+                Some(Location::Flash(block)) => flash_pieces.push((block, segment.block_count)),
+                None => {}
+            }
+        }
+        let data_bytes = read_pieces(&mut self.data, DeviceRole::Data, &data_pieces)?;
+        let flash_bytes = read_pieces(&mut self.flash, DeviceRole::Flash, &flash_pieces)?;
+        let total: u64 = segments.iter().map(|segment| segment.block_count).sum();
+        let mut out = vec![0; (total * BLOCK_BYTES) as usize];
+        let (mut data_at, mut flash_at, mut out_at) = (0, 0, 0);
+        for segment in segments {
+            let length = (segment.block_count * BLOCK_BYTES) as usize;
+            match segment.location {
+                Some(Location::Data(_)) => {
+                    out[out_at..out_at + length].copy_from_slice(&data_bytes[data_at..data_at + length]);
+                    data_at += length;
+                }
+                Some(Location::Flash(_)) => {
+                    out[out_at..out_at + length].copy_from_slice(&flash_bytes[flash_at..flash_at + length]);
+                    flash_at += length;
+                }
+                None => {}
+            }
+            out_at += length;
+        }
+        Ok(out)
+    }
+
+    /// Which byte ranges of `[offset, offset + length)` are mapped and which are
+    /// holes, at block granularity (clipped to the request).
+    pub fn block_status(&self, id: u64, offset_bytes: u64, length_bytes: u64) -> Result<Vec<BlockStatus>> {
+        self.check_range(id, offset_bytes, length_bytes)?;
+        if length_bytes == 0 {
+            return Ok(Vec::new());
+        }
+        let first = offset_bytes / BLOCK_BYTES;
+        let end = (offset_bytes + length_bytes).div_ceil(BLOCK_BYTES);
+        let request_end = offset_bytes + length_bytes;
+        let mut statuses: Vec<BlockStatus> = Vec::new();
+        for segment in map::segments(&self.maps[&id], first, end - first) {
+            let start = (segment.logical_block * BLOCK_BYTES).max(offset_bytes);
+            let stop = ((segment.logical_block + segment.block_count) * BLOCK_BYTES).min(request_end);
+            let allocated = segment.location.is_some();
+            match statuses.last_mut() {
+                Some(last) if last.allocated == allocated => last.length_bytes += stop - start,
+                _ => statuses.push(BlockStatus { offset_bytes: start, length_bytes: stop - start, allocated }),
+            }
+        }
+        Ok(statuses)
+    }
+
+    // ----- writes -----
+
+    /// Writes `bytes` at `offset_bytes` of extent `id`. With `fua`, the write is
+    /// durable when this returns; otherwise at the next [`Volume::flush`].
+    pub fn write(&mut self, id: u64, offset_bytes: u64, bytes: &[u8], fua: bool) -> Result<()> {
+        self.check_range(id, offset_bytes, bytes.len() as u64)?;
+        self.guarded(|volume| {
+            if !bytes.is_empty() {
+                let first = offset_bytes / BLOCK_BYTES;
+                let end = (offset_bytes + bytes.len() as u64).div_ceil(BLOCK_BYTES);
+                let mut buffer = volume.partial_block_buffer(id, offset_bytes, bytes.len() as u64, first, end)?;
+                let skip = (offset_bytes - first * BLOCK_BYTES) as usize;
+                buffer[skip..skip + bytes.len()].copy_from_slice(bytes);
+                volume.write_blocks(id, first, &buffer)?;
+            }
+            volume.finish_update(fua)
+        })
+    }
+
+    /// Makes `[offset, offset + length)` read as zeroes. Whole blocks become
+    /// holes; partial blocks at the edges are rewritten with zeroes.
+    pub fn trim(&mut self, id: u64, offset_bytes: u64, length_bytes: u64, fua: bool) -> Result<()> {
+        self.check_range(id, offset_bytes, length_bytes)?;
+        self.guarded(|volume| {
+            if length_bytes > 0 {
+                volume.zero_range(id, offset_bytes, length_bytes)?;
+            }
+            volume.finish_update(fua)
+        })
+    }
+
+    /// Same as [`Volume::trim`]: zeroed whole blocks become holes.
+    pub fn write_zeroes(&mut self, id: u64, offset_bytes: u64, length_bytes: u64, fua: bool) -> Result<()> {
+        self.trim(id, offset_bytes, length_bytes, fua)
+    }
+
+    fn finish_update(&mut self, fua: bool) -> Result<()> {
+        if fua {
+            self.flush_pending_records()?;
+        }
+        self.maybe_background_work()
+    }
+
+    fn zero_range(&mut self, id: u64, offset_bytes: u64, length_bytes: u64) -> Result<()> {
+        let end_bytes = offset_bytes + length_bytes;
+        let whole_first = offset_bytes.div_ceil(BLOCK_BYTES);
+        let whole_end = end_bytes / BLOCK_BYTES;
+        if whole_first >= whole_end {
+            // Within one block or across one boundary with no whole block.
+            return self.zero_partial(id, offset_bytes, length_bytes);
+        }
+        if offset_bytes < whole_first * BLOCK_BYTES {
+            self.zero_partial(id, offset_bytes, whole_first * BLOCK_BYTES - offset_bytes)?;
+        }
+        self.unmap_blocks(id, whole_first, whole_end - whole_first, true)?;
+        if end_bytes > whole_end * BLOCK_BYTES {
+            self.zero_partial(id, whole_end * BLOCK_BYTES, end_bytes - whole_end * BLOCK_BYTES)?;
+        }
+        Ok(())
+    }
+
+    fn zero_partial(&mut self, id: u64, offset_bytes: u64, length_bytes: u64) -> Result<()> {
+        let first = offset_bytes / BLOCK_BYTES;
+        let end = (offset_bytes + length_bytes).div_ceil(BLOCK_BYTES);
+        let all_holes = map::segments(&self.maps[&id], first, end - first).iter().all(|s| s.location.is_none());
+        if all_holes {
+            return Ok(());
+        }
+        let mut buffer = self.partial_block_buffer(id, offset_bytes, length_bytes, first, end)?;
+        let skip = (offset_bytes - first * BLOCK_BYTES) as usize;
+        buffer[skip..skip + length_bytes as usize].fill(0);
+        self.write_blocks(id, first, &buffer)
+    }
+
+    /// A buffer of blocks `[first, end)` holding the current contents of the
+    /// first and last block where the byte range only partly covers them.
+    fn partial_block_buffer(&mut self, id: u64, offset: u64, length: u64, first: u64, end: u64) -> Result<Vec<u8>> {
+        let mut buffer = vec![0; ((end - first) * BLOCK_BYTES) as usize];
+        let head_partial = offset % BLOCK_BYTES != 0 || length < BLOCK_BYTES;
+        let tail_partial = (offset + length) % BLOCK_BYTES != 0;
+        if head_partial {
+            let block = self.read_segments(&map::segments(&self.maps[&id], first, 1))?;
+            buffer[..BLOCK_SIZE].copy_from_slice(&block);
+        }
+        if tail_partial && (end - 1 > first || !head_partial) {
+            let block = self.read_segments(&map::segments(&self.maps[&id], end - 1, 1))?;
+            let at = buffer.len() - BLOCK_SIZE;
+            buffer[at..].copy_from_slice(&block);
+        }
+        Ok(buffer)
+    }
+
+    /// Unmaps whole blocks and logs it.
+    pub(crate) fn unmap_blocks(&mut self, id: u64, first: u64, count: u64, log: bool) -> Result<()> {
+        let map = self.maps.get_mut(&id).expect("extent exists");
+        let displaced = map::punch(map, first, count);
+        if displaced.is_empty() {
+            return Ok(());
+        }
+        for (location, length) in displaced {
+            self.free_location(location, length);
+        }
+        if log {
+            let mut done = 0;
+            while done < count {
+                let this = (count - done).min(u64::from(u32::MAX));
+                self.push_record(LogRecord::Unmap { extent_id: id, logical_block: first + done, block_count: this as u32 })?;
+                done += this;
+            }
+        }
+        Ok(())
+    }
+
+    /// Frees `count` blocks from `location` on behalf of the active tree.
+    pub(crate) fn free_location(&mut self, location: Location, count: u64) {
+        for offset in 0..count {
+            match location.offset(offset) {
+                Location::Data(block) => self.data_space.free(block),
+                Location::Flash(block) => {
+                    self.flash_space.free(block);
+                    self.staged_block_count -= 1;
+                }
+            }
+        }
+    }
+
+    /// Flash blocks that staging may still use before the CP reserve.
+    pub(crate) fn staging_available_blocks(&self) -> u64 {
+        self.flash_space.allocatable_count().saturating_sub(self.flash_reserve_blocks())
+    }
+
+    /// Flash blocks kept for the metadata of the next CP.
+    pub(crate) fn flash_reserve_blocks(&self) -> u64 {
+        (self.flash_space.block_count() / 8).max(32)
+    }
+
+    /// Writes whole blocks from `logical` on, as the policy places them.
+    pub(crate) fn write_blocks(&mut self, id: u64, logical: u64, buffer: &[u8]) -> Result<()> {
+        let count = (buffer.len() / BLOCK_SIZE) as u64;
+        let map = &self.maps[&id];
+        let context = WriteContext {
+            extent_id: id,
+            logical_block: logical,
+            block_count: count,
+            predecessor: logical.checked_sub(1).and_then(|before| map::lookup(map, before)),
+            previous: map::lookup(map, logical),
+            staging_available_blocks: self.staging_available_blocks(),
+            data_block_count: self.data_space.block_count(),
+        };
+        match self.options.policy.place_write(&context) {
+            Placement::Stage if count <= context.staging_available_blocks => self.write_staged(id, logical, buffer),
+            Placement::Stage => {
+                let hint = context.predecessor.map_or(0, |location| match location {
+                    Location::Data(block) => block + 1,
+                    Location::Flash(_) => 0,
+                });
+                self.write_direct(id, logical, buffer, hint)
+            }
+            Placement::Direct { hint_block } => self.write_direct(id, logical, buffer, hint_block),
+        }
+    }
+
+    fn write_staged(&mut self, id: u64, logical: u64, buffer: &[u8]) -> Result<()> {
+        let count = (buffer.len() / BLOCK_SIZE) as u64;
+        let mut blocks = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            blocks.push(self.flash_space.allocate_one("staged data")?);
+        }
+        let pieces: Vec<(u64, Vec<u8>)> = blocks
+            .iter()
+            .enumerate()
+            .map(|(index, &block)| (block, buffer[index * BLOCK_SIZE..(index + 1) * BLOCK_SIZE].to_vec()))
+            .collect();
+        write_pieces(&mut self.flash, DeviceRole::Flash, pieces)?;
+        for (index, &block) in blocks.iter().enumerate() {
+            let data = &buffer[index * BLOCK_SIZE..(index + 1) * BLOCK_SIZE];
+            let record = LogRecord::Staged {
+                extent_id: id,
+                logical_block: logical + index as u64,
+                flash_block: block,
+                data_crc: crc32c::crc32c(data),
+            };
+            self.apply_mapping(id, logical + index as u64, 1, Location::Flash(block));
+            self.push_record(record)?;
+        }
+        self.stats.staged_blocks_written += count;
+        Ok(())
+    }
+
+    /// Writes to newly allocated data-device blocks at or after `hint`.
+    pub(crate) fn write_direct(&mut self, id: u64, logical: u64, buffer: &[u8], hint: u64) -> Result<()> {
+        let count = (buffer.len() / BLOCK_SIZE) as u64;
+        let mut done = 0;
+        let mut hint = hint;
+        while done < count {
+            let (start, got) = self.allocate_data(hint, count - done)?;
+            let bytes = buffer[(done * BLOCK_BYTES) as usize..((done + got) * BLOCK_BYTES) as usize].to_vec();
+            write_pieces(&mut self.data, DeviceRole::Data, vec![(start, bytes)])?;
+            self.log.data_unflushed = true;
+            self.apply_mapping(id, logical + done, got, Location::Data(start));
+            self.push_record(LogRecord::Direct {
+                extent_id: id,
+                logical_block: logical + done,
+                block_count: got as u32,
+                data_block: start,
+            })?;
+            done += got;
+            hint = start + got;
+        }
+        self.stats.direct_blocks_written += count;
+        Ok(())
+    }
+
+    fn allocate_data(&mut self, hint: u64, count: u64) -> Result<(u64, u64)> {
+        let count = count.min(u64::from(u32::MAX));
+        if let Some(run) = self.data_space.allocate_near(hint, count) {
+            return Ok(run);
+        }
+        // Blocks freed since the last CP become allocatable once it commits.
+        self.commit()?;
+        self.data_space.allocate_near(hint, count).ok_or_else(|| EngineError::NoSpace {
+            role: DeviceRole::Data,
+            detail: format!("no free block for a write of {count} blocks"),
+        })
+    }
+
+    /// Points `[logical, logical + count)` of extent `id` at `location`, freeing
+    /// what was there.
+    pub(crate) fn apply_mapping(&mut self, id: u64, logical: u64, count: u64, location: Location) {
+        let map = self.maps.get_mut(&id).expect("extent exists");
+        let displaced = map::assign(map, logical, count, location);
+        if let Location::Flash(_) = location {
+            self.staged_block_count += count;
+        }
+        for (old, length) in displaced {
+            self.free_location(old, length);
+        }
+    }
+
+    /// Makes every acknowledged write durable.
+    pub fn flush(&mut self) -> Result<()> {
+        self.stats.flush_count += 1;
+        self.guarded(|volume| volume.flush_pending_records())
+    }
+
+    fn maybe_background_work(&mut self) -> Result<()> {
+        if self.options.policy.should_destage(self.staged_block_count, self.staging_available_blocks()) {
+            self.destage()?;
+            return self.commit();
+        }
+        let records_limit = match self.options.records_per_checkpoint {
+            0 => (self.flash_reserve_blocks() / 6).max(8),
+            limit => limit,
+        };
+        if self.log.records_since_checkpoint >= records_limit {
+            return self.commit();
+        }
+        Ok(())
+    }
+
+    /// Moves every staged block to the data device, in the order and places the
+    /// policy plans. The flash blocks are released by the next CP.
+    pub fn destage(&mut self) -> Result<u64> {
+        self.guarded(|volume| {
+            let mut staged = Vec::new();
+            for (&id, map) in &volume.maps {
+                for (&logical, run) in map.iter() {
+                    if let Location::Flash(_) = Location::from_raw(run.location) {
+                        let predecessor = logical.checked_sub(1).and_then(|before| map::lookup(map, before));
+                        staged.push(StagedRun { extent_id: id, logical_block: logical, block_count: run.count, predecessor });
+                    }
+                }
+            }
+            let context = DestageContext { staged, data_block_count: volume.data_space.block_count() };
+            let plan = volume.options.policy.plan_destage(&context);
+            let mut moved = 0;
+            for group in plan {
+                let segments = map::segments(&volume.maps[&group.extent_id], group.logical_block, group.block_count);
+                assert!(
+                    segments.iter().all(|segment| matches!(segment.location, Some(Location::Flash(_)))),
+                    "a destage group covers staged blocks only"
+                );
+                let data = volume.read_segments(&segments)?;
+                volume.write_direct(group.extent_id, group.logical_block, &data, group.hint_block)?;
+                moved += group.block_count;
+            }
+            volume.stats.destage_count += 1;
+            volume.stats.destaged_blocks += moved;
+            volume.stats.direct_blocks_written -= moved;
+            Ok(moved)
+        })
+    }
+
+    /// Space accounting.
+    pub fn space(&self) -> SpaceReport {
+        let device = |space: &SpaceMap| DeviceSpace {
+            block_count: space.block_count(),
+            used_blocks: space.used_count(),
+            snapshot_only_blocks: space.snapshot_only_count(),
+            allocatable_blocks: space.allocatable_count(),
+            awaiting_checkpoint_blocks: space.pinned().count_ones(),
+        };
+        SpaceReport {
+            data: device(&self.data_space),
+            flash: device(&self.flash_space),
+            staged_blocks: self.staged_block_count,
+            generation: self.generation,
+        }
+    }
+
+    /// Bytes of memory held by the free-space bitmaps (pages shared with the
+    /// safe copies and snapshots counted once per map).
+    pub fn bitmap_memory_bytes(&self) -> usize {
+        self.data_space.memory_bytes() + self.flash_space.memory_bytes()
+    }
+
+    /// Bytes of memory held by extent maps (entries and node partitions).
+    pub fn map_memory_bytes(&self) -> usize {
+        // A BTreeMap entry of (u64, Run) costs its 24 bytes plus about a third
+        // more for node headers and slack; counted the same way for all maps.
+        let entries: usize = self.maps.values().map(|map| map.len()).sum();
+        entries * (8 + std::mem::size_of::<crate::codec::Run>()) * 4 / 3
+    }
+}
+
+fn check_size(size_bytes: u64) -> Result<()> {
+    if size_bytes % BLOCK_BYTES != 0 {
+        return Err(EngineError::InvalidRange(format!("size {size_bytes} is not a multiple of {BLOCK_SIZE} bytes")));
+    }
+    Ok(())
+}
+
+/// Errors after which the in-memory state may differ from the disk.
+fn stops_the_volume(error: &EngineError) -> bool {
+    !matches!(
+        error,
+        EngineError::NoSuchExtent(_)
+            | EngineError::ExtentExists(_)
+            | EngineError::NoSuchSnapshot(_)
+            | EngineError::SnapshotExists(_)
+            | EngineError::InvalidName { .. }
+            | EngineError::InvalidRange(_)
+    )
+}
+
+/// Reads both superblock slots and returns the valid one with the highest
+/// generation.
+pub(crate) fn read_superblock<F: BlockDevice>(flash: &mut F) -> Result<Superblock> {
+    let bytes = read_pieces(flash, DeviceRole::Flash, &[(SUPERBLOCK_SLOTS[0], 2)])?;
+    let slot_a = Superblock::decode(&bytes[..BLOCK_SIZE]);
+    let slot_b = Superblock::decode(&bytes[BLOCK_SIZE..]);
+    match (slot_a, slot_b) {
+        (Ok(a), Ok(b)) => Ok(if b.generation > a.generation { b } else { a }),
+        (Ok(a), Err(_)) => Ok(a),
+        (Err(_), Ok(b)) => Ok(b),
+        (Err(slot_a), Err(slot_b)) => Err(EngineError::NoSuperblock { slot_a, slot_b }),
+    }
+}
