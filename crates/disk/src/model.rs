@@ -130,7 +130,7 @@ pub struct DiskModel {
 }
 
 /// Names of the built-in models.
-const BUILTIN_NAMES: [&str; 2] = ["cheetah15k5", "atlas10k"];
+const BUILTIN_NAMES: [&str; 3] = ["cheetah15k5", "atlas10k", "nearline7200"];
 
 fn builtin_source(name: &str) -> Option<(EmbeddedSource, &'static str)> {
     let files: Vec<(&'static str, &'static str)> = match name {
@@ -149,6 +149,12 @@ fn builtin_source(name: &str) -> Option<(EmbeddedSource, &'static str)> {
             ("atlas10k.diskspecs", include_str!("../models/atlas10k/atlas10k.diskspecs")),
             ("atlas10k.model", include_str!("../models/atlas10k/atlas10k.model")),
             ("atlas10k.seek", include_str!("../models/atlas10k/atlas10k.seek")),
+        ],
+        "nearline7200" => vec![
+            ("nearline7200.parv", include_str!("../models/nearline7200/nearline7200.parv")),
+            ("nearline7200.diskspecs", include_str!("../models/nearline7200/nearline7200.diskspecs")),
+            ("nearline7200.model", include_str!("../models/nearline7200/nearline7200.model")),
+            ("nearline7200.layout", include_str!("../models/nearline7200/nearline7200.layout")),
         ],
         _ => return None,
     };
