@@ -858,7 +858,7 @@ fn g4_node(node_value: &Value) -> Result<Vec<G4Entry>, LoadError> {
             surface,
         };
         if entry.instance_lbns == 0
-            || entry.run_lbns % entry.instance_lbns != 0
+            || entry.run_lbns.checked_rem(entry.instance_lbns) != Some(0)
             || entry.cylinder.abs() > 1 << 40
             || entry.instance_cylinders.abs() > 1 << 40
         {
