@@ -190,6 +190,16 @@ impl DiskModel {
         load_from(&source, &file_name, overrides)
     }
 
+    /// Loads a `.parv` named `parv_name` whose files come from `source` (files
+    /// in memory, an archive, a fuzzer's bytes).
+    pub fn load_from_source(
+        source: &dyn FileSource,
+        parv_name: &str,
+        overrides: &[Override],
+    ) -> Result<DiskModel, LoadError> {
+        load_from(source, parv_name, overrides)
+    }
+
     /// A built-in name, or else a path to a `.parv`.
     pub fn resolve(name_or_parv_path: &str, overrides: &[Override]) -> Result<DiskModel, LoadError> {
         if BUILTIN_NAMES.contains(&name_or_parv_path) {
