@@ -126,6 +126,20 @@ impl Bitmap {
         }
     }
 
+    /// `self &= !other`.
+    pub fn and_not(&mut self, other: &Bitmap) {
+        assert_eq!(self.bit_count, other.bit_count, "bitmaps of one device");
+        for page in 0..self.pages.len() {
+            if other.page_is_zero(page) || self.page_is_zero(page) {
+                continue;
+            }
+            for word in 0..WORDS_PER_PAGE {
+                let value = self.word(page, word) & !other.word(page, word);
+                self.set_word(page, word, value);
+            }
+        }
+    }
+
     /// Memory held by the pages, in bytes (shared pages counted once per map).
     pub fn memory_bytes(&self) -> usize {
         self.pages.iter().flatten().count() * std::mem::size_of::<Page>()

@@ -417,6 +417,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             data_summary.or_with(&data);
             flash_summary.or_with(&flash);
         }
+        // A block the active tree uses is never also in the summary: the
+        // on-free rule moves it there when the active tree lets it go.
+        data_summary.and_not(data_active.bits());
+        flash_summary.and_not(flash_active.bits());
         self.data_space.rebase(data_active, data_summary);
         self.flash_space.rebase(flash_active, flash_summary);
         self.extent_names = extents.iter().map(|(&id, extent)| (extent.name.clone(), id)).collect();

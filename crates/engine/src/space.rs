@@ -253,9 +253,7 @@ impl SpaceMap {
     /// snapshot holds it, else pinned until the next CP is durable.
     pub fn free(&mut self, block: u64) {
         self.record(MapKind::Active, block, false);
-        if self.summary.get(block) {
-            return;
-        }
+        assert!(!self.summary.get(block), "{}: block {block} in both the activemap and the summary", self.role);
         if self.snapshot_holds(block) {
             self.record(MapKind::Summary, block, true);
         } else {
@@ -298,6 +296,9 @@ impl SpaceMap {
         self.journal.clear();
         self.youngest_scan = None;
         self.recount_all();
+        // Blocks only the safe copies hold become allocatable at the next
+        // durable CP: recount every page then.
+        self.touched_pages.extend(0..self.allocatable_per_page.len());
     }
 
     /// Checks that the maps differ from the last CP's exactly by the journal.

@@ -1,0 +1,343 @@
+//! Random sequences of extent, write, trim, flush, CP, destage, snapshot
+//! (create, read, delete, restore), crash and reopen operations, checked against
+//! a simple in-memory model after every step, with fsck at the end.
+//!
+//! CI runs `PROXIMA_MODEL_CASES` cases (default 1000); the long run is
+//! `PROXIMA_MODEL_CASES=50000 cargo test --release -p proxima-engine --test model_based`.
+//! A failing case prints its seed and shrunk operation list.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use common::{pattern, BLOCK};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use proxima_device::MemoryDevice;
+use proxima_engine::{Volume, VolumeOptions};
+
+const EXTENT_NAMES: [&str; 3] = ["a", "b", "c"];
+const SNAPSHOT_NAMES: [&str; 3] = ["s0", "s1", "s2"];
+const MAX_EXTENT_BLOCKS: u64 = 96;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Create { slot: usize, blocks: u64 },
+    Delete { slot: usize },
+    Resize { slot: usize, blocks: u64 },
+    Write { slot: usize, offset: u64, length: u64, tag: u64, fua: bool },
+    Trim { slot: usize, offset: u64, length: u64 },
+    Read { slot: usize, offset: u64, length: u64 },
+    Flush,
+    Commit,
+    Destage,
+    SnapshotCreate { slot: usize },
+    SnapshotDelete { slot: usize },
+    SnapshotCheck { slot: usize },
+    RestoreVolume { slot: usize },
+    RestoreExtent { snapshot: usize, slot: usize },
+    Crash,
+    Reopen,
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    let slot = 0..EXTENT_NAMES.len();
+    let snap = 0..SNAPSHOT_NAMES.len();
+    let span = 0..(MAX_EXTENT_BLOCKS * BLOCK as u64);
+    prop_oneof![
+        3 => (slot.clone(), 1..=MAX_EXTENT_BLOCKS).prop_map(|(slot, blocks)| Op::Create { slot, blocks }),
+        1 => slot.clone().prop_map(|slot| Op::Delete { slot }),
+        1 => (slot.clone(), 1..=MAX_EXTENT_BLOCKS).prop_map(|(slot, blocks)| Op::Resize { slot, blocks }),
+        12 => (slot.clone(), span.clone(), prop_oneof![1..8192u64, 4096..65536u64, 160_000..300_000u64], any::<u64>(), any::<bool>())
+            .prop_map(|(slot, offset, length, tag, fua)| Op::Write { slot, offset, length, tag, fua }),
+        3 => (slot.clone(), span.clone(), 1..100_000u64).prop_map(|(slot, offset, length)| Op::Trim { slot, offset, length }),
+        3 => (slot.clone(), span, 1..200_000u64).prop_map(|(slot, offset, length)| Op::Read { slot, offset, length }),
+        3 => Just(Op::Flush),
+        1 => Just(Op::Commit),
+        1 => Just(Op::Destage),
+        2 => snap.clone().prop_map(|slot| Op::SnapshotCreate { slot }),
+        1 => snap.clone().prop_map(|slot| Op::SnapshotDelete { slot }),
+        2 => snap.clone().prop_map(|slot| Op::SnapshotCheck { slot }),
+        1 => snap.clone().prop_map(|slot| Op::RestoreVolume { slot }),
+        1 => (snap, slot).prop_map(|(snapshot, slot)| Op::RestoreExtent { snapshot, slot }),
+        2 => Just(Op::Crash),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+type Contents = BTreeMap<String, Vec<u8>>;
+
+/// The model: extent contents, snapshot contents, and for crash checking, every
+/// value each block had since the last durability point.
+#[derive(Debug, Default)]
+struct Model {
+    extents: Contents,
+    /// Snapshots in creation order.
+    snapshots: Vec<(String, Contents)>,
+    history: HashMap<(String, u64), HashSet<u32>>,
+}
+
+impl Model {
+    fn durable_point(&mut self) {
+        self.history.clear();
+    }
+
+    fn remember_blocks(&mut self, name: &str, first: u64, end: u64) {
+        let content = &self.extents[name];
+        for block in first..end {
+            let bytes = &content[(block as usize) * BLOCK..(block as usize + 1) * BLOCK];
+            self.history.entry((name.to_string(), block)).or_default().insert(crc32c::crc32c(bytes));
+        }
+    }
+
+    fn update(&mut self, name: &str, offset: usize, bytes: &[u8]) {
+        let first = (offset / BLOCK) as u64;
+        let end = (offset + bytes.len()).div_ceil(BLOCK) as u64;
+        self.remember_blocks(name, first, end);
+        self.extents.get_mut(name).expect("exists")[offset..offset + bytes.len()].copy_from_slice(bytes);
+        self.remember_blocks(name, first, end);
+    }
+}
+
+struct Harness {
+    volume: Option<Volume<MemoryDevice, MemoryDevice>>,
+    model: Model,
+}
+
+fn options() -> VolumeOptions {
+    VolumeOptions { scan_pages_per_checkpoint: 1, ..VolumeOptions::default() }
+}
+
+impl Harness {
+    fn new() -> Self {
+        let volume = Volume::format(MemoryDevice::new(4096, 4096), MemoryDevice::new(4096, 256), 77, options())
+            .expect("format");
+        Self { volume: Some(volume), model: Model::default() }
+    }
+
+    fn volume(&mut self) -> &mut Volume<MemoryDevice, MemoryDevice> {
+        self.volume.as_mut().expect("open")
+    }
+
+    fn clamp(&self, slot: usize, offset: u64, length: u64) -> Option<(String, u64, u64)> {
+        let name = EXTENT_NAMES[slot];
+        let size = self.model.extents.get(name)?.len() as u64;
+        let offset = offset % size;
+        Some((name.to_string(), offset, length.min(size - offset)))
+    }
+
+    fn apply(&mut self, op: &Op) -> Result<(), TestCaseError> {
+        match *op {
+            Op::Create { slot, blocks } => {
+                let name = EXTENT_NAMES[slot];
+                let result = self.volume().create_extent(name, blocks * BLOCK as u64);
+                prop_assert_eq!(result.is_ok(), !self.model.extents.contains_key(name));
+                if result.is_ok() {
+                    self.model.extents.insert(name.to_string(), vec![0; blocks as usize * BLOCK]);
+                    self.model.durable_point();
+                }
+            }
+            Op::Delete { slot } => {
+                let name = EXTENT_NAMES[slot];
+                let result = self.volume().delete_extent(name);
+                prop_assert_eq!(result.is_ok(), self.model.extents.remove(name).is_some());
+                if result.is_ok() {
+                    self.model.durable_point();
+                }
+            }
+            Op::Resize { slot, blocks } => {
+                let name = EXTENT_NAMES[slot];
+                let result = self.volume().resize_extent(name, blocks * BLOCK as u64);
+                prop_assert_eq!(result.is_ok(), self.model.extents.contains_key(name));
+                if let Some(content) = self.model.extents.get_mut(name) {
+                    content.resize(blocks as usize * BLOCK, 0);
+                    self.model.durable_point();
+                }
+            }
+            Op::Write { slot, offset, length, tag, fua } => {
+                let Some((name, offset, length)) = self.clamp(slot, offset, length) else { return Ok(()) };
+                let bytes = pattern(tag, length as usize);
+                let id = self.volume().extent_id(&name).unwrap();
+                self.volume().write(id, offset, &bytes, fua).unwrap();
+                self.model.update(&name, offset as usize, &bytes);
+                if fua {
+                    self.model.durable_point();
+                }
+            }
+            Op::Trim { slot, offset, length } => {
+                let Some((name, offset, length)) = self.clamp(slot, offset, length) else { return Ok(()) };
+                let id = self.volume().extent_id(&name).unwrap();
+                self.volume().trim(id, offset, length, false).unwrap();
+                self.model.update(&name, offset as usize, &vec![0; length as usize]);
+            }
+            Op::Read { slot, offset, length } => {
+                let Some((name, offset, length)) = self.clamp(slot, offset, length) else { return Ok(()) };
+                let id = self.volume().extent_id(&name).unwrap();
+                let read = self.volume().read(id, offset, length).unwrap();
+                let expected = &self.model.extents[&name][offset as usize..(offset + length) as usize];
+                prop_assert!(read == expected, "read of {} at {} for {} differs", name, offset, length);
+            }
+            Op::Flush => {
+                self.volume().flush().unwrap();
+                self.model.durable_point();
+            }
+            Op::Commit => {
+                self.volume().commit().unwrap();
+                self.model.durable_point();
+            }
+            Op::Destage => {
+                self.volume().destage().unwrap();
+            }
+            Op::SnapshotCreate { slot } => self.snapshot_create(SNAPSHOT_NAMES[slot])?,
+            Op::SnapshotDelete { slot } => {
+                let name = SNAPSHOT_NAMES[slot];
+                let result = self.volume().delete_snapshot(name);
+                let position = self.model.snapshots.iter().position(|(existing, _)| existing == name);
+                prop_assert_eq!(result.is_ok(), position.is_some());
+                if let Some(position) = position {
+                    self.model.snapshots.remove(position);
+                    self.model.durable_point();
+                }
+            }
+            Op::SnapshotCheck { slot } => self.snapshot_check(SNAPSHOT_NAMES[slot])?,
+            Op::RestoreVolume { slot } => {
+                let name = SNAPSHOT_NAMES[slot];
+                let result = self.volume().restore_volume(name);
+                let position = self.model.snapshots.iter().position(|(existing, _)| existing == name);
+                prop_assert_eq!(result.is_ok(), position.is_some(), "{:?}", result.err());
+                if let Some(position) = position {
+                    self.model.snapshots.truncate(position + 1);
+                    self.model.extents = self.model.snapshots[position].1.clone();
+                    self.model.durable_point();
+                }
+            }
+            Op::RestoreExtent { snapshot, slot } => self.restore_extent(SNAPSHOT_NAMES[snapshot], EXTENT_NAMES[slot])?,
+            Op::Crash => self.crash()?,
+            Op::Reopen => {
+                let (data, flash) = self.volume.take().unwrap().close().unwrap();
+                self.volume = Some(Volume::open(data, flash, options()).unwrap());
+                self.model.durable_point();
+                self.check_all()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn snapshot_create(&mut self, name: &str) -> Result<(), TestCaseError> {
+        let result = self.volume().create_snapshot(name);
+        let exists = self.model.snapshots.iter().any(|(existing, _)| existing == name);
+        prop_assert_eq!(result.is_ok(), !exists);
+        if !exists {
+            let contents = self.model.extents.clone();
+            self.model.snapshots.push((name.to_string(), contents));
+            self.model.durable_point();
+        }
+        Ok(())
+    }
+
+    fn snapshot_check(&mut self, name: &str) -> Result<(), TestCaseError> {
+        let Some((_, contents)) = self.model.snapshots.iter().find(|(existing, _)| existing == name).cloned() else {
+            prop_assert!(self.volume().snapshot_extents(name).is_err());
+            return Ok(());
+        };
+        let listed = self.volume().snapshot_extents(name).unwrap();
+        prop_assert_eq!(listed.len(), contents.len());
+        for (extent, bytes) in &contents {
+            let read = self.volume().read_snapshot(name, extent, 0, bytes.len() as u64).unwrap();
+            prop_assert!(&read == bytes, "snapshot {} extent {} differs", name, extent);
+        }
+        Ok(())
+    }
+
+    fn restore_extent(&mut self, snapshot: &str, extent: &str) -> Result<(), TestCaseError> {
+        let result = self.volume().restore_extent(snapshot, extent);
+        let source = self
+            .model
+            .snapshots
+            .iter()
+            .find(|(existing, _)| existing == snapshot)
+            .and_then(|(_, contents)| contents.get(extent))
+            .cloned();
+        prop_assert_eq!(result.is_ok(), source.is_some(), "{:?}", result.err());
+        if let Some(bytes) = source {
+            self.model.extents.insert(extent.to_string(), bytes);
+            self.model.durable_point();
+        }
+        Ok(())
+    }
+
+    /// Drops the volume without a CP; what was not written to the log is lost.
+    fn crash(&mut self) -> Result<(), TestCaseError> {
+        let (data, flash) = self.volume.take().unwrap().into_devices();
+        let mut volume = Volume::open(data, flash, options()).unwrap();
+        for (name, content) in self.model.extents.iter_mut() {
+            let id = volume.extent_id(name).unwrap();
+            let recovered = volume.read(id, 0, content.len() as u64).unwrap();
+            for block in 0..content.len() / BLOCK {
+                let range = block * BLOCK..(block + 1) * BLOCK;
+                let crc = crc32c::crc32c(&recovered[range.clone()]);
+                match self.model.history.get(&(name.clone(), block as u64)) {
+                    Some(values) => prop_assert!(values.contains(&crc), "{} block {} holds a value it never had", name, block),
+                    None => prop_assert!(recovered[range.clone()] == content[range.clone()], "{} block {} lost durable data", name, block),
+                }
+            }
+            *content = recovered;
+        }
+        self.volume = Some(volume);
+        self.model.durable_point();
+        Ok(())
+    }
+
+    fn check_all(&mut self) -> Result<(), TestCaseError> {
+        let extents = self.model.extents.clone();
+        prop_assert_eq!(self.volume().extents().len(), extents.len());
+        for (name, bytes) in &extents {
+            let id = self.volume().extent_id(name).unwrap();
+            let read = self.volume().read(id, 0, bytes.len() as u64).unwrap();
+            prop_assert!(&read == bytes, "extent {} differs", name);
+        }
+        Ok(())
+    }
+}
+
+static OPERATIONS_RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static CASES_RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn run_case(ops: &[Op]) -> Result<(), TestCaseError> {
+    CASES_RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    OPERATIONS_RUN.fetch_add(ops.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    let mut harness = Harness::new();
+    for op in ops {
+        harness.apply(op)?;
+    }
+    harness.check_all()?;
+    let volume = harness.volume();
+    let report = volume.fsck().unwrap();
+    prop_assert!(report.is_clean(), "fsck: {:#?}", report.findings);
+    volume.finish_deletions().unwrap();
+    let report = volume.fsck().unwrap();
+    prop_assert!(report.is_clean(), "fsck after deletions: {:#?}", report.findings);
+    let space = volume.space();
+    prop_assert_eq!(space.data.used_blocks + space.data.snapshot_only_blocks + space.data.allocatable_blocks
+        + space.data.awaiting_checkpoint_blocks, space.data.block_count);
+    Ok(())
+}
+
+#[test]
+fn the_volume_behaves_like_the_model() {
+    let cases: u32 = std::env::var("PROXIMA_MODEL_CASES").ok().and_then(|value| value.parse().ok()).unwrap_or(1000);
+    let seed: u64 = std::env::var("PROXIMA_MODEL_SEED").ok().and_then(|value| value.parse().ok()).unwrap_or(20_261_121);
+    println!("model-based test: {cases} cases, seed {seed} (PROXIMA_MODEL_CASES, PROXIMA_MODEL_SEED)");
+    let mut seed_bytes = [0u8; 32];
+    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let config = Config { cases, failure_persistence: None, ..Config::default() };
+    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
+    let result = runner.run(&proptest::collection::vec(op_strategy(), 1..60), |ops| run_case(&ops));
+    if let Err(error) = result {
+        panic!("seed {seed}: {error}");
+    }
+    let cases_run = CASES_RUN.load(std::sync::atomic::Ordering::Relaxed);
+    let operations = OPERATIONS_RUN.load(std::sync::atomic::Ordering::Relaxed);
+    println!("{cases_run} cases, {operations} operations checked");
+    assert!(cases_run >= u64::from(cases), "every case ran");
+}
