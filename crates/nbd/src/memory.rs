@@ -34,7 +34,7 @@ impl MemoryBackend {
     /// Panics if the name is taken or the size is not a multiple of 512: both are
     /// mistakes of the caller setting up the backend, not client input.
     pub fn add_export(&mut self, name: &str, size_bytes: u64, read_only: bool) -> Arc<MemoryExport> {
-        assert!(size_bytes % 512 == 0, "memory export {name}: size {size_bytes} is not a multiple of 512");
+        assert!(size_bytes.is_multiple_of(512), "memory export {name}: size {size_bytes} is not a multiple of 512");
         assert!(self.exports.iter().all(|export| export.info.name != name), "memory export {name} exists already");
         let export = Arc::new(MemoryExport {
             info: ExportInfo {

@@ -637,7 +637,7 @@ pub fn validate_request(header: &RequestHeader, limits: &RequestLimits) -> Verdi
         _ => {}
     }
     let minimum = u64::from(MINIMUM_BLOCK_BYTES);
-    if header.offset_bytes % minimum != 0 || u64::from(length) % minimum != 0 {
+    if !header.offset_bytes.is_multiple_of(minimum) || !u64::from(length).is_multiple_of(minimum) {
         return reject(
             Errno::Inval,
             format!("{name} at offset {} length {length} not aligned to {minimum} bytes", header.offset_bytes),

@@ -418,7 +418,7 @@ fn message_length(message: &str) -> u16 {
 
 fn decode_block_status(reader: &mut WireReader<'_>) -> Result<ChunkPayload, DecodeError> {
     let context_id = reader.u32("context id")?;
-    if reader.remaining_bytes() == 0 || reader.remaining_bytes() % 8 != 0 {
+    if reader.remaining_bytes() == 0 || !reader.remaining_bytes().is_multiple_of(8) {
         return Err(DecodeError::InvalidValue { field: "BLOCK_STATUS", reason: "length is not 4 + 8n with n > 0" });
     }
     let mut descriptors = Vec::with_capacity(reader.remaining_bytes() / 8);
