@@ -23,6 +23,8 @@ use crate::{DiskCompletion, DiskOp, DiskRequest, Nanos, Scheduler};
 struct Queued {
     request: DiskRequest,
     arrival_ns: Nanos,
+    /// Where the first sector lies, computed once on arrival for the schedulers.
+    target: Located,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -131,7 +133,8 @@ impl HardDisk {
         );
         assert!(now_ns >= self.last_arrival_ns, "arrivals must come in time order");
         self.last_arrival_ns = now_ns;
-        self.host_queue.push_back(Queued { request, arrival_ns: now_ns });
+        let target = self.model.locate(request.lbn).expect("request checked against the capacity");
+        self.host_queue.push_back(Queued { request, arrival_ns: now_ns, target });
         self.fill_disk_queue();
         if self.in_service.is_none() {
             self.start_next(now_ns);
@@ -191,7 +194,7 @@ impl HardDisk {
         let start_ns = now_ns.max(self.mechanism_free_ns.ceil() as Nanos);
         let index = self.choose(start_ns);
         let queued = self.disk_queue.remove(index);
-        let completion = self.service(start_ns as f64, queued.request);
+        let completion = self.service(start_ns as f64, &queued);
         let completion_ns = (completion.round() as Nanos).max(start_ns);
         self.in_service = Some(InService { queued, start_ns, completion_ns });
         self.fill_disk_queue();
@@ -204,7 +207,7 @@ impl HardDisk {
             Scheduler::Sptf => {
                 let mut best = (f64::INFINITY, 0);
                 for (index, queued) in self.disk_queue.iter().enumerate() {
-                    let cost = self.positioning_estimate_ns(now_ns as f64, &queued.request);
+                    let cost = self.positioning_estimate_ns(now_ns as f64, queued);
                     if cost < best.0 {
                         best = (cost, index);
                     }
@@ -212,7 +215,7 @@ impl HardDisk {
                 best.1
             }
             Scheduler::CLook => {
-                let cylinder_of = |queued: &Queued| self.model.locate(queued.request.lbn).map_or(0, |l| l.cylinder);
+                let cylinder_of = |queued: &Queued| queued.target.cylinder;
                 let ahead = self
                     .disk_queue
                     .iter()
@@ -228,12 +231,13 @@ impl HardDisk {
 
     /// SPTF's cost: time until the first sector is under the head (zero for a
     /// cache hit), including the command overhead.
-    fn positioning_estimate_ns(&self, now_ns: f64, request: &DiskRequest) -> f64 {
+    fn positioning_estimate_ns(&self, now_ns: f64, queued: &Queued) -> f64 {
+        let request = &queued.request;
         if request.op == DiskOp::Read && self.model.cache.enabled && self.cache_peek(now_ns, request) {
             return 0.0;
         }
         let overhead = self.miss_overhead_ns(request.op);
-        let Some(target) = self.model.locate(request.lbn) else { return f64::INFINITY };
+        let target = queued.target;
         let ready = now_ns + overhead + self.move_time_ns(self.head, &target, request.op);
         ready + self.rotational_wait_ns(ready, target.angle) - now_ns
     }
@@ -256,7 +260,9 @@ impl HardDisk {
 
     /// Times `request` starting at `start_ns`; returns its completion time and
     /// updates the heads, the cache and the mechanism's busy time.
-    fn service(&mut self, start_ns: f64, request: DiskRequest) -> f64 {
+    fn service(&mut self, start_ns: f64, queued: &Queued) -> f64 {
+        let request = queued.request;
+        let first = queued.target;
         let model = Arc::clone(&self.model);
         let count = u64::from(request.sector_count);
         let bus_ns = model.bus_sector_ns;
@@ -277,8 +283,14 @@ impl HardDisk {
                 }
                 self.cache.stop_prefetch(start_ns);
                 let overhead = model.overheads.read_miss_ns[previous];
-                let access =
-                    self.media_access(start_ns + overhead, start_ns + overhead, request.lbn, count, DiskOp::Read);
+                let access = self.media_access(
+                    start_ns + overhead,
+                    start_ns + overhead,
+                    request.lbn,
+                    count,
+                    DiskOp::Read,
+                    first,
+                );
                 if cache.enabled {
                     self.cache.insert(request.lbn, request.lbn + count, self.read_ahead(&request, &access));
                 }
@@ -294,7 +306,7 @@ impl HardDisk {
                 let overhead = overheads[previous];
                 let completion = start_ns + overhead + count as f64 * bus_ns + model.overheads.write_completion_ns;
                 self.cache.stop_prefetch(start_ns);
-                let access = self.media_access(completion, completion, request.lbn, count, DiskOp::Write);
+                let access = self.media_access(completion, completion, request.lbn, count, DiskOp::Write, first);
                 self.mechanism_free_ns = access.end_ns;
                 self.keep_written(request.lbn, count);
                 completion
@@ -311,6 +323,7 @@ impl HardDisk {
                     request.lbn,
                     count,
                     DiskOp::Write,
+                    first,
                 );
                 self.keep_written(request.lbn, count);
                 let last_data_ns = data_start + count as f64 * bus_ns;
@@ -389,10 +402,22 @@ impl HardDisk {
 
     /// Moves the heads over `[lbn, lbn + count)`: positioning starts at
     /// `start_ns`, and no sector is touched before `earliest_media_ns`.
-    fn media_access(&mut self, start_ns: f64, earliest_media_ns: f64, lbn: u64, count: u64, op: DiskOp) -> MediaAccess {
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the timing inputs of one access; bundling them would only rename them"
+    )]
+    fn media_access(
+        &mut self,
+        start_ns: f64,
+        earliest_media_ns: f64,
+        lbn: u64,
+        count: u64,
+        op: DiskOp,
+        first: Located,
+    ) -> MediaAccess {
         let model = Arc::clone(&self.model);
         let revolution = model.revolution_ns_exact;
-        let mut current = model.locate(lbn).expect("request checked against the capacity on arrival");
+        let mut current = first;
         let mut current_lbn = lbn;
         let mut time = start_ns + self.move_time_ns(self.head, &current, op);
         time = time.max(earliest_media_ns);
