@@ -6,10 +6,13 @@
 //! with 100,000), semi-sequential (each request on the next track, positioned to be
 //! reached just after the track switch), or fully random over the disk.
 
-use proxima_disk::{DiskModel, DiskOp, PhysicalSector};
+use std::sync::Arc;
+
+use proxima_disk::{DiskModel, DiskOp, DiskRequest, HardDisk, Nanos, PhysicalSector, TrackExtent};
 use rand::seq::SliceRandom;
 use rand::Rng;
 
+use crate::strands::run_batch;
 use crate::LabError;
 
 /// Bytes in one block: the unit of every strand request.
@@ -79,7 +82,7 @@ pub fn block_sectors(model: &DiskModel) -> u32 {
 ///
 /// Errors when the placement cannot hold that many distinct blocks on this disk.
 pub fn place_strand(
-    model: &DiskModel,
+    model: &Arc<DiskModel>,
     placement: Placement,
     request_count: u32,
     op: DiskOp,
@@ -137,9 +140,9 @@ fn distinct_slots(
 /// on the track that follows the previous request's in LBN order, starting at the
 /// first sector the heads can reach after finishing the previous request and moving
 /// tracks (seek or head switch, with write settle for writes), per the model's
-/// geometry and timing queries, plus [`SEMI_SEQUENTIAL_SLACK_SECTORS`].
+/// geometry and timing queries (see [`next_semi_sequential_lbn`]).
 fn semi_sequential_strand(
-    model: &DiskModel,
+    model: &Arc<DiskModel>,
     request_count: u32,
     op: DiskOp,
     random: &mut impl Rng,
@@ -167,40 +170,96 @@ fn semi_sequential_strand(
     Ok(lbns)
 }
 
-/// Extra sectors beyond the computed track-switch offset, so that rounding of the
-/// angle to whole sectors never makes the heads arrive a sector late.
-pub const SEMI_SEQUENTIAL_SLACK_SECTORS: u32 = 2;
+/// A probe counts as "in time" when the second request completes within this many
+/// sectors' rotation of the ideal (gap plus its own transfer); a lost revolution
+/// exceeds it by far.
+const SEMI_SEQUENTIAL_TOLERANCE_SECTORS: u32 = 2;
 
 /// The block that the heads reach first on the track after `lbn`'s, once they have
 /// read or written `[lbn, lbn + block)` and moved tracks.
-fn next_semi_sequential_lbn(model: &DiskModel, lbn: u64, block: u64, op: DiskOp) -> Option<u64> {
+///
+/// The search starts at the angle the geometry predicts (the previous block's end
+/// plus the seek or head switch, with write settle, from the model's timing
+/// queries) and walks forward until a probe on a scratch drive confirms that the
+/// second request is serviced without losing a revolution: the model's command
+/// overheads, bus transfer and zone-specific skews are thereby included, as a
+/// drive-characterisation tool would measure them on a real drive.
+fn next_semi_sequential_lbn(model: &Arc<DiskModel>, lbn: u64, block: u64, op: DiskOp) -> Option<u64> {
     let last = lbn + block - 1;
     let here = model.lbn_to_physical(last)?;
-    let track = model.track_of(last)?;
-    let next_first = track.first_lbn + u64::from(track.sector_count);
-    let next_track = model.track_of(next_first)?;
-    let move_ns = if next_track.cylinder != here.cylinder {
-        model.seek_ns(here.cylinder.abs_diff(next_track.cylinder), op)
+    let here_track = model.track_of(last)?;
+    // The heads leave the previous block at the end of its last sector; sectors are
+    // numbered by angle from the index mark.
+    let leave_angle = f64::from(here.sector + 1) / f64::from(here_track.sectors_per_track);
+    let mut track = here_track;
+    // Usually the very next track; a track too short to hold an aligned block (the
+    // layout has a few) is passed over.
+    for _ in 0..SEMI_SEQUENTIAL_TRACKS_TRIED {
+        track = model.track_of(track.first_lbn + u64::from(track.sector_count))?;
+        if let Some(found) = first_block_in_time(model, lbn, here.cylinder, leave_angle, track, block, op) {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// How many tracks past the previous block's are searched for a successor.
+const SEMI_SEQUENTIAL_TRACKS_TRIED: usize = 4;
+
+/// On `track`, the first block-aligned block at or after the angle the geometry
+/// predicts that the drive reaches without losing a revolution after servicing
+/// `previous_lbn`; failing that, the one it reaches soonest.
+fn first_block_in_time(
+    model: &Arc<DiskModel>,
+    previous_lbn: u64,
+    previous_cylinder: u32,
+    leave_angle: f64,
+    track: TrackExtent,
+    block: u64,
+    op: DiskOp,
+) -> Option<u64> {
+    let move_ns = if track.cylinder != previous_cylinder {
+        model.seek_ns(previous_cylinder.abs_diff(track.cylinder), op)
     } else {
         let settle = if op == DiskOp::Write { model.write_settle_ns() } else { 0 };
         model.head_switch_ns() + settle
     };
-    let spt = next_track.sectors_per_track;
-    let move_sectors = (move_ns as f64 / model.revolution_ns() as f64 * f64::from(spt)).ceil() as u32;
-    // The heads leave `here` at the end of its sector; sectors are numbered by angle.
-    let target_sector = (here.sector + 1 + move_sectors + SEMI_SEQUENTIAL_SLACK_SECTORS) % spt;
-    // Walk forward from the target angle to the first sector that starts a whole
-    // block on the next track (skipping spares and slips).
-    for step in 0..spt {
-        let sector = (target_sector + step) % spt;
-        let physical = PhysicalSector { cylinder: next_track.cylinder, surface: next_track.surface, sector };
-        let Some(candidate) = model.physical_to_lbn(physical) else { continue };
-        let fits_on_track = candidate + block <= next_track.first_lbn + u64::from(next_track.sector_count);
-        if candidate >= next_track.first_lbn && fits_on_track {
+    let spt = track.sectors_per_track;
+    let revolution_ns = model.revolution_ns() as f64;
+    let move_sectors = (move_ns as f64 / revolution_ns * f64::from(spt)).ceil() as u32;
+    let leave_sector = (leave_angle * f64::from(spt)).ceil() as u32;
+    let track_end = track.first_lbn + u64::from(track.sector_count);
+    let mut soonest: Option<(Nanos, u64)> = None;
+    for gap in move_sectors..move_sectors + spt {
+        let sector = (leave_sector + gap) % spt;
+        let physical = PhysicalSector { cylinder: track.cylinder, surface: track.surface, sector };
+        let Some(candidate) = model.physical_to_lbn(physical).filter(|&candidate| {
+            candidate >= track.first_lbn && candidate + block <= track_end && candidate % block == 0
+        }) else {
+            continue;
+        };
+        let delay_ns = successor_delay_ns(model, previous_lbn, candidate, block as u32, op);
+        let ideal_sectors = gap + block as u32 + SEMI_SEQUENTIAL_TOLERANCE_SECTORS;
+        if delay_ns as f64 <= f64::from(ideal_sectors) / f64::from(spt) * revolution_ns {
             return Some(candidate);
         }
+        if soonest.is_none_or(|(best_ns, _)| delay_ns < best_ns) {
+            soonest = Some((delay_ns, candidate));
+        }
     }
-    None
+    soonest.map(|(_, candidate)| candidate)
+}
+
+/// Time between the completions of `first` and `second` issued back to back at
+/// queue depth 1 to a scratch drive.
+fn successor_delay_ns(model: &Arc<DiskModel>, first: u64, second: u64, block: u32, op: DiskOp) -> Nanos {
+    let mut disk = HardDisk::new(Arc::clone(model), 0);
+    let requests = [
+        DiskRequest { id: 0, op, lbn: first, sector_count: block },
+        DiskRequest { id: 1, op, lbn: second, sector_count: block },
+    ];
+    let completions = run_batch(&mut disk, 0, &requests, 1, None).completions;
+    completions[1].completion_ns - completions[0].completion_ns
 }
 
 /// The sectors of the disk's first track: the outer zone has the most, so this
@@ -215,8 +274,8 @@ mod tests {
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
-    fn cheetah() -> DiskModel {
-        DiskModel::builtin("cheetah15k5").expect("the built-in Cheetah 15K.5 loads")
+    fn cheetah() -> Arc<DiskModel> {
+        Arc::new(DiskModel::builtin("cheetah15k5").expect("the built-in Cheetah 15K.5 loads"))
     }
 
     #[test]

@@ -41,8 +41,33 @@ pub struct StrandConfig {
     pub queue_depth: u32,
     /// Issue order within a strand.
     pub order: IssueOrder,
+    /// Whether the strand meets an idle or a busy drive.
+    pub start: StrandStart,
     /// Seed of the run: placements, head positions, rotational phases.
     pub seed: u64,
+}
+
+/// How a strand meets the drive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StrandStart {
+    /// The drive is idle, its heads at a random position: it starts on the first
+    /// request the moment it arrives, so only the later ones are scheduled.
+    Idle,
+    /// The strand is issued while the drive services one random 4 KiB read (which
+    /// leaves the heads at a random position); the scheduler then chooses even the
+    /// first request among those queued. Timed from that read's completion. The
+    /// paper notes that real drives need this ("a non-empty disk queue").
+    Busy,
+}
+
+impl StrandStart {
+    /// `idle` or `busy`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            StrandStart::Idle => "idle",
+            StrandStart::Busy => "busy",
+        }
+    }
 }
 
 /// What a strand experiment measured.
@@ -112,10 +137,19 @@ pub fn run_strands(
                 DiskRequest { id: next_id, op: config.op, lbn, sector_count: block }
             })
             .collect();
-        let completions = run_batch(&mut disk, now_ns, &requests, config.queue_depth as usize);
-        let first_ns = completions.first().map_or(now_ns, |completion| completion.completion_ns);
-        let last_ns = completions.last().map_or(now_ns, |completion| completion.completion_ns);
-        total_strand_ns += u128::from(last_ns - now_ns);
+        let primer = match config.start {
+            StrandStart::Idle => None,
+            StrandStart::Busy => {
+                next_id += 1;
+                let lbn = random.gen_range(0..model.sector_count() / u64::from(block)) * u64::from(block);
+                Some(DiskRequest { id: next_id, op: DiskOp::Read, lbn, sector_count: block })
+            }
+        };
+        let outcome = run_batch(&mut disk, now_ns, &requests, config.queue_depth as usize, primer);
+        let completions = &outcome.completions;
+        let first_ns = completions.first().map_or(outcome.start_ns, |completion| completion.completion_ns);
+        let last_ns = completions.last().map_or(outcome.start_ns, |completion| completion.completion_ns);
+        total_strand_ns += u128::from(last_ns - outcome.start_ns);
         let extra = ((last_ns - first_ns) / revolution_ns) as usize;
         if extra_counts.len() <= extra {
             extra_counts.resize(extra + 1, 0);
@@ -140,29 +174,58 @@ pub fn run_strands(
     })
 }
 
-/// Issues `requests` in order at `start_ns` to an idle `disk`, keeping at most
-/// `window` outstanding (the rest wait at the host and go out one per completion),
-/// and returns the completions in time order.
-pub fn run_batch(disk: &mut HardDisk, start_ns: Nanos, requests: &[DiskRequest], window: usize) -> Vec<DiskCompletion> {
+/// The completions of a batch and when its timing starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchOutcome {
+    /// When the batch's own timing starts: its issue time on an idle drive, or the
+    /// completion of the request it was queued behind.
+    pub start_ns: Nanos,
+    /// The batch's completions in time order (never the primer's).
+    pub completions: Vec<DiskCompletion>,
+}
+
+/// Issues `requests` in order at `issue_ns` to an idle `disk`, keeping at most
+/// `window` of them outstanding (the rest wait at the host and go out one per
+/// completion), and returns their completions.
+///
+/// With a `primer`, the primer is delivered first and the batch queues behind it,
+/// so the drive's scheduler chooses even the batch's first request among all those
+/// queued; the batch is then timed from the primer's completion.
+pub fn run_batch(
+    disk: &mut HardDisk,
+    issue_ns: Nanos,
+    requests: &[DiskRequest],
+    window: usize,
+    primer: Option<DiskRequest>,
+) -> BatchOutcome {
     assert!(disk.is_idle(), "a batch starts on an idle disk");
     assert!(window > 0, "at least one request outstanding");
+    if let Some(primer) = primer {
+        assert!(requests.iter().all(|request| request.id != primer.id), "the primer's id is distinct");
+        disk.arrive(issue_ns, primer);
+    }
+    let mut start_ns = issue_ns;
     let mut completions = Vec::with_capacity(requests.len());
     let mut pending = requests.iter();
     for request in pending.by_ref().take(window) {
-        disk.arrive(start_ns, *request);
+        disk.arrive(issue_ns, *request);
     }
     let mut produced = Vec::new();
     while completions.len() < requests.len() {
         let event_ns = disk.next_event_ns().expect("a disk with outstanding requests has a next event");
         disk.advance(event_ns, &mut produced);
         for completion in produced.drain(..) {
+            if primer.is_some_and(|primer| primer.id == completion.id) {
+                start_ns = completion.completion_ns;
+                continue;
+            }
             if let Some(request) = pending.next() {
                 disk.arrive(completion.completion_ns, *request);
             }
             completions.push(completion);
         }
     }
-    completions
+    BatchOutcome { start_ns, completions }
 }
 
 #[cfg(test)]
@@ -182,6 +245,7 @@ mod tests {
             op: DiskOp::Read,
             queue_depth,
             order: IssueOrder::Ascending,
+            start: StrandStart::Idle,
             seed,
         }
     }
@@ -193,13 +257,27 @@ mod tests {
         let requests: Vec<DiskRequest> = (0..6)
             .map(|index| DiskRequest { id: index, op: DiskOp::Read, lbn: index * 1_000_000, sector_count: 8 })
             .collect();
-        let completions = run_batch(&mut disk, 0, &requests, 2);
+        let completions = run_batch(&mut disk, 0, &requests, 2, None).completions;
         assert_eq!(completions.len(), 6);
         // With two outstanding, requests 2.. arrive only when an earlier one completes.
         for completion in completions.iter().filter(|completion| completion.id >= 2) {
             assert!(completion.arrival_ns > 0, "request {} waited at the host", completion.id);
         }
         assert!(disk.is_idle());
+    }
+
+    #[test]
+    fn a_primed_batch_is_timed_from_the_primer_and_queues_behind_it() {
+        let model = cheetah();
+        let mut disk = HardDisk::new(Arc::clone(&model), 1);
+        let primer = DiskRequest { id: 100, op: DiskOp::Read, lbn: 50_000_000, sector_count: 8 };
+        let requests: Vec<DiskRequest> = (0..4)
+            .map(|index| DiskRequest { id: index, op: DiskOp::Read, lbn: 1_000_000 + index * 800, sector_count: 8 })
+            .collect();
+        let outcome = run_batch(&mut disk, 0, &requests, 4, Some(primer));
+        assert!(outcome.start_ns > 0, "timed from the primer's completion");
+        assert_eq!(outcome.completions.len(), 4, "the primer is not among the batch's completions");
+        assert!(outcome.completions.iter().all(|completion| completion.start_ns >= outcome.start_ns));
     }
 
     #[test]
