@@ -19,6 +19,8 @@ use proxima_engine::{Volume, VolumeOptions};
 const EXTENT_NAMES: [&str; 3] = ["a", "b", "c"];
 const SNAPSHOT_NAMES: [&str; 3] = ["s0", "s1", "s2"];
 const MAX_EXTENT_BLOCKS: u64 = 96;
+/// Three activemap pages, so snapshot deletion scans take several CPs.
+const DATA_BLOCKS: u64 = 3 * 32_384;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -110,7 +112,7 @@ fn options() -> VolumeOptions {
 
 impl Harness {
     fn new() -> Self {
-        let volume = Volume::format(MemoryDevice::new(4096, 4096), MemoryDevice::new(4096, 256), 77, options())
+        let volume = Volume::format(MemoryDevice::new(4096, DATA_BLOCKS), MemoryDevice::new(4096, 256), 77, options())
             .expect("format");
         Self { volume: Some(volume), model: Model::default() }
     }

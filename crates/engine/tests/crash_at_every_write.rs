@@ -1,0 +1,298 @@
+//! Crash at every write boundary of seeded workloads (across both devices, in
+//! their global order), with unflushed writes dropped or kept by seed and the
+//! write in flight torn; recover, run fsck, and compare with the model: no
+//! acknowledged write lost, no block holding a value it never had. Recovery
+//! itself is crashed at every boundary for a subset of points.
+//!
+//! `PROXIMA_CRASH_SEEDS` sets the number of workloads (default 3).
+
+mod common;
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashSet};
+use std::rc::Rc;
+
+use common::{pattern, BLOCK};
+use proxima_device::{
+    BatchTicket, BlockDevice, CrashDevice, CrashPoint, DeviceError, DeviceInfo, IoCompletion, IoOp, IoRequest,
+    MemoryDevice, PendingWrites, Tear,
+};
+use proxima_engine::{Volume, VolumeOptions};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const DATA_BLOCKS: u64 = 1024;
+const FLASH_BLOCKS: u64 = 192;
+const EXTENT_BLOCKS: u64 = 48;
+const EXTENTS: [&str; 2] = ["x", "y"];
+
+/// Which device a global write went to.
+type GlobalOrder = Rc<RefCell<Vec<usize>>>;
+
+/// Records, across devices, the order in which writes complete.
+#[derive(Debug)]
+struct Ordered<D> {
+    inner: D,
+    device_index: usize,
+    order: GlobalOrder,
+    kinds: BTreeMap<BatchTicket, Vec<bool>>,
+}
+
+impl<D: BlockDevice> BlockDevice for Ordered<D> {
+    fn info(&self) -> DeviceInfo {
+        self.inner.info()
+    }
+    fn submit(&mut self, batch: Vec<IoRequest>) -> Result<BatchTicket, DeviceError> {
+        let writes: Vec<bool> = batch.iter().map(|request| request.op != IoOp::Read).collect();
+        let ticket = self.inner.submit(batch)?;
+        self.kinds.insert(ticket, writes);
+        Ok(ticket)
+    }
+    fn wait(&mut self, ticket: BatchTicket) -> Result<Vec<IoCompletion>, DeviceError> {
+        let completions = self.inner.wait(ticket)?;
+        let writes = self.kinds.remove(&ticket).unwrap_or_default();
+        for (completion, is_write) in completions.iter().zip(writes) {
+            if is_write && completion.result.is_ok() {
+                self.order.borrow_mut().push(self.device_index);
+            }
+        }
+        Ok(completions)
+    }
+    fn flush(&mut self) -> Result<(), DeviceError> {
+        self.inner.flush()
+    }
+    fn now_ns(&self) -> u64 {
+        self.inner.now_ns()
+    }
+}
+
+fn copy_of(device: &MemoryDevice) -> MemoryDevice {
+    let info = device.info();
+    let mut copy = MemoryDevice::new(info.block_size_bytes, info.block_count).named(info.name.clone());
+    copy.write_blocks(0, device.contents()).unwrap();
+    copy
+}
+
+/// The model's view after one operation: per extent, the crc of every block.
+#[derive(Debug, Clone)]
+struct ModelPoint {
+    /// Global writes completed when the operation started.
+    writes_at_start: u64,
+    /// Global writes completed when it returned.
+    writes_at_end: u64,
+    /// Everything before is durable once this operation returned.
+    durable: bool,
+    block_crcs: BTreeMap<&'static str, Vec<u32>>,
+}
+
+fn crcs(contents: &BTreeMap<&'static str, Vec<u8>>) -> BTreeMap<&'static str, Vec<u32>> {
+    contents.iter().map(|(&name, bytes)| (name, bytes.chunks(BLOCK).map(crc32c::crc32c).collect())).collect()
+}
+
+struct Recording {
+    base: (MemoryDevice, MemoryDevice),
+    devices: (CrashDevice<MemoryDevice>, CrashDevice<MemoryDevice>),
+    order: Vec<usize>,
+    points: Vec<ModelPoint>,
+}
+
+fn options() -> VolumeOptions {
+    VolumeOptions { scan_pages_per_checkpoint: 1, ..VolumeOptions::default() }
+}
+
+/// Runs a seeded workload on a fresh volume and records everything.
+fn record_workload(seed: u64) -> Recording {
+    let mut volume =
+        Volume::format(MemoryDevice::new(4096, DATA_BLOCKS), MemoryDevice::new(4096, FLASH_BLOCKS), seed, options())
+            .unwrap();
+    let mut contents = BTreeMap::new();
+    for name in EXTENTS {
+        let id = volume.create_extent(name, EXTENT_BLOCKS * BLOCK as u64).unwrap();
+        let initial = pattern(seed ^ id, (EXTENT_BLOCKS as usize) * BLOCK);
+        volume.write(id, 0, &initial, false).unwrap();
+        contents.insert(name, initial);
+    }
+    volume.create_snapshot("base").unwrap();
+    let (data, flash) = volume.close().unwrap();
+    let base = (copy_of(&data), copy_of(&flash));
+    let order: GlobalOrder = Rc::default();
+    let wrap = |device, device_index| Ordered {
+        inner: CrashDevice::new(device),
+        device_index,
+        order: order.clone(),
+        kinds: BTreeMap::new(),
+    };
+    let mut volume = Volume::open(wrap(data, 0), wrap(flash, 1), options()).unwrap();
+    let mut points = vec![ModelPoint { writes_at_start: 0, writes_at_end: 0, durable: true, block_crcs: crcs(&contents) }];
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    for _ in 0..40 {
+        let writes_at_start = order.borrow().len() as u64;
+        let durable = run_operation(&mut volume, &mut rng, &mut contents);
+        let writes_at_end = order.borrow().len() as u64;
+        points.push(ModelPoint { writes_at_start, writes_at_end, durable, block_crcs: crcs(&contents) });
+    }
+    let (data, flash) = volume.into_devices();
+    let order = order.borrow().clone();
+    Recording { base, devices: (data.inner, flash.inner), order, points }
+}
+
+/// One random operation; returns whether it made everything before it durable.
+fn run_operation<D: BlockDevice, F: BlockDevice>(
+    volume: &mut Volume<D, F>,
+    rng: &mut ChaCha8Rng,
+    contents: &mut BTreeMap<&'static str, Vec<u8>>,
+) -> bool {
+    let name = EXTENTS[rng.gen_range(0..EXTENTS.len())];
+    let id = volume.extent_id(name).unwrap();
+    let size = EXTENT_BLOCKS * BLOCK as u64;
+    match rng.gen_range(0..100) {
+        0..=54 => {
+            let length = if rng.gen_bool(0.8) { rng.gen_range(1..3 * BLOCK as u64) } else { rng.gen_range(42..48) * BLOCK as u64 };
+            let offset = rng.gen_range(0..size - length);
+            let fua = rng.gen_bool(0.2);
+            let bytes = pattern(rng.gen(), length as usize);
+            volume.write(id, offset, &bytes, fua).unwrap();
+            contents.get_mut(name).unwrap()[offset as usize..(offset + length) as usize].copy_from_slice(&bytes);
+            fua
+        }
+        55..=64 => {
+            let length = rng.gen_range(1..10 * BLOCK as u64);
+            let offset = rng.gen_range(0..size - length);
+            volume.trim(id, offset, length, false).unwrap();
+            contents.get_mut(name).unwrap()[offset as usize..(offset + length) as usize].fill(0);
+            false
+        }
+        65..=79 => {
+            volume.flush().unwrap();
+            true
+        }
+        80..=87 => {
+            volume.commit().unwrap();
+            true
+        }
+        88..=93 => {
+            volume.destage().unwrap();
+            false
+        }
+        94..=96 => {
+            let name = format!("s{}", rng.gen_range(0..3));
+            let existed = volume.snapshots().iter().any(|snapshot| snapshot.name == name);
+            if existed {
+                volume.delete_snapshot(&name).unwrap();
+            } else {
+                volume.create_snapshot(&name).unwrap();
+            }
+            true
+        }
+        _ => {
+            volume.delete_snapshot("base").ok();
+            volume.commit().unwrap();
+            true
+        }
+    }
+}
+
+/// The device boundaries of a global crash point `global` (writes completed).
+fn boundaries(order: &[usize], global: u64) -> [u64; 2] {
+    let mut counts = [0; 2];
+    for &device in &order[..global as usize] {
+        counts[device] += 1;
+    }
+    counts
+}
+
+/// Checks a recovered volume against the model at global point `global`.
+fn check_recovered<D: BlockDevice, F: BlockDevice>(
+    volume: &mut Volume<D, F>,
+    points: &[ModelPoint],
+    global: u64,
+) -> Result<(), String> {
+    let report = volume.fsck().map_err(|error| format!("fsck failed: {error}"))?;
+    if !report.is_clean() {
+        return Err(format!("fsck findings: {:#?}", report.findings));
+    }
+    // The last operation acknowledged as durable before the crash, and every
+    // operation that had started by then.
+    let last_durable = points.iter().rposition(|point| point.durable && point.writes_at_end <= global).unwrap_or(0);
+    let candidates: Vec<&ModelPoint> =
+        points[last_durable..].iter().take_while(|point| point.writes_at_start <= global || point.writes_at_end <= global).collect();
+    for name in EXTENTS {
+        let id = volume.extent_id(name).map_err(|error| error.to_string())?;
+        let bytes = volume.read(id, 0, EXTENT_BLOCKS * BLOCK as u64).map_err(|error| error.to_string())?;
+        for (block, chunk) in bytes.chunks(BLOCK).enumerate() {
+            let crc = crc32c::crc32c(chunk);
+            let allowed: HashSet<u32> = candidates.iter().map(|point| point.block_crcs[name][block]).collect();
+            if !allowed.contains(&crc) {
+                return Err(format!(
+                    "extent {name} block {block}: a value no operation since the last acknowledged one ({last_durable}) left"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn crash_images(recording: &Recording, global: u64, variant: u64) -> (MemoryDevice, MemoryDevice) {
+    let [data_boundary, flash_boundary] = boundaries(&recording.order, global);
+    let in_flight = recording.order.get(global as usize).copied();
+    let point = |boundary: u64, device: usize| {
+        let tear = (in_flight == Some(device)).then_some(Tear::Seeded { seed: global ^ variant });
+        let pending = if variant == 0 { PendingWrites::DropAll } else { PendingWrites::KeepSeeded { seed: variant ^ global } };
+        CrashPoint { boundary, pending, tear }
+    };
+    let mut data = copy_of(&recording.base.0);
+    let mut flash = copy_of(&recording.base.1);
+    recording.devices.0.crash_image(point(data_boundary, 0)).apply_to(&mut data).unwrap();
+    recording.devices.1.crash_image(point(flash_boundary, 1)).apply_to(&mut flash).unwrap();
+    (data, flash)
+}
+
+/// Crashes the recovery of `(data, flash)` at every one of its write
+/// boundaries and checks that a second recovery still matches the model.
+fn crash_recovery(data: MemoryDevice, flash: MemoryDevice, points: &[ModelPoint], global: u64) -> Result<u64, String> {
+    let base = (copy_of(&data), copy_of(&flash));
+    let volume = Volume::open(CrashDevice::new(data), CrashDevice::new(flash), options()).map_err(|e| e.to_string())?;
+    let (data, flash) = volume.into_devices();
+    // Recovery writes only flash (the CP); crash it at each boundary.
+    let mut exercised = 0;
+    for boundary in 0..=flash.write_count() {
+        let mut flash_copy = copy_of(&base.1);
+        flash.crash_image(CrashPoint::torn_at(boundary, boundary)).apply_to(&mut flash_copy).unwrap();
+        let mut data_copy = copy_of(&base.0);
+        data.crash_image(CrashPoint::clean_at(data.write_count())).apply_to(&mut data_copy).unwrap();
+        let mut volume = Volume::open(data_copy, flash_copy, options())
+            .map_err(|error| format!("reopen after a crash during recovery at {boundary}: {error}"))?;
+        check_recovered(&mut volume, points, global)?;
+        exercised += 1;
+    }
+    Ok(exercised)
+}
+
+#[test]
+fn every_crash_point_recovers_to_an_acknowledged_state() {
+    let seeds: u64 = std::env::var("PROXIMA_CRASH_SEEDS").ok().and_then(|value| value.parse().ok()).unwrap_or(3);
+    let mut crash_points = 0;
+    let mut recovery_crash_points = 0;
+    for seed in 0..seeds {
+        let recording = record_workload(seed);
+        let total = recording.order.len() as u64;
+        for global in 0..=total {
+            for variant in [0, 1 + seed] {
+                let (data, flash) = crash_images(&recording, global, variant);
+                if global % 23 == 0 && variant == 0 {
+                    recovery_crash_points += crash_recovery(data, flash, &recording.points, global)
+                        .unwrap_or_else(|error| panic!("seed {seed}, point {global}: {error}"));
+                    crash_points += 1;
+                    continue;
+                }
+                let mut volume = Volume::open(data, flash, options())
+                    .unwrap_or_else(|error| panic!("seed {seed}, point {global}, variant {variant}: open: {error}"));
+                check_recovered(&mut volume, &recording.points, global)
+                    .unwrap_or_else(|error| panic!("seed {seed}, point {global}, variant {variant}: {error}"));
+                crash_points += 1;
+            }
+        }
+    }
+    println!("{seeds} workloads: {crash_points} crash points recovered, {recovery_crash_points} crashes during recovery");
+    assert!(crash_points > 0);
+}
