@@ -853,6 +853,13 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
     }
 
+    /// Flash blocks the active tree or a snapshot uses (activemap ∪ summary).
+    pub fn flash_blocks_in_use(&self) -> Vec<u64> {
+        (0..self.flash_space.block_count())
+            .filter(|&block| self.flash_space.active().get(block) || self.flash_space.summary().get(block))
+            .collect()
+    }
+
     /// Bytes of memory held by the free-space bitmaps (pages shared with the
     /// safe copies and snapshots counted once per map).
     pub fn bitmap_memory_bytes(&self) -> usize {
