@@ -28,6 +28,10 @@ enum DiskCommand {
     Validate(ValidateArgs),
     /// Measure simulated requests per wall-clock second (4 KiB random).
     Bench(BenchArgs),
+    /// Strands of 4 KiB requests issued at once: response time, cost in OPs, extra revolutions.
+    Strands(crate::disk_lab::StrandsArgs),
+    /// Keep Q uniformly random requests outstanding: IOPS and mean response time.
+    ClosedLoop(crate::disk_lab::ClosedLoopArgs),
 }
 
 /// The model a command runs: a built-in name or a `.parv` path, plus overrides.
@@ -90,6 +94,8 @@ pub fn run(args: DiskArgs) -> ExitCode {
     match args.command {
         DiskCommand::Validate(validate) => run_validate(&validate),
         DiskCommand::Bench(bench) => run_bench(&bench),
+        DiskCommand::Strands(strands) => crate::disk_lab::run_strands_command(&strands),
+        DiskCommand::ClosedLoop(closed_loop) => crate::disk_lab::run_closed_loop_command(&closed_loop),
     }
 }
 

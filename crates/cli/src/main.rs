@@ -5,6 +5,8 @@
 //! Exit codes: 0 success, 1 a failure of the operation, 2 bad usage or input.
 
 mod disk;
+mod disk_lab;
+mod reproduce;
 
 use std::process::ExitCode;
 
@@ -21,11 +23,14 @@ struct Cli {
 enum Command {
     /// The simulated hard disk: validate a model against a trace, benchmark the simulator.
     Disk(disk::DiskArgs),
+    /// Regenerate a paper's figures on the simulator (CSV, plots, report.md).
+    Reproduce(reproduce::ReproduceArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Disk(args) => disk::run(args),
+        Command::Reproduce(args) => reproduce::run(&args),
     }
 }

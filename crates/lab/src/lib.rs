@@ -8,18 +8,76 @@
 //! - [`strands`]: strands on a simulated disk: response time, cost in OPs, extra
 //!   revolutions.
 //! - [`closed_loop`]: closed-loop random I/O, and the OP it defines.
+//! - [`proximal_disk`]: the `proximal-disk` experiment (the paper's Figures 1–2
+//!   and Appendix A).
+//!
+//! [`EXPERIMENTS`] lists every experiment `proxima reproduce` can run; adding one is
+//! one line there.
 
 pub mod birthday;
 pub mod closed_loop;
 pub mod placement;
 pub mod plot;
 pub mod progress;
+pub mod proximal_disk;
 pub mod strands;
 pub mod table;
 
 use std::path::PathBuf;
 
 use thiserror::Error;
+
+use crate::progress::Progress;
+
+/// Settings shared by every reproduced experiment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReproduceOptions {
+    /// Directory that receives the CSV files, plots and `report.md`.
+    pub out_dir: PathBuf,
+    /// Seed of every simulation in the run.
+    pub seed: u64,
+    /// Disk model: a built-in name or a DiskSim `.parv` path.
+    pub model: String,
+    /// Strands simulated per point of a figure.
+    pub strand_count: u32,
+}
+
+/// What an experiment produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExperimentOutcome {
+    /// A short human-readable table of the headline figures.
+    pub summary: String,
+    /// The headline figures as one JSON object.
+    pub headline: serde_json::Value,
+    /// The markdown report written.
+    pub report_path: PathBuf,
+}
+
+/// A reproducible experiment.
+#[derive(Debug, Clone, Copy)]
+pub struct Experiment {
+    /// Its name on the command line.
+    pub name: &'static str,
+    /// One line saying what it regenerates.
+    pub description: &'static str,
+    /// Strands per point in a default run (a couple of minutes at most in release).
+    pub default_strand_count: u32,
+    /// Runs it.
+    pub run: fn(&ReproduceOptions, &mut dyn Progress) -> Result<ExperimentOutcome, LabError>,
+}
+
+/// Every experiment `proxima reproduce` knows.
+pub const EXPERIMENTS: &[Experiment] = &[Experiment {
+    name: proximal_disk::NAME,
+    description: "proximal I/O paper, Section 2 and Appendix A: Figures 1-2, issue order, birthday model",
+    default_strand_count: 1000,
+    run: proximal_disk::run,
+}];
+
+/// The experiment named `name`.
+pub fn find_experiment(name: &str) -> Option<&'static Experiment> {
+    EXPERIMENTS.iter().find(|experiment| experiment.name == name)
+}
 
 /// Why an experiment could not run or could not write its results.
 #[derive(Debug, Error)]
@@ -47,6 +105,12 @@ pub enum LabError {
         path: PathBuf,
         /// The operating system's reason.
         source: std::io::Error,
+    },
+    /// The disk model could not be loaded.
+    #[error("disk model: {source}")]
+    Model {
+        /// The loader's reason, naming the file, line and parameter.
+        source: proxima_disk::LoadError,
     },
     /// A plot could not be drawn.
     #[error("cannot draw the plot {path}: {message}")]
