@@ -9,16 +9,17 @@
 //! `NBD_OPT_EXPORT_NAME`, a write payload beyond the advertised maximum) ends the
 //! connection with a hard disconnect. Each such event is logged once, here.
 //!
-//! Pipelining: the calling thread reads and validates requests while a small pool of
-//! worker threads executes them and writes each reply as soon as it is ready, so
-//! replies may leave out of order (every reply carries its request's cookie, and
+//! Pipelining: a small pool of worker threads takes turns reading requests (one
+//! reads and validates the next request while the others execute theirs) and each
+//! writes its reply as soon as it is ready, so replies may leave out of order (every reply carries its request's cookie, and
 //! each reply is written whole under one lock, so replies never interleave). With
 //! `worker_count == 0` requests execute inline, in order: how the fuzz target and
 //! property tests drive a session from a byte buffer.
 
 use std::io::{self, Read, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{mpsc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use thiserror::Error;
 use tracing::{debug, error, warn};
@@ -54,18 +55,17 @@ pub const BLOCK_SIZE_CONSTRAINTS: BlockSizeConstraints = BlockSizeConstraints {
 /// How a session runs.
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
-    /// Worker threads executing requests; 0 executes them inline on the reading
-    /// thread, one at a time.
+    /// Worker threads per connection, which take turns reading requests and
+    /// execute them concurrently: the most requests in flight per connection. 0
+    /// executes requests inline, one at a time, in order.
     pub worker_count: usize,
-    /// Requests read ahead of the workers before reading pauses.
-    pub queue_depth: usize,
     /// Names the connection in logs and errors (e.g. the peer address).
     pub connection_label: String,
 }
 
 impl Default for SessionConfig {
     fn default() -> Self {
-        Self { worker_count: 4, queue_depth: 16, connection_label: "connection".to_owned() }
+        Self { worker_count: 8, connection_label: "connection".to_owned() }
     }
 }
 
@@ -151,7 +151,11 @@ impl<'b, B: Backend> Session<'b, B> {
 
     /// Runs the whole session: handshake, then transmission until the client
     /// disconnects or breaks the protocol.
-    pub fn run<R: Read, W: Write + Send>(&self, mut reader: R, mut writer: W) -> Result<SessionEnd, SessionError> {
+    pub fn run<R: Read + Send, W: Write + Send>(
+        &self,
+        mut reader: R,
+        mut writer: W,
+    ) -> Result<SessionEnd, SessionError> {
         let outcome = self.handshake(&mut reader, &mut writer);
         let result = match outcome {
             Ok(HandshakeOutcome::Ended(end)) => Ok(end),
@@ -427,7 +431,7 @@ impl<'b, B: Backend> Session<'b, B> {
 
     // ----- transmission -----
 
-    fn transmit<R: Read, W: Write + Send>(
+    fn transmit<R: Read + Send, W: Write + Send>(
         &self,
         reader: &mut R,
         writer: W,
@@ -448,83 +452,97 @@ impl<'b, B: Backend> Session<'b, B> {
         };
         let export = &attachment.export;
         if self.config.worker_count == 0 {
-            return self.read_requests(reader, &limits, &replies, &mut |work| {
-                execute_guarded(export, work, &replies).map_err(|error| self.io_error(error))
-            });
+            loop {
+                match self.read_request(reader, &limits, &replies)? {
+                    NextRequest::Execute(work) => {
+                        execute_guarded(export, work, &replies).map_err(|error| self.io_error(error))?
+                    }
+                    NextRequest::Answered => {}
+                    NextRequest::End(end) => return Ok(end),
+                }
+            }
         }
-        let (sender, receiver) = mpsc::sync_channel::<Work>(self.config.queue_depth.max(1));
-        let receiver = Mutex::new(receiver);
-        let reply_failure: Mutex<Option<io::Error>> = Mutex::new(None);
-        let result = std::thread::scope(|scope| {
+        // Workers take turns reading: the one holding the reader reads a single
+        // request, releases the reader and executes the request, so the next
+        // request is read while this one executes, with no hand-off between
+        // threads. The first worker to see the end of the session records it and
+        // stops the others; requests already read are still answered.
+        let reader = Mutex::new(reader);
+        let stopping = AtomicBool::new(false);
+        let outcome: Mutex<Option<Result<SessionEnd, SessionError>>> = Mutex::new(None);
+        let finish = |result: Result<SessionEnd, SessionError>| {
+            stopping.store(true, Ordering::SeqCst);
+            outcome.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(result);
+        };
+        std::thread::scope(|scope| {
             for _ in 0..self.config.worker_count {
                 scope.spawn(|| loop {
-                    let work = receiver.lock().unwrap_or_else(PoisonError::into_inner).recv();
-                    let Ok(work) = work else { break };
-                    if let Err(error) = execute_guarded(export, work, &replies) {
-                        reply_failure.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(error);
+                    let next = {
+                        let mut reader = reader.lock().unwrap_or_else(PoisonError::into_inner);
+                        if stopping.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        self.read_request(&mut **reader, &limits, &replies)
+                    };
+                    match next {
+                        Ok(NextRequest::Execute(work)) => {
+                            if let Err(error) = execute_guarded(export, work, &replies) {
+                                finish(Err(self.io_error(error)));
+                            }
+                        }
+                        Ok(NextRequest::Answered) => {}
+                        Ok(NextRequest::End(end)) => finish(Ok(end)),
+                        Err(error) => finish(Err(error)),
                     }
                 });
             }
-            let result = self.read_requests(reader, &limits, &replies, &mut |work| {
-                sender.send(work).map_err(|_| self.protocol_error("request workers stopped".to_owned()))
-            });
-            drop(sender);
-            result
         });
-        // A reply that could not be sent means the client is gone: report that
-        // rather than a clean end.
-        match reply_failure.into_inner().unwrap_or_else(PoisonError::into_inner) {
-            Some(error) if result.is_ok() => Err(self.io_error(error)),
-            _ => result,
-        }
+        outcome.into_inner().unwrap_or_else(PoisonError::into_inner).unwrap_or(Ok(SessionEnd::ClosedByClient))
     }
 
-    /// Reads requests until the client disconnects or breaks the protocol, handing
-    /// each valid one to `dispatch` and answering each invalid one here.
-    fn read_requests<R: Read, W: Write>(
+    /// Reads one request: returns it if valid, answers it here if invalid, or says
+    /// the session is over (end of stream, `NBD_CMD_DISC`, or a hard disconnect).
+    fn read_request<R: Read, W: Write>(
         &self,
         reader: &mut R,
         limits: &RequestLimits,
         replies: &ReplyWriter<'_, W>,
-        dispatch: &mut dyn FnMut(Work) -> Result<(), SessionError>,
-    ) -> Result<SessionEnd, SessionError> {
-        loop {
-            let mut header_bytes = [0u8; REQUEST_HEADER_LENGTH_BYTES];
-            if let FrameRead::EndOfStream = self.read_frame(reader, &mut header_bytes, "request header")? {
-                return Ok(SessionEnd::ClosedByClient);
-            }
-            let header =
-                RequestHeader::decode(&header_bytes).map_err(|error| self.protocol_error(error.to_string()))?;
-            match validate_request(&header, limits) {
-                Verdict::Execute(command) => {
-                    let mut payload = Vec::new();
-                    if command == Command::Write {
-                        payload = vec![0u8; header.length_bytes as usize];
-                        self.read_body(reader, &mut payload, "write payload")?;
-                    }
-                    dispatch(Work { header, command, payload })?;
+    ) -> Result<NextRequest, SessionError> {
+        let mut header_bytes = [0u8; REQUEST_HEADER_LENGTH_BYTES];
+        if let FrameRead::EndOfStream = self.read_frame(reader, &mut header_bytes, "request header")? {
+            return Ok(NextRequest::End(SessionEnd::ClosedByClient));
+        }
+        let header = RequestHeader::decode(&header_bytes).map_err(|error| self.protocol_error(error.to_string()))?;
+        match validate_request(&header, limits) {
+            Verdict::Execute(command) => {
+                let mut payload = Vec::new();
+                if command == Command::Write {
+                    payload = vec![0u8; header.length_bytes as usize];
+                    self.read_body(reader, &mut payload, "write payload")?;
                 }
-                Verdict::Reject(rejection) => {
-                    if header.command() == Some(Command::Write) {
-                        self.drain_payload(reader, u64::from(header.length_bytes))?;
-                    }
-                    warn!(
-                        connection = %self.label(),
-                        cookie = header.cookie,
-                        command = header.command_code,
-                        offset = header.offset_bytes,
-                        length = header.length_bytes,
-                        "rejected request ({:?}): {}",
-                        rejection.errno,
-                        rejection.reason
-                    );
-                    replies
-                        .send_error(header.cookie, rejection.errno, &rejection.reason)
-                        .map_err(|error| self.io_error(error))?;
-                }
-                Verdict::HardDisconnect(reason) => return Err(self.protocol_error(reason)),
-                Verdict::Disconnect => return Ok(SessionEnd::Disconnected),
+                Ok(NextRequest::Execute(Work { header, command, payload }))
             }
+            Verdict::Reject(rejection) => {
+                if header.command() == Some(Command::Write) {
+                    self.drain_payload(reader, u64::from(header.length_bytes))?;
+                }
+                warn!(
+                    connection = %self.label(),
+                    cookie = header.cookie,
+                    command = header.command_code,
+                    offset = header.offset_bytes,
+                    length = header.length_bytes,
+                    "rejected request ({:?}): {}",
+                    rejection.errno,
+                    rejection.reason
+                );
+                replies
+                    .send_error(header.cookie, rejection.errno, &rejection.reason)
+                    .map_err(|error| self.io_error(error))?;
+                Ok(NextRequest::Answered)
+            }
+            Verdict::HardDisconnect(reason) => Err(self.protocol_error(reason)),
+            Verdict::Disconnect => Ok(NextRequest::End(SessionEnd::Disconnected)),
         }
     }
 
@@ -659,6 +677,16 @@ pub fn validate_request(header: &RequestHeader, limits: &RequestLimits) -> Verdi
         );
     }
     Verdict::Execute(command)
+}
+
+/// What reading the next request gave.
+enum NextRequest {
+    /// A valid request to execute.
+    Execute(Work),
+    /// An invalid request, already answered.
+    Answered,
+    /// The session is over.
+    End(SessionEnd),
 }
 
 /// A validated request ready to execute.
