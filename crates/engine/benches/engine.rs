@@ -1,1 +1,265 @@
-fn main() {}
+//! Engine benchmarks: figures, not tests. Prints one JSON object per figure and
+//! a final summary line.
+//!
+//! `cargo bench -p proxima-engine` (optionally `-- --seed N`).
+//!
+//! - random 4 KiB writes per second and CPU time per write, on memory devices
+//!   and on files in this machine's file system (a flush every 32 writes);
+//! - CP commit time and blocks written against the number of random writes
+//!   since the previous CP (dirty metadata);
+//! - heap bytes per mapped block of a sequentially written extent, and of the
+//!   same extent aged by random 4 KiB overwrites.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::Instant;
+
+use proxima_device::{
+    validate_request, BatchTicket, BlockDevice, DeviceError, DeviceInfo, FileDevice, IoCompletion, IoOp, IoRequest,
+    MemoryDevice,
+};
+use proxima_engine::{Volume, VolumeOptions};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Counts live heap bytes.
+struct CountingAllocator;
+
+static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: forwards to the system allocator and only adds bookkeeping.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
+        LIVE_BYTES.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(pointer, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, pointer: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE_BYTES.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(pointer, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+const BLOCK: u64 = 4096;
+
+/// A data device that keeps no payload (reads return zeroes) but claims to, so
+/// that a large extent's map can be measured without its data in memory.
+#[derive(Debug)]
+struct DiscardDevice {
+    info: DeviceInfo,
+    completed: BTreeMap<u64, Vec<IoCompletion>>,
+    next_ticket: u64,
+}
+
+impl DiscardDevice {
+    fn new(block_count: u64) -> Self {
+        let info = DeviceInfo {
+            name: "discard".into(),
+            block_size_bytes: 4096,
+            block_count,
+            atomic_write_bytes: 512,
+            stores_payload: true,
+        };
+        Self { info, completed: BTreeMap::new(), next_ticket: 0 }
+    }
+}
+
+impl BlockDevice for DiscardDevice {
+    fn info(&self) -> DeviceInfo {
+        self.info.clone()
+    }
+    fn submit(&mut self, batch: Vec<IoRequest>) -> Result<BatchTicket, DeviceError> {
+        let completions = batch
+            .into_iter()
+            .map(|request| {
+                let result = validate_request(&self.info, &request).map(|()| match request.op {
+                    IoOp::Read => vec![0; (u64::from(request.block_count) * BLOCK) as usize],
+                    _ => Vec::new(),
+                });
+                IoCompletion { result, submitted_ns: 0, completed_ns: 0 }
+            })
+            .collect();
+        self.next_ticket += 1;
+        self.completed.insert(self.next_ticket, completions);
+        Ok(BatchTicket(self.next_ticket))
+    }
+    fn wait(&mut self, ticket: BatchTicket) -> Result<Vec<IoCompletion>, DeviceError> {
+        self.completed
+            .remove(&ticket.0)
+            .ok_or(DeviceError::UnknownTicket { device: "discard".into(), ticket: ticket.0 })
+    }
+    fn flush(&mut self) -> Result<(), DeviceError> {
+        Ok(())
+    }
+    fn now_ns(&self) -> u64 {
+        0
+    }
+}
+
+fn cpu_seconds() -> f64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given.
+    let usage = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
+        usage.assume_init()
+    };
+    let seconds = |time: libc::timeval| time.tv_sec as f64 + time.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+fn random_writes<D: BlockDevice, F: BlockDevice>(
+    volume: &mut Volume<D, F>,
+    extent_blocks: u64,
+    count: u64,
+    seed: u64,
+) -> (f64, f64) {
+    let id = volume.extent_id("bench").unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let buffer = vec![0xA5u8; BLOCK as usize];
+    let wall = Instant::now();
+    let cpu = cpu_seconds();
+    for index in 0..count {
+        let block = rng.gen_range(0..extent_blocks);
+        volume.write(id, block * BLOCK, &buffer, false).unwrap();
+        if index % 32 == 31 {
+            volume.flush().unwrap();
+        }
+    }
+    volume.flush().unwrap();
+    (wall.elapsed().as_secs_f64(), cpu_seconds() - cpu)
+}
+
+fn report_random_writes<D: BlockDevice, F: BlockDevice>(mut volume: Volume<D, F>, device: &str, seed: u64) -> f64 {
+    let extent_blocks = 65_536;
+    volume.create_extent("bench", extent_blocks * BLOCK).unwrap();
+    let count = 100_000;
+    let (wall_seconds, cpu_seconds) = random_writes(&mut volume, extent_blocks, count, seed);
+    let stats = volume.stats().clone();
+    let writes_per_second = count as f64 / wall_seconds;
+    println!(
+        "{{\"figure\":\"random_4k_writes\",\"device\":\"{device}\",\"writes\":{count},\"writes_per_second\":{writes_per_second:.0},\"cpu_us_per_write\":{:.2},\"checkpoints\":{},\"destages\":{},\"seed\":{seed}}}",
+        cpu_seconds * 1e6 / count as f64,
+        stats.checkpoint_count,
+        stats.destage_count
+    );
+    writes_per_second
+}
+
+fn checkpoint_cost(seed: u64) {
+    let options = VolumeOptions { records_per_checkpoint: u64::MAX, ..VolumeOptions::default() };
+    let mut volume =
+        Volume::format(MemoryDevice::new(4096, 1 << 18), MemoryDevice::new(4096, 1 << 16), 1, options).unwrap();
+    let extent_blocks = 1 << 17;
+    let id = volume.create_extent("bench", extent_blocks * BLOCK).unwrap();
+    // A populated extent: sequential, then committed.
+    for chunk in 0..extent_blocks / 256 {
+        volume.write(id, chunk * 256 * BLOCK, &vec![1u8; 256 * BLOCK as usize], false).unwrap();
+    }
+    volume.commit().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let buffer = vec![7u8; BLOCK as usize];
+    for dirty_writes in [1u64, 10, 100, 1000, 10_000] {
+        for _ in 0..dirty_writes {
+            // Large enough writes go direct, so the staging log does not fill.
+            let block = rng.gen_range(0..extent_blocks);
+            volume.write(id, block * BLOCK, &buffer, false).unwrap();
+        }
+        let before = volume.stats().checkpoint_blocks_written;
+        let start = Instant::now();
+        volume.commit().unwrap();
+        let micros = start.elapsed().as_secs_f64() * 1e6;
+        println!(
+            "{{\"figure\":\"checkpoint_cost\",\"writes_since_checkpoint\":{dirty_writes},\"commit_us\":{micros:.0},\"blocks_written\":{},\"seed\":{seed}}}",
+            volume.stats().checkpoint_blocks_written - before
+        );
+        volume.destage().unwrap();
+        volume.commit().unwrap();
+    }
+}
+
+fn map_memory(seed: u64) {
+    let extent_blocks: u64 = 4 << 20; // 16 GiB
+    let data = DiscardDevice::new(extent_blocks * 2);
+    let options = VolumeOptions {
+        policy: Box::new(proxima_engine::DefaultPolicy { stage_threshold_blocks: 0, ..Default::default() }),
+        ..VolumeOptions::default()
+    };
+    let mut volume = Volume::format(data, MemoryDevice::new(4096, 1 << 16), 1, options).unwrap();
+    let id = volume.create_extent("bench", extent_blocks * BLOCK).unwrap();
+    volume.commit().unwrap();
+    let baseline = LIVE_BYTES.load(Ordering::Relaxed);
+    let chunk = 256u64;
+    let buffer = vec![3u8; (chunk * BLOCK) as usize];
+    for index in 0..extent_blocks / chunk {
+        volume.write(id, index * chunk * BLOCK, &buffer, false).unwrap();
+    }
+    volume.commit().unwrap();
+    drop(buffer);
+    let report = |volume: &Volume<DiscardDevice, MemoryDevice>, aged_percent: f64| {
+        let heap = LIVE_BYTES.load(Ordering::Relaxed) - baseline;
+        let extent = &volume.extents()[0];
+        println!(
+            "{{\"figure\":\"map_memory\",\"mapped_blocks\":{},\"aged_percent\":{aged_percent},\"runs\":{},\"heap_bytes_per_mapped_block\":{:.4},\"map_bytes_per_mapped_block\":{:.4},\"bitmap_bytes\":{},\"seed\":{seed}}}",
+            extent.mapped_block_count,
+            extent.run_count,
+            heap as f64 / extent.mapped_block_count as f64,
+            volume.map_memory_bytes() as f64 / extent.mapped_block_count as f64,
+            volume.bitmap_memory_bytes(),
+        );
+    };
+    report(&volume, 0.0);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let block_buffer = vec![9u8; BLOCK as usize];
+    let mut written = 0u64;
+    for percent in [1u64, 5] {
+        let target = extent_blocks * percent / 100;
+        while written < target {
+            let block = rng.gen_range(0..extent_blocks);
+            volume.write(id, block * BLOCK, &block_buffer, false).unwrap();
+            written += 1;
+        }
+        volume.commit().unwrap();
+        report(&volume, percent as f64);
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let seed = args
+        .iter()
+        .position(|arg| arg == "--seed")
+        .and_then(|at| args.get(at + 1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    if args.iter().any(|arg| arg == "--list") {
+        return;
+    }
+    let memory =
+        Volume::format(MemoryDevice::new(4096, 1 << 18), MemoryDevice::new(4096, 1 << 16), 1, VolumeOptions::default())
+            .unwrap();
+    let memory_rate = report_random_writes(memory, "memory", seed);
+    let directory =
+        tempfile::Builder::new().prefix("proxima-engine-bench").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = FileDevice::create(&directory.path().join("data"), 4096, 1 << 18).unwrap();
+    let flash = FileDevice::create(&directory.path().join("flash"), 4096, 1 << 16).unwrap();
+    let file = Volume::format(data, flash, 1, VolumeOptions::default()).unwrap();
+    let file_rate = report_random_writes(file, "file", seed);
+    checkpoint_cost(seed);
+    map_memory(seed);
+    println!("{{\"summary\":{{\"memory_writes_per_second\":{memory_rate:.0},\"file_writes_per_second\":{file_rate:.0},\"seed\":{seed}}}}}");
+}

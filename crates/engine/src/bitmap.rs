@@ -324,7 +324,14 @@ impl PersistentBitmap {
         Ok(bitmap)
     }
 
-    fn load_block(&mut self, reader: &mut dyn NodeReader, block: u64, crc: u32, level: usize, index: usize) -> Result<()> {
+    fn load_block(
+        &mut self,
+        reader: &mut dyn NodeReader,
+        block: u64,
+        crc: u32,
+        level: usize,
+        index: usize,
+    ) -> Result<()> {
         let kind = if level == 0 { BlockKind::BitmapPage } else { BlockKind::BitmapIndexNode };
         let what = kind.name();
         let data = reader.read_block(block)?;
@@ -352,7 +359,11 @@ impl PersistentBitmap {
         let children = self.slots[level - 1].len();
         let child_count = (children - index * BITMAP_INDEX_CAPACITY).min(BITMAP_INDEX_CAPACITY);
         if usize::from(header.entry_count) != child_count {
-            return Err(corrupt(block, what, format!("{} children where {child_count} were expected", header.entry_count)));
+            return Err(corrupt(
+                block,
+                what,
+                format!("{} children where {child_count} were expected", header.entry_count),
+            ));
         }
         for child in 0..child_count {
             let child_block = get_u64(&data, HEADER_SIZE + child * 12);

@@ -435,7 +435,7 @@ impl TreeEntry for ExtentRecord {
 
     fn decode(bytes: &[u8]) -> Result<(u64, Self), String> {
         let size_bytes = get_u64(bytes, 8);
-        if size_bytes % BLOCK_SIZE as u64 != 0 {
+        if !size_bytes.is_multiple_of(BLOCK_SIZE as u64) {
             return Err(format!("extent size {size_bytes} is not a multiple of {BLOCK_SIZE}"));
         }
         Ok((
@@ -571,9 +571,7 @@ impl LogRecord {
             LogRecord::Direct { extent_id, logical_block, block_count, data_block } => {
                 (2, block_count, extent_id, logical_block, data_block)
             }
-            LogRecord::Unmap { extent_id, logical_block, block_count } => {
-                (3, block_count, extent_id, logical_block, 0)
-            }
+            LogRecord::Unmap { extent_id, logical_block, block_count } => (3, block_count, extent_id, logical_block, 0),
         };
         out[0] = tag;
         put_u32(out, 4, word);
@@ -693,10 +691,7 @@ mod tests {
             next_extent_id: 4,
             next_snapshot_id: 5,
             log_head: 12,
-            roots: RootSet {
-                extent_table: TreePointer { block: 3, crc: 0xdead, height: 1 },
-                ..RootSet::default()
-            },
+            roots: RootSet { extent_table: TreePointer { block: 3, crc: 0xdead, height: 1 }, ..RootSet::default() },
         };
         let mut block = superblock.encode();
         assert_eq!(Superblock::decode(&block).unwrap(), superblock);

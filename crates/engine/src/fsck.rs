@@ -102,7 +102,8 @@ struct Checker<'a, F> {
 impl<F: BlockDevice> Checker<'_, F> {
     fn mark(&mut self, bitmap: &mut Bitmap, role: DeviceRole, block: u64, tree: &str, what: &str) {
         if block >= bitmap.bit_count() {
-            self.report.add(FindingKind::OutOfRange, format!("{tree}: {what} names {role} block {block}, beyond the device"));
+            self.report
+                .add(FindingKind::OutOfRange, format!("{tree}: {what} names {role} block {block}, beyond the device"));
         } else if !bitmap.put(block, true) {
             self.report.add(FindingKind::BlockOwnedTwice, format!("{tree}: {role} block {block} used twice ({what})"));
         }
@@ -125,7 +126,10 @@ impl<F: BlockDevice> Checker<'_, F> {
         self.mark(&mut flash_used, DeviceRole::Flash, log_head, tree, "log head");
         self.walk_extents(roots, tree, &mut walk, &mut flash_used);
         match PersistentTree::<SnapshotRecord>::load(roots.snapshot_table, 0, &mut self.reader) {
-            Ok(table) => table.blocks().into_iter().for_each(|b| self.mark(&mut flash_used, DeviceRole::Flash, b, tree, "snapshot table")),
+            Ok(table) => table
+                .blocks()
+                .into_iter()
+                .for_each(|b| self.mark(&mut flash_used, DeviceRole::Flash, b, tree, "snapshot table")),
             Err(error) => self.report.add(FindingKind::CorruptMetadata, format!("{tree}: snapshot table: {error}")),
         }
         let bitmaps = [
@@ -161,7 +165,9 @@ impl<F: BlockDevice> Checker<'_, F> {
     fn walk_extents(&mut self, roots: &RootSet, tree: &str, walk: &mut Walk, flash_used: &mut Bitmap) {
         let extents = match PersistentTree::<ExtentRecord>::load(roots.extent_table, 0, &mut self.reader) {
             Ok(extents) => extents,
-            Err(error) => return self.report.add(FindingKind::CorruptMetadata, format!("{tree}: extent table: {error}")),
+            Err(error) => {
+                return self.report.add(FindingKind::CorruptMetadata, format!("{tree}: extent table: {error}"))
+            }
         };
         for block in extents.blocks() {
             self.mark(flash_used, DeviceRole::Flash, block, tree, "extent table");
@@ -171,7 +177,8 @@ impl<F: BlockDevice> Checker<'_, F> {
             let map = match ExtentMap::load(record.map, id, &mut self.reader) {
                 Ok(map) => map,
                 Err(error) => {
-                    self.report.add(FindingKind::CorruptMetadata, format!("{tree}: map of extent {:?}: {error}", record.name));
+                    self.report
+                        .add(FindingKind::CorruptMetadata, format!("{tree}: map of extent {:?}: {error}", record.name));
                     continue;
                 }
             };
@@ -182,7 +189,8 @@ impl<F: BlockDevice> Checker<'_, F> {
             for (&logical, run) in map.iter() {
                 let what = format!("extent {:?} block {logical}", record.name);
                 if logical + run.count > size_blocks {
-                    self.report.add(FindingKind::OutOfRange, format!("{tree}: {what}+{} beyond the extent's end", run.count));
+                    self.report
+                        .add(FindingKind::OutOfRange, format!("{tree}: {what}+{} beyond the extent's end", run.count));
                 }
                 for offset in 0..run.count {
                     match Location::from_raw(run.location).offset(offset) {
@@ -209,10 +217,16 @@ impl<F: BlockDevice> Checker<'_, F> {
             }
         }
         if !missing.is_empty() {
-            self.report.add(FindingKind::ActivemapMissing, format!("{tree}: {role} blocks in use but clear in the activemap: {}", summarize(&missing)));
+            self.report.add(
+                FindingKind::ActivemapMissing,
+                format!("{tree}: {role} blocks in use but clear in the activemap: {}", summarize(&missing)),
+            );
         }
         if !leaked.is_empty() {
-            self.report.add(FindingKind::ActivemapLeaked, format!("{tree}: {role} blocks set in the activemap but unused: {}", summarize(&leaked)));
+            self.report.add(
+                FindingKind::ActivemapLeaked,
+                format!("{tree}: {role} blocks set in the activemap but unused: {}", summarize(&leaked)),
+            );
         }
     }
 }
@@ -239,9 +253,16 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F) -> Res
     let superblock = match (&slots[0], &slots[1]) {
         (Ok(a), Ok(b)) => {
             if a.generation != b.generation {
-                report.add(FindingKind::SuperblockSlot, format!("slots hold generations {} and {}", a.generation, b.generation));
+                report.add(
+                    FindingKind::SuperblockSlot,
+                    format!("slots hold generations {} and {}", a.generation, b.generation),
+                );
             }
-            if b.generation > a.generation { *b } else { *a }
+            if b.generation > a.generation {
+                *b
+            } else {
+                *a
+            }
         }
         (Ok(a), Err(error)) | (Err(error), Ok(a)) => {
             report.add(FindingKind::SuperblockSlot, format!("one superblock slot is invalid: {error}"));
@@ -251,7 +272,9 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F) -> Res
             return Err(EngineError::NoSuperblock { slot_a: slot_a.clone(), slot_b: slot_b.clone() })
         }
     };
-    if superblock.data_block_count != data.info().block_count || superblock.flash_block_count != flash.info().block_count {
+    if superblock.data_block_count != data.info().block_count
+        || superblock.flash_block_count != flash.info().block_count
+    {
         return Err(EngineError::Unsuitable("device sizes differ from the superblock's".into()));
     }
     report.generation = superblock.generation;
@@ -268,10 +291,11 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F) -> Res
     checker.report.extent_count = active.extent_count;
     checker.report.data_blocks_used = active.data_used.count_ones();
     checker.report.metadata_blocks = active.flash_used.count_ones();
-    let snapshots = match PersistentTree::<SnapshotRecord>::load(superblock.roots.snapshot_table, 0, &mut checker.reader) {
-        Ok(table) => table.iter().map(|(&id, record)| (id, record.clone())).collect::<Vec<_>>(),
-        Err(_) => Vec::new(), // reported by the walk
-    };
+    let snapshots =
+        match PersistentTree::<SnapshotRecord>::load(superblock.roots.snapshot_table, 0, &mut checker.reader) {
+            Ok(table) => table.iter().map(|(&id, record)| (id, record.clone())).collect::<Vec<_>>(),
+            Err(_) => Vec::new(), // reported by the walk
+        };
     let mut live_walks = Vec::new();
     for (id, record) in &snapshots {
         let name = format!("snapshot {:?} (#{id})", record.name);
@@ -306,7 +330,7 @@ fn log_pending<F: BlockDevice>(flash: &mut F, superblock: &Superblock) -> Result
     }))
 }
 
-fn pick<'a>(walk: &'a Walk, data: bool) -> (&'a Bitmap, Option<&'a Bitmap>, Option<&'a Bitmap>) {
+fn pick(walk: &Walk, data: bool) -> (&Bitmap, Option<&Bitmap>, Option<&Bitmap>) {
     if data {
         (&walk.data_used, walk.data_active.as_ref(), walk.data_summary.as_ref())
     } else {
@@ -333,16 +357,23 @@ fn check_summary(report: &mut FsckReport, active: &Walk, snapshots: &[Walk], dat
         }
     }
     if !missing.is_empty() {
-        report.add(FindingKind::SummaryMissing, format!("{role} blocks in use but in neither activemap nor summary: {}", summarize(&missing)));
+        report.add(
+            FindingKind::SummaryMissing,
+            format!("{role} blocks in use but in neither activemap nor summary: {}", summarize(&missing)),
+        );
     }
     if !excess.is_empty() {
-        report.add(FindingKind::SummaryExcess, format!("{role} blocks in the activemap or summary but used by nothing: {}", summarize(&excess)));
+        report.add(
+            FindingKind::SummaryExcess,
+            format!("{role} blocks in the activemap or summary but used by nothing: {}", summarize(&excess)),
+        );
     }
 }
 
 fn check_010(report: &mut FsckReport, active: &Walk, snapshots: &[Walk], data: bool) {
     let role = if data { DeviceRole::Data } else { DeviceRole::Flash };
-    let sequence: Vec<&Bitmap> = snapshots.iter().map(|walk| pick(walk, data).0).chain([pick(active, data).0]).collect();
+    let sequence: Vec<&Bitmap> =
+        snapshots.iter().map(|walk| pick(walk, data).0).chain([pick(active, data).0]).collect();
     let mut violations = Vec::new();
     for page in 0..sequence[0].page_count() {
         for word in 0..WORDS_PER_PAGE {
@@ -357,6 +388,12 @@ fn check_010(report: &mut FsckReport, active: &Walk, snapshots: &[Walk], data: b
         }
     }
     if !violations.is_empty() {
-        report.add(FindingKind::Property010, format!("{role} blocks whose bits over the snapshots and the active tree are not 0*1*0*: {}", summarize(&violations)));
+        report.add(
+            FindingKind::Property010,
+            format!(
+                "{role} blocks whose bits over the snapshots and the active tree are not 0*1*0*: {}",
+                summarize(&violations)
+            ),
+        );
     }
 }

@@ -38,7 +38,11 @@ pub(crate) fn read_pieces<D: BlockDevice>(device: &mut D, role: DeviceRole, piec
 }
 
 /// Writes `(first block, bytes)` pieces to one device in one batch.
-pub(crate) fn write_pieces<D: BlockDevice>(device: &mut D, role: DeviceRole, pieces: Vec<(u64, Vec<u8>)>) -> Result<()> {
+pub(crate) fn write_pieces<D: BlockDevice>(
+    device: &mut D,
+    role: DeviceRole,
+    pieces: Vec<(u64, Vec<u8>)>,
+) -> Result<()> {
     let mut requests = Vec::new();
     for (block, data) in pieces {
         assert_eq!(data.len() % BLOCK_SIZE, 0, "whole blocks");

@@ -134,7 +134,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 self.stats.replayed_records += 1;
             }
             if decoded.next < 2 || decoded.next >= self.flash_space.block_count() {
-                return Err(corrupt(block, "log record block", format!("next pointer {} is off the pool", decoded.next)));
+                return Err(corrupt(
+                    block,
+                    "log record block",
+                    format!("next pointer {} is off the pool", decoded.next),
+                ));
             }
             block = decoded.next;
             sequence += 1;

@@ -129,9 +129,8 @@ pub fn assign(map: &mut ExtentMap, start: u64, count: u64, location: Location) -
     }
     let end = start + count;
     if let Some(right) = map.get(end).copied() {
-        let continues =
-            Location::from_raw(run.location).offset(run.count) == Location::from_raw(right.location)
-                && run.count + right.count <= MAX_RUN_BLOCKS;
+        let continues = Location::from_raw(run.location).offset(run.count) == Location::from_raw(right.location)
+            && run.count + right.count <= MAX_RUN_BLOCKS;
         if continues {
             map.remove(end);
             run.count += right.count;
@@ -141,7 +140,10 @@ pub fn assign(map: &mut ExtentMap, start: u64, count: u64, location: Location) -
         // Only reachable for assignments longer than a run can hold.
         map.insert(key, Run { count: MAX_RUN_BLOCKS, location: run.location });
         key += MAX_RUN_BLOCKS;
-        run = Run { count: run.count - MAX_RUN_BLOCKS, location: Location::from_raw(run.location).offset(MAX_RUN_BLOCKS).raw() };
+        run = Run {
+            count: run.count - MAX_RUN_BLOCKS,
+            location: Location::from_raw(run.location).offset(MAX_RUN_BLOCKS).raw(),
+        };
     }
     map.insert(key, run);
     displaced

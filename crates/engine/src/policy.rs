@@ -107,7 +107,13 @@ impl Default for DefaultPolicy {
 }
 
 impl DefaultPolicy {
-    fn hint_for(&self, extent_id: u64, logical_block: u64, predecessor: Option<Location>, data_block_count: u64) -> u64 {
+    fn hint_for(
+        &self,
+        extent_id: u64,
+        logical_block: u64,
+        predecessor: Option<Location>,
+        data_block_count: u64,
+    ) -> u64 {
         match predecessor {
             Some(Location::Data(block)) => (block + 1) % data_block_count.max(1),
             _ => {
@@ -128,8 +134,7 @@ impl LayoutPolicy for DefaultPolicy {
     }
 
     fn place_write(&self, context: &WriteContext) -> Placement {
-        if context.block_count < self.stage_threshold_blocks && context.staging_available_blocks > context.block_count
-        {
+        if context.block_count < self.stage_threshold_blocks && context.staging_available_blocks > context.block_count {
             return Placement::Stage;
         }
         Placement::Direct {
@@ -193,10 +198,8 @@ mod tests {
     fn destage_is_planned_in_extent_and_offset_order() {
         let policy = DefaultPolicy::default();
         let run = |extent_id, logical_block| StagedRun { extent_id, logical_block, block_count: 1, predecessor: None };
-        let plan = policy.plan_destage(&DestageContext {
-            staged: vec![run(2, 5), run(1, 9), run(1, 3)],
-            data_block_count: 1 << 20,
-        });
+        let plan = policy
+            .plan_destage(&DestageContext { staged: vec![run(2, 5), run(1, 9), run(1, 3)], data_block_count: 1 << 20 });
         let order: Vec<_> = plan.iter().map(|group| (group.extent_id, group.logical_block)).collect();
         assert_eq!(order, vec![(1, 3), (1, 9), (2, 5)]);
     }

@@ -8,9 +8,7 @@ use proxima_device::BlockDevice;
 use serde::Serialize;
 
 use crate::bitmap::{Bitmap, PersistentBitmap};
-use crate::codec::{
-    ExtentRecord, RootSet, SnapshotRecord, SnapshotState, BITS_PER_PAGE, BLOCK_SIZE, WORDS_PER_PAGE,
-};
+use crate::codec::{ExtentRecord, RootSet, SnapshotRecord, SnapshotState, BITS_PER_PAGE, BLOCK_SIZE, WORDS_PER_PAGE};
 use crate::error::{EngineError, Result};
 use crate::io::FlashReader;
 use crate::map::{self, ExtentMap};
@@ -50,7 +48,11 @@ pub(crate) struct DeletionScan {
 
 impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     fn reader(&mut self) -> FlashReader<'_, F> {
-        FlashReader { flash: &mut self.flash, volume_id: self.volume_id, flash_block_count: self.flash_space.block_count() }
+        FlashReader {
+            flash: &mut self.flash,
+            volume_id: self.volume_id,
+            flash_block_count: self.flash_space.block_count(),
+        }
     }
 
     fn load_snapmaps(&mut self, roots: &RootSet) -> Result<Snapmaps> {
@@ -104,8 +106,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             };
             volume.snapshots.insert(id, record);
             // Right after a CP the active maps are exactly the snapshot's snapmaps.
-            let snapmaps =
-                (volume.data_space.active().bits().clone(), volume.flash_space.active().bits().clone());
+            let snapmaps = (volume.data_space.active().bits().clone(), volume.flash_space.active().bits().clone());
             volume.youngest_cache = Some((id, snapmaps.0, snapmaps.1));
             volume.refresh_youngest()?;
             volume.commit()?;
@@ -243,7 +244,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 continue;
             }
             for word in 0..WORDS_PER_PAGE {
-                let held_elsewhere = older.as_ref().map_or(0, |older| older.word(page, word)) | younger.word(page, word);
+                let held_elsewhere =
+                    older.as_ref().map_or(0, |older| older.word(page, word)) | younger.word(page, word);
                 let mut exclusive = target.word(page, word) & !held_elsewhere & summary.word(page, word);
                 while exclusive != 0 {
                     let bit = u64::from(exclusive.trailing_zeros());
@@ -274,11 +276,15 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .map(|(&id, record)| (id, record.clone()))
             .ok_or_else(|| EngineError::NoSuchExtent(format!("{extent}@{snapshot}")))?;
         if !view.maps.contains_key(&id) {
-            let map = ExtentMap::load(record.map, id, &mut FlashReader {
-                flash: &mut self.flash,
-                volume_id: self.volume_id,
-                flash_block_count: self.flash_space.block_count(),
-            })?;
+            let map = ExtentMap::load(
+                record.map,
+                id,
+                &mut FlashReader {
+                    flash: &mut self.flash,
+                    volume_id: self.volume_id,
+                    flash_block_count: self.flash_space.block_count(),
+                },
+            )?;
             self.snapshot_views.get_mut(&snapshot_id).expect("exists").maps.insert(id, map);
         }
         Ok((snapshot_id, id, record))
@@ -306,7 +312,13 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     /// Reads an extent as of a snapshot.
-    pub fn read_snapshot(&mut self, snapshot: &str, extent: &str, offset_bytes: u64, length_bytes: u64) -> Result<Vec<u8>> {
+    pub fn read_snapshot(
+        &mut self,
+        snapshot: &str,
+        extent: &str,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<Vec<u8>> {
         self.check_usable()?;
         let (snapshot_id, id, record) = self.snapshot_extent(snapshot, extent)?;
         if offset_bytes.checked_add(length_bytes).is_none_or(|end| end > record.size_bytes) {

@@ -282,7 +282,8 @@ impl SpaceMap {
         for page in touched.into_iter().chain(pinned_pages) {
             self.recount_page(page);
         }
-        self.journal.clear();
+        // Released rather than cleared: a large CP's journal is not kept around.
+        self.journal = Vec::new();
     }
 
     /// Replaces both maps wholesale (restore to a snapshot). The safe copies
@@ -365,12 +366,7 @@ mod tests {
     use super::*;
 
     fn space(block_count: u64) -> SpaceMap {
-        SpaceMap::new(
-            DeviceRole::Data,
-            PersistentBitmap::new(block_count),
-            PersistentBitmap::new(block_count),
-            0,
-        )
+        SpaceMap::new(DeviceRole::Data, PersistentBitmap::new(block_count), PersistentBitmap::new(block_count), 0)
     }
 
     #[test]

@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::ops::RangeBounds;
 
 use crate::codec::{
-    decode_header, decode_index_entries, decode_leaf_entries, leaf_capacity, new_block,
-    seal_block, stored_crc, Header, TreeEntry, TreePointer, HEADER_SIZE, INDEX_CAPACITY, INDEX_ENTRY_SIZE,
+    decode_header, decode_index_entries, decode_leaf_entries, leaf_capacity, new_block, seal_block, stored_crc, Header,
+    TreeEntry, TreePointer, HEADER_SIZE, INDEX_CAPACITY, INDEX_ENTRY_SIZE,
 };
 use crate::error::{corrupt, Result};
 
@@ -190,7 +190,8 @@ impl<E: TreeEntry> PersistentTree<E> {
     }
 
     fn encoded_entries(&self, level: usize, start: u64, end: Option<u64>) -> Vec<(u64, Vec<u8>)> {
-        let range = (std::ops::Bound::Included(start), end.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded));
+        let range =
+            (std::ops::Bound::Included(start), end.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded));
         if level == 0 {
             self.entries
                 .range(range)

@@ -198,8 +198,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             PersistentBitmap::new(data_block_count),
             0,
         );
-        let flash_space =
-            SpaceMap::new(DeviceRole::Flash, flash_active, PersistentBitmap::new(flash_block_count), 2);
+        let flash_space = SpaceMap::new(DeviceRole::Flash, flash_active, PersistentBitmap::new(flash_block_count), 2);
         let mut volume = Self::assemble(data, flash, options, volume_id, data_space, flash_space);
         volume.log = LogState::new(0);
         volume.commit()?;
@@ -256,8 +255,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 flash.info().block_count
             )));
         }
-        let mut reader =
-            FlashReader { flash: &mut flash, volume_id: superblock.volume_id, flash_block_count: superblock.flash_block_count };
+        let mut reader = FlashReader {
+            flash: &mut flash,
+            volume_id: superblock.volume_id,
+            flash_block_count: superblock.flash_block_count,
+        };
         let roots = superblock.roots;
         let extents = PersistentTree::<ExtentRecord>::load(roots.extent_table, 0, &mut reader)?;
         let snapshots = PersistentTree::<SnapshotRecord>::load(roots.snapshot_table, 0, &mut reader)?;
@@ -621,8 +623,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// first and last block where the byte range only partly covers them.
     fn partial_block_buffer(&mut self, id: u64, offset: u64, length: u64, first: u64, end: u64) -> Result<Vec<u8>> {
         let mut buffer = vec![0; ((end - first) * BLOCK_BYTES) as usize];
-        let head_partial = offset % BLOCK_BYTES != 0 || length < BLOCK_BYTES;
-        let tail_partial = (offset + length) % BLOCK_BYTES != 0;
+        let head_partial = !offset.is_multiple_of(BLOCK_BYTES) || length < BLOCK_BYTES;
+        let tail_partial = !(offset + length).is_multiple_of(BLOCK_BYTES);
         if head_partial {
             let block = self.read_segments(&map::segments(&self.maps[&id], first, 1))?;
             buffer[..BLOCK_SIZE].copy_from_slice(&block);
@@ -649,7 +651,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             let mut done = 0;
             while done < count {
                 let this = (count - done).min(u64::from(u32::MAX));
-                self.push_record(LogRecord::Unmap { extent_id: id, logical_block: first + done, block_count: this as u32 })?;
+                self.push_record(LogRecord::Unmap {
+                    extent_id: id,
+                    logical_block: first + done,
+                    block_count: this as u32,
+                })?;
                 done += this;
             }
         }
@@ -812,7 +818,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 for (&logical, run) in map.iter() {
                     if let Location::Flash(_) = Location::from_raw(run.location) {
                         let predecessor = logical.checked_sub(1).and_then(|before| map::lookup(map, before));
-                        staged.push(StagedRun { extent_id: id, logical_block: logical, block_count: run.count, predecessor });
+                        staged.push(StagedRun {
+                            extent_id: id,
+                            logical_block: logical,
+                            block_count: run.count,
+                            predecessor,
+                        });
                     }
                 }
             }
@@ -876,7 +887,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 }
 
 fn check_size(size_bytes: u64) -> Result<()> {
-    if size_bytes % BLOCK_BYTES != 0 {
+    if !size_bytes.is_multiple_of(BLOCK_BYTES) {
         return Err(EngineError::InvalidRange(format!("size {size_bytes} is not a multiple of {BLOCK_SIZE} bytes")));
     }
     Ok(())

@@ -17,9 +17,13 @@ const EXTENT_BLOCKS: u64 = 800;
 
 /// A volume with a multi-level map, staged and direct data, two snapshots and
 /// a pending snapshot deletion; returns its devices and expected contents.
-fn build() -> (MemoryDevice, MemoryDevice, BTreeMap<(String, String), Vec<u8>>, u64, Vec<u64>) {
-    let mut volume = Volume::format(MemoryDevice::new(4096, 8192), MemoryDevice::new(4096, 2048), 9, VolumeOptions::default())
-        .unwrap();
+/// Expected contents by (snapshot name, "" for the active tree; extent name).
+type Expected = BTreeMap<(String, String), Vec<u8>>;
+
+fn build() -> (MemoryDevice, MemoryDevice, Expected, u64, Vec<u64>) {
+    let mut volume =
+        Volume::format(MemoryDevice::new(4096, 8192), MemoryDevice::new(4096, 2048), 9, VolumeOptions::default())
+            .unwrap();
     let id = volume.create_extent("lun", EXTENT_BLOCKS * BLOCK as u64).unwrap();
     let mut contents = vec![0u8; (EXTENT_BLOCKS as usize) * BLOCK];
     let mut write = |volume: &mut Volume<MemoryDevice, MemoryDevice>, block: u64, count: u64, tag: u64| {
@@ -61,7 +65,14 @@ fn copy_of(device: &MemoryDevice) -> MemoryDevice {
 
 /// Opens with `fault` on flash block `block` and reads everything; returns
 /// whether the corruption was reported.
-fn detected(data: &MemoryDevice, flash: &MemoryDevice, block: u64, fault: Fault, expected: &BTreeMap<(String, String), Vec<u8>>, generation: u64) -> bool {
+fn detected(
+    data: &MemoryDevice,
+    flash: &MemoryDevice,
+    block: u64,
+    fault: Fault,
+    expected: &Expected,
+    generation: u64,
+) -> bool {
     let plan = FaultPlan::new(block).with_rule(FaultRule::on_read_block(block, fault));
     let faulty = FaultDevice::new(copy_of(flash), plan);
     let mut volume = match Volume::open(copy_of(data), faulty, VolumeOptions::default()) {
@@ -86,9 +97,12 @@ fn detected(data: &MemoryDevice, flash: &MemoryDevice, block: u64, fault: Fault,
     }
     let (mut data_device, mut flash_device) = volume.into_devices();
     match proxima_engine::fsck_devices(&mut data_device, &mut flash_device) {
-        Ok(report) => reported |= report.findings.iter().any(|finding| {
-            matches!(finding.kind, FindingKind::CorruptMetadata | FindingKind::SuperblockSlot)
-        }),
+        Ok(report) => {
+            reported |= report
+                .findings
+                .iter()
+                .any(|finding| matches!(finding.kind, FindingKind::CorruptMetadata | FindingKind::SuperblockSlot))
+        }
         Err(EngineError::Corrupt { .. } | EngineError::NoSuperblock { .. }) => reported = true,
         Err(other) => panic!("block {block}: fsck failed with an error that is not corruption: {other}"),
     }
@@ -122,8 +136,9 @@ fn every_corrupt_metadata_block_is_detected() {
 
 #[test]
 fn a_corrupt_log_block_never_yields_wrong_data() {
-    let mut volume = Volume::format(MemoryDevice::new(4096, 1024), MemoryDevice::new(4096, 256), 3, VolumeOptions::default())
-        .unwrap();
+    let mut volume =
+        Volume::format(MemoryDevice::new(4096, 1024), MemoryDevice::new(4096, 256), 3, VolumeOptions::default())
+            .unwrap();
     let id = volume.create_extent("lun", 16 * BLOCK as u64).unwrap();
     volume.write(id, 0, &pattern(1, BLOCK), false).unwrap();
     volume.commit().unwrap();
@@ -138,7 +153,8 @@ fn a_corrupt_log_block_never_yields_wrong_data() {
     assert!(!log_blocks.is_empty());
     for block in log_blocks {
         let plan = FaultPlan::new(block).with_rule(FaultRule::on_read_block(block, Fault::FlipBits { bit_count: 3 }));
-        let mut volume = Volume::open(copy_of(&data), FaultDevice::new(copy_of(&flash), plan), VolumeOptions::default()).unwrap();
+        let mut volume =
+            Volume::open(copy_of(&data), FaultDevice::new(copy_of(&flash), plan), VolumeOptions::default()).unwrap();
         let read = volume.read(id, 0, BLOCK as u64).unwrap();
         assert!(read == pattern(1, BLOCK) || read == pattern(2, BLOCK), "log block {block}: wrong data");
     }

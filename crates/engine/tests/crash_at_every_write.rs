@@ -4,7 +4,7 @@
 //! acknowledged write lost, no block holding a value it never had. Recovery
 //! itself is crashed at every boundary for a subset of points.
 //!
-//! `PROXIMA_CRASH_SEEDS` sets the number of workloads (default 3).
+//! `PROXIMA_CRASH_SEEDS` sets the number of workloads (default 8).
 
 mod common;
 
@@ -123,7 +123,8 @@ fn record_workload(seed: u64) -> Recording {
         kinds: BTreeMap::new(),
     };
     let mut volume = Volume::open(wrap(data, 0), wrap(flash, 1), options()).unwrap();
-    let mut points = vec![ModelPoint { writes_at_start: 0, writes_at_end: 0, durable: true, block_crcs: crcs(&contents) }];
+    let mut points =
+        vec![ModelPoint { writes_at_start: 0, writes_at_end: 0, durable: true, block_crcs: crcs(&contents) }];
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     for _ in 0..40 {
         let writes_at_start = order.borrow().len() as u64;
@@ -147,7 +148,11 @@ fn run_operation<D: BlockDevice, F: BlockDevice>(
     let size = EXTENT_BLOCKS * BLOCK as u64;
     match rng.gen_range(0..100) {
         0..=54 => {
-            let length = if rng.gen_bool(0.8) { rng.gen_range(1..3 * BLOCK as u64) } else { rng.gen_range(42..48) * BLOCK as u64 };
+            let length = if rng.gen_bool(0.8) {
+                rng.gen_range(1..3 * BLOCK as u64)
+            } else {
+                rng.gen_range(42..48) * BLOCK as u64
+            };
             let offset = rng.gen_range(0..size - length);
             let fua = rng.gen_bool(0.2);
             let bytes = pattern(rng.gen(), length as usize);
@@ -214,8 +219,10 @@ fn check_recovered<D: BlockDevice, F: BlockDevice>(
     // The last operation acknowledged as durable before the crash, and every
     // operation that had started by then.
     let last_durable = points.iter().rposition(|point| point.durable && point.writes_at_end <= global).unwrap_or(0);
-    let candidates: Vec<&ModelPoint> =
-        points[last_durable..].iter().take_while(|point| point.writes_at_start <= global || point.writes_at_end <= global).collect();
+    let candidates: Vec<&ModelPoint> = points[last_durable..]
+        .iter()
+        .take_while(|point| point.writes_at_start <= global || point.writes_at_end <= global)
+        .collect();
     for name in EXTENTS {
         let id = volume.extent_id(name).map_err(|error| error.to_string())?;
         let bytes = volume.read(id, 0, EXTENT_BLOCKS * BLOCK as u64).map_err(|error| error.to_string())?;
@@ -237,7 +244,8 @@ fn crash_images(recording: &Recording, global: u64, variant: u64) -> (MemoryDevi
     let in_flight = recording.order.get(global as usize).copied();
     let point = |boundary: u64, device: usize| {
         let tear = (in_flight == Some(device)).then_some(Tear::Seeded { seed: global ^ variant });
-        let pending = if variant == 0 { PendingWrites::DropAll } else { PendingWrites::KeepSeeded { seed: variant ^ global } };
+        let pending =
+            if variant == 0 { PendingWrites::DropAll } else { PendingWrites::KeepSeeded { seed: variant ^ global } };
         CrashPoint { boundary, pending, tear }
     };
     let mut data = copy_of(&recording.base.0);
@@ -270,7 +278,7 @@ fn crash_recovery(data: MemoryDevice, flash: MemoryDevice, points: &[ModelPoint]
 
 #[test]
 fn every_crash_point_recovers_to_an_acknowledged_state() {
-    let seeds: u64 = std::env::var("PROXIMA_CRASH_SEEDS").ok().and_then(|value| value.parse().ok()).unwrap_or(3);
+    let seeds: u64 = std::env::var("PROXIMA_CRASH_SEEDS").ok().and_then(|value| value.parse().ok()).unwrap_or(8);
     let mut crash_points = 0;
     let mut recovery_crash_points = 0;
     for seed in 0..seeds {
@@ -293,6 +301,8 @@ fn every_crash_point_recovers_to_an_acknowledged_state() {
             }
         }
     }
-    println!("{seeds} workloads: {crash_points} crash points recovered, {recovery_crash_points} crashes during recovery");
+    println!(
+        "{seeds} workloads: {crash_points} crash points recovered, {recovery_crash_points} crashes during recovery"
+    );
     assert!(crash_points > 0);
 }

@@ -213,7 +213,9 @@ impl Harness {
                     self.model.durable_point();
                 }
             }
-            Op::RestoreExtent { snapshot, slot } => self.restore_extent(SNAPSHOT_NAMES[snapshot], EXTENT_NAMES[slot])?,
+            Op::RestoreExtent { snapshot, slot } => {
+                self.restore_extent(SNAPSHOT_NAMES[snapshot], EXTENT_NAMES[slot])?
+            }
             Op::Crash => self.crash()?,
             Op::Reopen => {
                 let (data, flash) = self.volume.take().unwrap().close().unwrap();
@@ -279,8 +281,15 @@ impl Harness {
                 let range = block * BLOCK..(block + 1) * BLOCK;
                 let crc = crc32c::crc32c(&recovered[range.clone()]);
                 match self.model.history.get(&(name.clone(), block as u64)) {
-                    Some(values) => prop_assert!(values.contains(&crc), "{} block {} holds a value it never had", name, block),
-                    None => prop_assert!(recovered[range.clone()] == content[range.clone()], "{} block {} lost durable data", name, block),
+                    Some(values) => {
+                        prop_assert!(values.contains(&crc), "{} block {} holds a value it never had", name, block)
+                    }
+                    None => prop_assert!(
+                        recovered[range.clone()] == content[range.clone()],
+                        "{} block {} lost durable data",
+                        name,
+                        block
+                    ),
                 }
             }
             *content = recovered;
@@ -320,8 +329,13 @@ fn run_case(ops: &[Op]) -> Result<(), TestCaseError> {
     let report = volume.fsck().unwrap();
     prop_assert!(report.is_clean(), "fsck after deletions: {:#?}", report.findings);
     let space = volume.space();
-    prop_assert_eq!(space.data.used_blocks + space.data.snapshot_only_blocks + space.data.allocatable_blocks
-        + space.data.awaiting_checkpoint_blocks, space.data.block_count);
+    prop_assert_eq!(
+        space.data.used_blocks
+            + space.data.snapshot_only_blocks
+            + space.data.allocatable_blocks
+            + space.data.awaiting_checkpoint_blocks,
+        space.data.block_count
+    );
     Ok(())
 }
 
