@@ -485,6 +485,10 @@ impl SimDevice for HardDisk {
     fn is_idle(&self) -> bool {
         HardDisk::is_idle(self)
     }
+
+    fn move_heads_to(&mut self, now_ns: Nanos, lbn: u64) {
+        HardDisk::move_heads_to(self, now_ns, lbn);
+    }
 }
 
 /// SplitMix64: a well-mixed 64-bit value from a seed.

@@ -21,6 +21,9 @@ pub trait SimDevice: std::fmt::Debug + Send {
     fn advance(&mut self, until_ns: Nanos, completions: &mut Vec<DiskCompletion>);
     /// True when nothing is queued or in service.
     fn is_idle(&self) -> bool;
+    /// Places the heads over `lbn`'s track at `now_ns` without I/O (a hard disk);
+    /// devices without heads ignore it. Called only while the device is idle.
+    fn move_heads_to(&mut self, _now_ns: Nanos, _lbn: u64) {}
 }
 
 /// Identifies a device within a [`Simulation`].
@@ -69,6 +72,21 @@ impl Simulation {
     /// Number of devices.
     pub fn device_count(&self) -> usize {
         self.devices.len()
+    }
+
+    /// Places `device`'s heads over `lbn`'s track now, without I/O and without
+    /// advancing the clock (experiments randomise the arm between batches so that
+    /// seeks do not depend on the span of the data used). Devices without heads
+    /// ignore it.
+    ///
+    /// # Panics
+    /// If the device is not idle: moving the arm under a request in service would
+    /// contradict its already computed timing.
+    pub fn move_heads_to(&mut self, device: DeviceIndex, lbn: u64) {
+        let now = self.now_ns;
+        let target = &mut self.devices[device.0];
+        assert!(target.is_idle(), "device {} must be idle to move its heads", device.0);
+        target.move_heads_to(now, lbn);
     }
 
     /// Delivers `request` to `device` now.
