@@ -10,6 +10,7 @@
 //! - [`closed_loop`]: closed-loop random I/O, and the OP it defines.
 //! - [`proximal_disk`]: the `proximal-disk` experiment (the paper's Figures 1–2
 //!   and Appendix A).
+//! - [`testbed`]: the simulated RAID-4 and flash device of the layout experiments.
 //!
 //! [`EXPERIMENTS`] lists every experiment `proxima reproduce` can run; adding one is
 //! one line there.
@@ -22,6 +23,7 @@ pub mod progress;
 pub mod proximal_disk;
 pub mod strands;
 pub mod table;
+pub mod testbed;
 
 use std::path::PathBuf;
 
@@ -111,6 +113,12 @@ pub enum LabError {
     Model {
         /// The loader's reason, naming the file, line and parameter.
         source: proxima_disk::LoadError,
+    },
+    /// A simulated device refused the testbed's configuration or a request.
+    #[error("simulated device: {message}")]
+    Device {
+        /// The device's reason, naming the device and block.
+        message: String,
     },
     /// A plot could not be drawn.
     #[error("cannot draw the plot {path}: {message}")]
