@@ -11,12 +11,14 @@
 //! - [`proximal_disk`]: the `proximal-disk` experiment (the paper's Figures 1–2
 //!   and Appendix A).
 //! - [`testbed`]: the simulated RAID-4 and flash device of the layout experiments.
+//! - [`measure`]: per-batch and per-disk figures of those experiments.
 //!
 //! [`EXPERIMENTS`] lists every experiment `proxima reproduce` can run; adding one is
 //! one line there.
 
 pub mod birthday;
 pub mod closed_loop;
+pub mod measure;
 pub mod placement;
 pub mod plot;
 pub mod progress;
