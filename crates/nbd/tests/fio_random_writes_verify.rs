@@ -23,6 +23,9 @@ fn fio(server: &TestServer, name: &str, arguments: &[&str]) -> Command {
         .args(["--ioengine=nbd", "--bs=4k", "--iodepth=16", "--verify=crc32c", "--verify_fatal=1"])
         .arg(format!("--randseed={SEED}"))
         .args(["--output-format=json", "--group_reporting"])
+        // No verify state files in the working directory: verification here is
+        // within one run or from the written headers.
+        .arg("--verify_state_save=0")
         .arg(format!("--uri={}", server.uri("disk")))
         .args(arguments);
     command
