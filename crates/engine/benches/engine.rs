@@ -195,10 +195,7 @@ fn checkpoint_cost(seed: u64) {
 fn map_memory(seed: u64) {
     let extent_blocks: u64 = 4 << 20; // 16 GiB
     let data = DiscardDevice::new(extent_blocks * 2);
-    let options = VolumeOptions {
-        policy: Box::new(proxima_engine::DefaultPolicy { stage_threshold_blocks: 0, ..Default::default() }),
-        ..VolumeOptions::default()
-    };
+    let options = VolumeOptions { staging_threshold_bytes: 0, ..VolumeOptions::default() };
     let mut volume = Volume::format(data, MemoryDevice::new(4096, 1 << 16), 1, options).unwrap();
     let id = volume.create_extent("bench", extent_blocks * BLOCK).unwrap();
     volume.commit().unwrap();

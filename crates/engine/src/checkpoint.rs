@@ -98,6 +98,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.generation = generation;
         self.roots = roots;
         self.log = LogState::new(log_head);
+        // Blocks freed up to this CP may have emptied whole allocation ranges.
+        self.no_fresh_range = false;
         self.stats.checkpoint_count += 1;
         self.stats.checkpoint_blocks_written += written + 2;
         Ok(())

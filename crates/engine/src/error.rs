@@ -89,6 +89,19 @@ pub enum EngineError {
     /// allocations and frees does not explain; nothing was committed.
     #[error("consistency point refused by the audit: {0}")]
     AuditFailed(String),
+    /// A staged write found the staging area full and automatic destage is
+    /// off: destage, then retry.
+    #[error(
+        "the staging area is full: {staged_blocks} of {capacity_blocks} blocks staged, {incoming_blocks} more needed; destage first"
+    )]
+    StagingFull {
+        /// Blocks staged now.
+        staged_blocks: u64,
+        /// Blocks the staging area can hold.
+        capacity_blocks: u64,
+        /// Blocks the refused write needed.
+        incoming_blocks: u64,
+    },
     /// An earlier failure left the in-memory state unusable: reopen the volume.
     #[error("the volume stopped after an earlier failure: {0}")]
     Failed(String),

@@ -9,8 +9,9 @@ use crate::error::{corrupt, DeviceRole, EngineError, Result};
 use crate::space::SpaceMap;
 use crate::tree::{NodeReader, NodeStore};
 
-/// Largest number of blocks in one device request.
-const MAX_REQUEST_BLOCKS: u64 = 256;
+/// Largest number of blocks in one device request (16 MiB: a RAID layer or a
+/// disk splits further; a serial read of up to 974 blocks stays one request).
+pub(crate) const MAX_REQUEST_BLOCKS: u64 = 4096;
 
 pub(crate) fn device_error(role: DeviceRole) -> impl Fn(proxima_device::DeviceError) -> EngineError {
     move |source| EngineError::Device { role, source }
@@ -63,6 +64,27 @@ pub(crate) fn write_pieces<D: BlockDevice>(
         completion.result.map_err(device_error(role))?;
     }
     Ok(())
+}
+
+/// Requests writing `(first block, block count, bytes)` pieces (bytes empty
+/// for a device without payload), split at [`MAX_REQUEST_BLOCKS`].
+pub(crate) fn write_requests(pieces: Vec<(u64, u64, Vec<u8>)>) -> Vec<IoRequest> {
+    let mut requests = Vec::new();
+    for (block, count, data) in pieces {
+        assert!(data.is_empty() || data.len() as u64 == count * BLOCK_SIZE as u64, "whole blocks or none");
+        let mut done = 0;
+        while done < count {
+            let this = (count - done).min(MAX_REQUEST_BLOCKS);
+            let bytes = if data.is_empty() {
+                Vec::new()
+            } else {
+                data[done as usize * BLOCK_SIZE..(done + this) as usize * BLOCK_SIZE].to_vec()
+            };
+            requests.push(IoRequest::write(block + done, this as u32, bytes));
+            done += this;
+        }
+    }
+    requests
 }
 
 /// Reads metadata blocks from the flash device, refusing addresses outside the

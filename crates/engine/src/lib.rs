@@ -8,24 +8,30 @@
 mod bitmap;
 mod checkpoint;
 pub mod codec;
+mod destage;
 mod error;
 pub mod fsck;
 mod io;
+mod layout;
 mod log;
 pub mod map;
 pub mod policy;
 mod snapshot;
 mod space;
+mod synthetic;
 mod tree;
 mod volume;
 
+pub use destage::{DestageBatchReport, DestageObserver, DestageSummary, NoDestageObserver};
 pub use error::{DeviceRole, EngineError, Result};
 pub use fsck::{check as fsck_devices, Finding, FindingKind, FsckReport};
 pub use log::ReplayEnd;
-pub use policy::{DefaultPolicy, LayoutPolicy, Placement, WriteContext};
+pub use policy::{Layout, LayoutParameters, Placement, WriteContext};
 pub use snapshot::SnapshotInfo;
+pub use synthetic::ReadReport;
 pub use volume::{
-    BlockStatus, DeviceSpace, EngineStats, ExtentInfo, SpaceReport, Volume, VolumeOptions, MIN_FLASH_BLOCKS,
+    BlockStatus, DeviceSpace, EngineStats, ExtentInfo, SpaceReport, StagingFill, Volume, VolumeOptions,
+    MIN_FLASH_BLOCKS,
 };
 
 use proxima_device::BlockDevice;

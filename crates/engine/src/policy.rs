@@ -1,30 +1,89 @@
-//! The layout-policy seam: where new blocks go.
+//! Layout policies: where new blocks go, as pure decisions over a description of
+//! the state. The engine gathers the facts (neighbours' locations, free blocks
+//! per allocation range), asks these functions, and executes the answer. Every
+//! function here is deterministic and touches no device, so each policy is
+//! tested without I/O (docs/layouts.md).
 //!
-//! A policy is a pure decision over a description of the state
-//! ([`WriteContext`], [`DestageContext`]); the engine executes it. The default
-//! policy stages small writes in the flash log, sends large writes to
-//! allocation ranges on the data device, and destages in extent and offset
-//! order next to each group's logical predecessor.
+//! Three layouts share the engine: [`Layout::Proximal`] (small writes staged on
+//! flash, destaged next to their logical neighbours), [`Layout::InPlace`] (a
+//! frame array: a block keeps the place of its first write; flash is its NV
+//! write cache) and [`Layout::WriteAnywhere`] (no staging; new blocks plug the
+//! holes left by freed older versions, next-fit over the device).
 
 use crate::map::Location;
+
+/// A data layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
+pub enum Layout {
+    /// Small writes staged in the flash log; destage places each group in the
+    /// allocation range of its logical neighbours, or the nearest range with
+    /// room within the proximal span, or a new range. Large writes go straight
+    /// to allocation ranges.
+    #[default]
+    Proximal,
+    /// A frame array: each block lives at the place of its first write.
+    /// Overwrites are held in the flash log (the array's NV write cache) and
+    /// written back in place, in ascending LBN per extent, at destage.
+    InPlace,
+    /// No staging: every write goes to the data device, new blocks plugging the
+    /// first holes after a rolling cursor (greedy hole plugging).
+    WriteAnywhere,
+}
+
+impl Layout {
+    /// The name used in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Proximal => "proximal",
+            Layout::InPlace => "in-place",
+            Layout::WriteAnywhere => "write-anywhere",
+        }
+    }
+
+    /// Parses a name as printed by [`Layout::name`] (also with `_`).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name.replace('_', "-").as_str() {
+            "proximal" => Some(Layout::Proximal),
+            "in-place" => Some(Layout::InPlace),
+            "write-anywhere" => Some(Layout::WriteAnywhere),
+            _ => None,
+        }
+    }
+}
+
+/// The parameters the policies depend on (from the volume options).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LayoutParameters {
+    /// The layout.
+    pub layout: Layout,
+    /// Writes of fewer blocks than this are staged (168 KiB: 42 blocks).
+    pub staging_threshold_blocks: u64,
+    /// Blocks per allocation range (256 = 1 MiB nearline, 128 = 512 KiB enterprise).
+    pub allocation_range_blocks: u64,
+    /// How far (in ranges, each way) destage looks for a range with room.
+    pub proximal_span_ranges: u64,
+    /// Fraction of each range a first write leaves free for later updates.
+    pub range_reserve_fraction: f64,
+}
+
+impl LayoutParameters {
+    /// Blocks of a range that large writes may fill (at least one).
+    pub fn range_fill_limit_blocks(&self) -> u64 {
+        let reserve = (self.allocation_range_blocks as f64 * self.range_reserve_fraction.clamp(0.0, 1.0)).floor();
+        (self.allocation_range_blocks - reserve as u64).max(1)
+    }
+}
 
 /// What the policy knows about a write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteContext {
-    /// The extent written.
-    pub extent_id: u64,
-    /// First logical block written.
-    pub logical_block: u64,
     /// Number of blocks written.
     pub block_count: u64,
-    /// Where the logical block just before the write lives, if mapped.
-    pub predecessor: Option<Location>,
-    /// Where the first block written lived before, if mapped.
+    /// Where the first block written lives now, if mapped.
     pub previous: Option<Location>,
-    /// Flash blocks that may still be used for staging before a destage.
-    pub staging_available_blocks: u64,
-    /// Blocks of the data device.
-    pub data_block_count: u64,
+    /// Whether every block written is mapped on the data device now (an
+    /// overwrite of a frame array's blocks).
+    pub overwrites_data_blocks: bool,
 }
 
 /// Where a write goes.
@@ -32,175 +91,261 @@ pub struct WriteContext {
 pub enum Placement {
     /// Each block to the flash staging log.
     Stage,
-    /// To the data device, allocated at or after `hint_block`.
-    Direct {
-        /// Preferred first data-device block.
-        hint_block: u64,
-    },
+    /// To fresh data-device blocks in allocation ranges, after the logical
+    /// predecessor when its range has room.
+    Ranges,
+    /// Over the blocks' current data-device locations (frame array without a
+    /// write cache).
+    InPlace,
+    /// To the first holes after the rolling hole-plugging cursor.
+    PlugHoles,
+}
+
+/// Where a write goes, as a pure function of the layout and the write.
+pub fn place_write(parameters: &LayoutParameters, context: &WriteContext) -> Placement {
+    let small = context.block_count < parameters.staging_threshold_blocks;
+    match parameters.layout {
+        Layout::Proximal if small => Placement::Stage,
+        Layout::Proximal => Placement::Ranges,
+        // A frame array's cache holds every overwrite, so a crash never tears a
+        // block in place; without a cache (threshold 0) overwrites go in place.
+        Layout::InPlace if context.overwrites_data_blocks && parameters.staging_threshold_blocks > 0 => {
+            Placement::Stage
+        }
+        Layout::InPlace if context.overwrites_data_blocks => Placement::InPlace,
+        Layout::InPlace if small => Placement::Stage,
+        Layout::InPlace => Placement::Ranges,
+        Layout::WriteAnywhere => Placement::PlugHoles,
+    }
+}
+
+/// Whether the staging area must be destaged before `incoming_blocks` more can
+/// be staged.
+pub fn staging_is_full(staged_blocks: u64, capacity_blocks: u64, incoming_blocks: u64) -> bool {
+    staged_blocks + incoming_blocks > capacity_blocks
 }
 
 /// A run of staged blocks of one extent (consecutive logical blocks).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct StagedRun {
-    /// The extent.
-    pub extent_id: u64,
     /// First logical block.
     pub logical_block: u64,
     /// Number of blocks.
     pub block_count: u64,
-    /// Where the logical block just before the run lives, if mapped.
-    pub predecessor: Option<Location>,
 }
 
-/// What the policy knows when planning a destage.
+/// A destage group: the staged runs of one extent within one logical
+/// allocation-range window, placed together.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DestageContext {
-    /// Every staged run, in any order.
-    pub staged: Vec<StagedRun>,
-    /// Blocks of the data device.
-    pub data_block_count: u64,
-}
-
-/// One group of a destage plan, written as one run (or as few as free space allows).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DestageGroup {
-    /// The extent.
-    pub extent_id: u64,
+    /// The runs, in logical order.
+    pub runs: Vec<StagedRun>,
+}
+
+impl DestageGroup {
+    /// Blocks of the group.
+    pub fn block_count(&self) -> u64 {
+        self.runs.iter().map(|run| run.block_count).sum()
+    }
+
     /// First logical block.
-    pub logical_block: u64,
-    /// Number of blocks.
-    pub block_count: u64,
-    /// Preferred first data-device block.
-    pub hint_block: u64,
-}
+    pub fn first_logical_block(&self) -> u64 {
+        self.runs[0].logical_block
+    }
 
-/// Decides placements. Implementations must be deterministic functions of their
-/// inputs and their own configuration.
-pub trait LayoutPolicy: std::fmt::Debug + Send {
-    /// A short name for reports.
-    fn name(&self) -> &str;
-    /// Where a write of `context.block_count` blocks goes.
-    fn place_write(&self, context: &WriteContext) -> Placement;
-    /// Whether the staging log should be destaged now (checked after writes).
-    fn should_destage(&self, staged_block_count: u64, staging_available_blocks: u64) -> bool;
-    /// The order and placement of a destage.
-    fn plan_destage(&self, context: &DestageContext) -> Vec<DestageGroup>;
-}
-
-/// The default layout: small writes staged, large writes and destages placed
-/// after their logical predecessor, else at the start of a fresh allocation
-/// range chosen by extent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DefaultPolicy {
-    /// Writes of fewer blocks than this are staged (168 KB in the paper: 42 blocks).
-    pub stage_threshold_blocks: u64,
-    /// Allocation range size in blocks (1 MiB: 256 blocks).
-    pub allocation_range_blocks: u64,
-    /// Destage when fewer staging blocks than this remain.
-    pub destage_reserve_blocks: u64,
-}
-
-impl Default for DefaultPolicy {
-    fn default() -> Self {
-        Self { stage_threshold_blocks: 42, allocation_range_blocks: 256, destage_reserve_blocks: 64 }
+    /// One past the last logical block.
+    pub fn end_logical_block(&self) -> u64 {
+        let last = self.runs.last().expect("a group has runs");
+        last.logical_block + last.block_count
     }
 }
 
-impl DefaultPolicy {
-    fn hint_for(
-        &self,
-        extent_id: u64,
-        logical_block: u64,
-        predecessor: Option<Location>,
-        data_block_count: u64,
-    ) -> u64 {
-        match predecessor {
-            Some(Location::Data(block)) => (block + 1) % data_block_count.max(1),
-            _ => {
-                // Spread extents over the device by a multiplicative hash of the id,
-                // keeping the logical offset's position within the extent's area.
-                let range_count = (data_block_count / self.allocation_range_blocks).max(1);
-                let range = extent_id.wrapping_mul(0x9E37_79B9_7F4A_7C15) % range_count;
-                let logical_range = logical_block / self.allocation_range_blocks;
-                ((range + logical_range) % range_count) * self.allocation_range_blocks
+/// Phase one of destage: sorts one extent's staged runs by logical offset and
+/// groups those that fall in the same logical window of `window_blocks` (an
+/// allocation range's worth of the extent). A run crossing a window boundary
+/// is split.
+pub fn group_staged_runs(mut runs: Vec<StagedRun>, window_blocks: u64) -> Vec<DestageGroup> {
+    assert!(window_blocks > 0, "a window holds at least one block");
+    runs.sort_unstable();
+    let mut groups: Vec<DestageGroup> = Vec::new();
+    let mut current_window = u64::MAX;
+    for run in runs {
+        let mut logical = run.logical_block;
+        let end = run.logical_block + run.block_count;
+        while logical < end {
+            let window = logical / window_blocks;
+            let piece_end = end.min((window + 1) * window_blocks);
+            let piece = StagedRun { logical_block: logical, block_count: piece_end - logical };
+            if window == current_window {
+                groups.last_mut().expect("current window has a group").runs.push(piece);
+            } else {
+                groups.push(DestageGroup { runs: vec![piece] });
+                current_window = window;
+            }
+            logical = piece_end;
+        }
+    }
+    groups
+}
+
+/// The allocation range a destage group goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeChoice {
+    /// The range holding the group's logical neighbours.
+    Neighbour(u64),
+    /// Another range with room, the nearest to the neighbours' within the span.
+    Nearby(u64),
+    /// No range within the span has room (or the group has no placed
+    /// neighbour): a new, empty range.
+    New,
+}
+
+/// Phase two of destage for one group: the neighbours' range if it has room for
+/// `block_count` blocks, else the nearest range within `proximal_span_ranges`
+/// (each way, ties to the lower) with room, else a new range.
+/// `free_blocks(range)` says how many blocks of a range are allocatable.
+pub fn choose_destage_range(
+    parameters: &LayoutParameters,
+    neighbour_range: Option<u64>,
+    block_count: u64,
+    range_count: u64,
+    free_blocks: &mut dyn FnMut(u64) -> u64,
+) -> RangeChoice {
+    let Some(home) = neighbour_range else { return RangeChoice::New };
+    if free_blocks(home) >= block_count {
+        return RangeChoice::Neighbour(home);
+    }
+    for distance in 1..=parameters.proximal_span_ranges {
+        let below = home.checked_sub(distance);
+        let above = Some(home + distance).filter(|&range| range < range_count);
+        if below.is_none() && above.is_none() {
+            break;
+        }
+        for candidate in [below, above].into_iter().flatten() {
+            if free_blocks(candidate) >= block_count {
+                return RangeChoice::Nearby(candidate);
             }
         }
     }
+    RangeChoice::New
 }
 
-impl LayoutPolicy for DefaultPolicy {
-    fn name(&self) -> &str {
-        "default"
-    }
-
-    fn place_write(&self, context: &WriteContext) -> Placement {
-        if context.block_count < self.stage_threshold_blocks && context.staging_available_blocks > context.block_count {
-            return Placement::Stage;
-        }
-        Placement::Direct {
-            hint_block: self.hint_for(
-                context.extent_id,
-                context.logical_block,
-                context.predecessor,
-                context.data_block_count,
-            ),
-        }
-    }
-
-    fn should_destage(&self, staged_block_count: u64, staging_available_blocks: u64) -> bool {
-        staged_block_count > 0 && staging_available_blocks < self.destage_reserve_blocks
-    }
-
-    fn plan_destage(&self, context: &DestageContext) -> Vec<DestageGroup> {
-        let mut staged = context.staged.clone();
-        staged.sort_by_key(|run| (run.extent_id, run.logical_block));
-        staged
-            .iter()
-            .map(|run| DestageGroup {
-                extent_id: run.extent_id,
-                logical_block: run.logical_block,
-                block_count: run.block_count,
-                hint_block: self.hint_for(run.extent_id, run.logical_block, run.predecessor, context.data_block_count),
-            })
-            .collect()
-    }
+/// Where, inside its chosen range, a staged run should start: at the block
+/// the logical offset would occupy if the neighbour's run continued, clamped
+/// into the range. `neighbour` is `(logical block, data block)` of a placed
+/// neighbour in the same extent.
+pub fn hint_in_range(neighbour: Option<(u64, u64)>, logical_block: u64, range_start: u64, range_end: u64) -> u64 {
+    let Some((neighbour_logical, neighbour_block)) = neighbour else { return range_start };
+    let hint = if logical_block >= neighbour_logical {
+        neighbour_block.saturating_add(logical_block - neighbour_logical)
+    } else {
+        neighbour_block.saturating_sub(neighbour_logical - logical_block)
+    };
+    hint.clamp(range_start, range_end - 1)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn context(block_count: u64, predecessor: Option<Location>) -> WriteContext {
+    fn parameters(layout: Layout) -> LayoutParameters {
+        LayoutParameters {
+            layout,
+            staging_threshold_blocks: 42,
+            allocation_range_blocks: 256,
+            proximal_span_ranges: 100,
+            range_reserve_fraction: 0.0,
+        }
+    }
+
+    fn write(block_count: u64, overwrites: bool) -> WriteContext {
         WriteContext {
-            extent_id: 1,
-            logical_block: 100,
             block_count,
-            predecessor,
-            previous: None,
-            staging_available_blocks: 1000,
-            data_block_count: 1 << 20,
+            previous: overwrites.then_some(Location::Data(7)),
+            overwrites_data_blocks: overwrites,
         }
     }
 
     #[test]
-    fn small_writes_are_staged_and_large_ones_follow_their_predecessor() {
-        let policy = DefaultPolicy::default();
-        assert_eq!(policy.place_write(&context(1, None)), Placement::Stage);
-        assert_eq!(
-            policy.place_write(&context(64, Some(Location::Data(5000)))),
-            Placement::Direct { hint_block: 5001 }
-        );
-        let Placement::Direct { hint_block } = policy.place_write(&context(64, None)) else { panic!("direct") };
-        assert_eq!(hint_block % 256, 0, "a fresh allocation range");
+    fn proximal_stages_writes_below_the_threshold_and_ranges_the_rest() {
+        let proximal = parameters(Layout::Proximal);
+        assert_eq!(place_write(&proximal, &write(1, true)), Placement::Stage);
+        assert_eq!(place_write(&proximal, &write(41, false)), Placement::Stage);
+        assert_eq!(place_write(&proximal, &write(42, true)), Placement::Ranges);
+        let unstaged = LayoutParameters { staging_threshold_blocks: 0, ..proximal };
+        assert_eq!(place_write(&unstaged, &write(1, true)), Placement::Ranges);
     }
 
     #[test]
-    fn destage_is_planned_in_extent_and_offset_order() {
-        let policy = DefaultPolicy::default();
-        let run = |extent_id, logical_block| StagedRun { extent_id, logical_block, block_count: 1, predecessor: None };
-        let plan = policy
-            .plan_destage(&DestageContext { staged: vec![run(2, 5), run(1, 9), run(1, 3)], data_block_count: 1 << 20 });
-        let order: Vec<_> = plan.iter().map(|group| (group.extent_id, group.logical_block)).collect();
-        assert_eq!(order, vec![(1, 3), (1, 9), (2, 5)]);
+    fn in_place_caches_every_overwrite_and_writes_in_place_without_a_cache() {
+        let in_place = parameters(Layout::InPlace);
+        assert_eq!(place_write(&in_place, &write(100, true)), Placement::Stage);
+        assert_eq!(place_write(&in_place, &write(100, false)), Placement::Ranges);
+        assert_eq!(place_write(&in_place, &write(1, false)), Placement::Stage);
+        let uncached = LayoutParameters { staging_threshold_blocks: 0, ..in_place };
+        assert_eq!(place_write(&uncached, &write(1, true)), Placement::InPlace);
+        assert_eq!(place_write(&uncached, &write(1, false)), Placement::Ranges);
+    }
+
+    #[test]
+    fn write_anywhere_never_stages() {
+        let anywhere = parameters(Layout::WriteAnywhere);
+        assert_eq!(place_write(&anywhere, &write(1, true)), Placement::PlugHoles);
+        assert_eq!(place_write(&anywhere, &write(500, false)), Placement::PlugHoles);
+    }
+
+    #[test]
+    fn the_reserve_fraction_limits_first_fills() {
+        let mut reserved = parameters(Layout::Proximal);
+        assert_eq!(reserved.range_fill_limit_blocks(), 256);
+        reserved.range_reserve_fraction = 0.1;
+        assert_eq!(reserved.range_fill_limit_blocks(), 231);
+        reserved.range_reserve_fraction = 1.0;
+        assert_eq!(reserved.range_fill_limit_blocks(), 1);
+    }
+
+    #[test]
+    fn staged_runs_are_sorted_and_grouped_by_logical_window() {
+        let run = |logical_block, block_count| StagedRun { logical_block, block_count };
+        let groups = group_staged_runs(vec![run(300, 2), run(5, 1), run(250, 10), run(1, 1)], 256);
+        assert_eq!(groups.len(), 2);
+        assert_eq!(groups[0].runs, vec![run(1, 1), run(5, 1), run(250, 6)]);
+        assert_eq!(groups[1].runs, vec![run(256, 4), run(300, 2)]);
+        assert_eq!(groups[0].block_count(), 8);
+        assert_eq!((groups[1].first_logical_block(), groups[1].end_logical_block()), (256, 302));
+    }
+
+    #[test]
+    fn destage_prefers_the_neighbours_range_then_the_nearest_with_room_then_a_new_one() {
+        let proximal = LayoutParameters { proximal_span_ranges: 3, ..parameters(Layout::Proximal) };
+        let free = [0u64, 5, 0, 2, 9, 0, 0, 0, 0, 50];
+        let mut lookup = |range: u64| free[range as usize];
+        assert_eq!(choose_destage_range(&proximal, Some(4), 9, 10, &mut lookup), RangeChoice::Neighbour(4));
+        assert_eq!(choose_destage_range(&proximal, Some(3), 4, 10, &mut lookup), RangeChoice::Nearby(4));
+        // Equal distance: the lower range wins.
+        assert_eq!(choose_destage_range(&proximal, Some(2), 5, 10, &mut lookup), RangeChoice::Nearby(1));
+        // Range 9 has room but lies beyond the span of 3 from range 5.
+        assert_eq!(choose_destage_range(&proximal, Some(5), 20, 10, &mut lookup), RangeChoice::New);
+        assert_eq!(choose_destage_range(&proximal, None, 1, 10, &mut lookup), RangeChoice::New);
+        // The span is clipped at both ends of the device.
+        assert_eq!(choose_destage_range(&proximal, Some(9), 60, 10, &mut lookup), RangeChoice::New);
+    }
+
+    #[test]
+    fn the_hint_continues_the_neighbours_run_inside_the_range() {
+        assert_eq!(hint_in_range(Some((10, 1010)), 12, 1000, 1256), 1012);
+        assert_eq!(hint_in_range(Some((10, 1010)), 5, 1000, 1256), 1005);
+        assert_eq!(hint_in_range(Some((10, 1010)), 900, 1000, 1256), 1255);
+        assert_eq!(hint_in_range(Some((10, 3)), 0, 0, 256), 0);
+        assert_eq!(hint_in_range(None, 7, 512, 768), 512);
+    }
+
+    #[test]
+    fn layout_names_round_trip() {
+        for layout in [Layout::Proximal, Layout::InPlace, Layout::WriteAnywhere] {
+            assert_eq!(Layout::parse(layout.name()), Some(layout));
+        }
+        assert_eq!(Layout::parse("in_place"), Some(Layout::InPlace));
+        assert_eq!(Layout::parse("lfs"), None);
     }
 }

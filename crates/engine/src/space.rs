@@ -179,6 +179,70 @@ impl SpaceMap {
         Some((start, count))
     }
 
+    /// Calls `visit(first_bit, allocatable_word)` for each 64-bit word covering
+    /// `[start, end)`, masked to that range.
+    fn for_each_allocatable_word(&self, start: u64, end: u64, mut visit: impl FnMut(u64, u64) -> bool) {
+        let end = end.min(self.block_count());
+        let mut bit = start - start % 64;
+        while bit < end {
+            let page = (bit / BITS_PER_PAGE) as usize;
+            let word = ((bit % BITS_PER_PAGE) / 64) as usize;
+            let mut free = self.allocatable_word(page, word);
+            if bit < start {
+                free &= u64::MAX << (start - bit);
+            }
+            if end - bit < 64 {
+                free &= (1u64 << (end - bit)) - 1;
+            }
+            if !visit(bit, free) {
+                return;
+            }
+            bit += 64;
+        }
+    }
+
+    /// Number of allocatable blocks in `[start, end)`.
+    pub fn allocatable_in(&self, start: u64, end: u64) -> u64 {
+        let mut count = 0;
+        self.for_each_allocatable_word(start, end, |_, free| {
+            count += u64::from(free.count_ones());
+            true
+        });
+        count
+    }
+
+    /// The first allocatable block in `[start, end)`, if any.
+    fn first_allocatable_in(&self, start: u64, end: u64) -> Option<u64> {
+        let mut found = None;
+        self.for_each_allocatable_word(start, end, |first_bit, free| {
+            if free != 0 {
+                found = Some(first_bit + u64::from(free.trailing_zeros()));
+            }
+            found.is_none()
+        });
+        found
+    }
+
+    /// Allocates up to `max_count` consecutive blocks inside `[start, end)`: the
+    /// first allocatable block at or after `hint`, else the first after
+    /// `start` (wrapping inside the range). `None` if the range has none.
+    pub fn allocate_within(&mut self, hint: u64, start: u64, end: u64, max_count: u64) -> Option<(u64, u64)> {
+        assert!(max_count > 0 && start <= hint && hint < end, "allocate inside the range");
+        let first = self.first_allocatable_in(hint, end).or_else(|| self.first_allocatable_in(start, hint))?;
+        let mut count = 0;
+        while count < max_count && first + count < end.min(self.block_count()) && self.is_allocatable(first + count) {
+            self.take(first + count);
+            count += 1;
+        }
+        Some((first, count))
+    }
+
+    /// Whether a snapshot holds `block` (it would move to the summary if the
+    /// active tree freed it).
+    pub fn held_by_snapshot(&self, block: u64) -> bool {
+        self.summary.get(block) || self.snapshot_holds(block)
+    }
+
     /// Allocates one block by next-fit from the rolling cursor.
     pub fn allocate_next(&mut self) -> Option<u64> {
         let (block, _) = self.allocate_near(self.cursor, 1)?;
@@ -397,5 +461,24 @@ mod tests {
         space.release_from_summary(2);
         space.checkpoint_durable();
         assert!(space.is_allocatable(2));
+    }
+
+    #[test]
+    fn allocation_inside_a_range_wraps_within_it_and_counts_free_blocks() {
+        let mut space = space(1000);
+        space.allocate_near(256, 10).unwrap();
+        assert_eq!(space.allocatable_in(256, 512), 246);
+        assert_eq!(space.allocatable_in(250, 270), 10);
+        assert_eq!(space.allocate_within(300, 256, 512, 4), Some((300, 4)));
+        // Past the end of the range's free space, the search wraps to its start.
+        space.allocate_near(304, 208).unwrap();
+        assert_eq!(space.allocatable_in(256, 512), 34);
+        assert_eq!(space.allocate_within(400, 256, 512, 100), Some((266, 34)));
+        assert_eq!(space.allocatable_in(256, 512), 0);
+        assert_eq!(space.allocate_within(400, 256, 512, 1), None);
+        space.free(260);
+        space.checkpoint_durable();
+        assert_eq!(space.allocate_within(500, 256, 512, 3), Some((260, 1)));
+        assert_eq!(space.allocatable_in(990, 1200), 10);
     }
 }

@@ -13,10 +13,11 @@ use crate::codec::{
     ExtentRecord, LogRecord, RootSet, SnapshotRecord, Superblock, BLOCK_SIZE, NAME_CAPACITY, SUPERBLOCK_SLOTS,
 };
 use crate::error::{DeviceRole, EngineError, Result};
-use crate::io::{read_pieces, write_pieces, FlashReader};
+use crate::io::{read_pieces, FlashReader};
+use crate::layout::Payload;
 use crate::log::LogState;
 use crate::map::{self, ExtentMap, Location, Segment};
-use crate::policy::{DefaultPolicy, DestageContext, LayoutPolicy, Placement, StagedRun, WriteContext};
+use crate::policy::{Layout, LayoutParameters};
 use crate::snapshot::{DeletionScan, SnapshotView};
 use crate::space::SpaceMap;
 use crate::tree::PersistentTree;
@@ -25,11 +26,38 @@ const BLOCK_BYTES: u64 = BLOCK_SIZE as u64;
 /// Smallest flash device a volume accepts, in blocks.
 pub const MIN_FLASH_BLOCKS: u64 = 64;
 
-/// How a volume behaves (not stored on disk).
-#[derive(Debug)]
+/// How a volume behaves (not stored on disk: a volume may be reopened with
+/// another layout; every layout reads every other's blocks).
+#[derive(Debug, Clone, PartialEq)]
 pub struct VolumeOptions {
-    /// The layout policy.
-    pub policy: Box<dyn LayoutPolicy>,
+    /// The data layout (docs/layouts.md).
+    pub layout: Layout,
+    /// Writes smaller than this are staged in the flash log (168 KiB, as in
+    /// the paper: 42 blocks). 0 disables staging.
+    pub staging_threshold_bytes: u64,
+    /// Flash blocks the staging area may hold (0: derive from the flash size,
+    /// leaving room for metadata). When the staged blocks would exceed it, the
+    /// staging area is destaged (or, without `auto_destage`, the write fails
+    /// with [`EngineError::StagingFull`]).
+    pub staging_capacity_blocks: u64,
+    /// Blocks per allocation range on the data device (256 = 1 MiB for
+    /// nearline drives; 128 = 512 KiB for enterprise drives).
+    pub allocation_range_blocks: u64,
+    /// How many allocation ranges each way destage inspects for room near a
+    /// group's neighbours before taking a new range.
+    pub proximal_span_ranges: u64,
+    /// Fraction of each allocation range a first (large) write leaves free for
+    /// later updates, in `[0, 1)`.
+    pub range_reserve_fraction: f64,
+    /// Destage automatically when the staging area is full. When false, the
+    /// caller decides when to destage ([`Volume::destage_observed`]).
+    pub auto_destage: bool,
+    /// Whether data blocks carry bytes. When false (metadata-only simulation)
+    /// the data device may drop payload; writes of data blocks carry none
+    /// (staged blocks are written to flash as zeroes, which a sparse flash
+    /// device need not store) and reads of data blocks return zeroes.
+    /// Metadata always carries its bytes.
+    pub payload: bool,
     /// Data-activemap pages a snapshot deletion scan processes per CP.
     pub scan_pages_per_checkpoint: u64,
     /// Take a CP on its own after this many log records (0: derive from the
@@ -39,8 +67,52 @@ pub struct VolumeOptions {
 
 impl Default for VolumeOptions {
     fn default() -> Self {
-        Self { policy: Box::new(DefaultPolicy::default()), scan_pages_per_checkpoint: 64, records_per_checkpoint: 0 }
+        Self {
+            layout: Layout::Proximal,
+            staging_threshold_bytes: 168 * 1024,
+            staging_capacity_blocks: 0,
+            allocation_range_blocks: 256,
+            proximal_span_ranges: 100,
+            range_reserve_fraction: 0.0,
+            auto_destage: true,
+            payload: true,
+            scan_pages_per_checkpoint: 64,
+            records_per_checkpoint: 0,
+        }
     }
+}
+
+impl VolumeOptions {
+    /// The policy parameters these options give.
+    pub fn layout_parameters(&self) -> LayoutParameters {
+        LayoutParameters {
+            layout: self.layout,
+            staging_threshold_blocks: self.staging_threshold_bytes.div_ceil(BLOCK_BYTES),
+            allocation_range_blocks: self.allocation_range_blocks,
+            proximal_span_ranges: self.proximal_span_ranges,
+            range_reserve_fraction: self.range_reserve_fraction,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let problem = if self.allocation_range_blocks == 0 {
+            "allocation_range_blocks must be at least 1"
+        } else if !(0.0..1.0).contains(&self.range_reserve_fraction) {
+            "range_reserve_fraction must lie in [0, 1)"
+        } else {
+            return Ok(());
+        };
+        Err(EngineError::Unsuitable(format!("volume options: {problem}")))
+    }
+}
+
+/// How full the staging area is, in blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct StagingFill {
+    /// Staged blocks (flash blocks that are some extent block's home).
+    pub used_blocks: u64,
+    /// The staging area's capacity.
+    pub capacity_blocks: u64,
 }
 
 /// Counters since the volume was opened.
@@ -56,6 +128,8 @@ pub struct EngineStats {
     pub staged_blocks_written: u64,
     /// Blocks written directly to the data device by writes.
     pub direct_blocks_written: u64,
+    /// Blocks overwritten in place (in-place layout without a write cache).
+    pub in_place_blocks_written: u64,
     /// Destage passes.
     pub destage_count: u64,
     /// Blocks moved from flash to the data device by destage.
@@ -146,6 +220,16 @@ pub struct Volume<D: BlockDevice, F: BlockDevice> {
     pub(crate) youngest_cache: Option<(u64, Bitmap, Bitmap)>,
     pub(crate) failure: Option<String>,
     pub(crate) stats: EngineStats,
+    /// Where the search for an empty allocation range resumes.
+    pub(crate) fresh_range_cursor: u64,
+    /// Set when a search found no empty range; cleared by the next CP (only a
+    /// durable CP makes freed blocks allocatable).
+    pub(crate) no_fresh_range: bool,
+    /// Write-anywhere's next-fit cursor.
+    pub(crate) hole_cursor: u64,
+    /// In-place layout: the frame home of each staged block that overwrote a
+    /// data-device block (a placement hint, rebuilt as blocks are staged).
+    pub(crate) frame_homes: HashMap<(u64, u64), u64>,
 }
 
 pub(crate) fn validate_name(name: &str) -> Result<()> {
@@ -161,7 +245,8 @@ pub(crate) fn validate_name(name: &str) -> Result<()> {
     Err(EngineError::InvalidName { name: name.to_string(), reason: reason.to_string() })
 }
 
-fn check_devices<D: BlockDevice, F: BlockDevice>(data: &D, flash: &F) -> Result<()> {
+fn check_devices<D: BlockDevice, F: BlockDevice>(data: &D, flash: &F, options: &VolumeOptions) -> Result<()> {
+    options.validate()?;
     for (role, info) in [(DeviceRole::Data, data.info()), (DeviceRole::Flash, flash.info())] {
         if info.block_size_bytes as usize != BLOCK_SIZE {
             return Err(EngineError::Unsuitable(format!(
@@ -169,8 +254,11 @@ fn check_devices<D: BlockDevice, F: BlockDevice>(data: &D, flash: &F) -> Result<
                 info.name, info.block_size_bytes
             )));
         }
-        if !info.stores_payload {
-            return Err(EngineError::Unsuitable(format!("{role} {} does not store payload", info.name)));
+        if !info.stores_payload && (role == DeviceRole::Flash || options.payload) {
+            return Err(EngineError::Unsuitable(format!(
+                "{role} {} does not store payload (a metadata-only data device needs payload: false)",
+                info.name
+            )));
         }
     }
     if flash.info().block_count < MIN_FLASH_BLOCKS {
@@ -185,7 +273,7 @@ fn check_devices<D: BlockDevice, F: BlockDevice>(data: &D, flash: &F) -> Result<
 impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Formats a new, empty volume on the devices and opens it.
     pub fn format(data: D, flash: F, volume_id: u64, options: VolumeOptions) -> Result<Self> {
-        check_devices(&data, &flash)?;
+        check_devices(&data, &flash, &options)?;
         let data_block_count = data.info().block_count;
         let flash_block_count = flash.info().block_count;
         let mut flash_active = PersistentBitmap::new(flash_block_count);
@@ -236,13 +324,17 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             youngest_cache: None,
             failure: None,
             stats: EngineStats::default(),
+            fresh_range_cursor: 0,
+            no_fresh_range: false,
+            hole_cursor: 0,
+            frame_homes: HashMap::new(),
         }
     }
 
     /// Opens a volume: loads the newest valid superblock, replays the log after
     /// it and commits a CP.
     pub fn open(data: D, mut flash: F, options: VolumeOptions) -> Result<Self> {
-        check_devices(&data, &flash)?;
+        check_devices(&data, &flash, &options)?;
         let superblock = read_superblock(&mut flash)?;
         if superblock.data_block_count != data.info().block_count
             || superblock.flash_block_count != flash.info().block_count
@@ -331,6 +423,28 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         &self.flash
     }
 
+    /// The data device, for experiments (moving disk heads, taking per-member
+    /// statistics). Writing to it behind the volume's back corrupts it.
+    pub fn data_device_mut(&mut self) -> &mut D {
+        &mut self.data
+    }
+
+    /// The flash device, for experiments. Writing to it behind the volume's
+    /// back corrupts it.
+    pub fn flash_device_mut(&mut self) -> &mut F {
+        &mut self.flash
+    }
+
+    /// The options the volume was opened with.
+    pub fn options(&self) -> &VolumeOptions {
+        &self.options
+    }
+
+    /// How full the staging area is.
+    pub fn staging_fill(&self) -> StagingFill {
+        StagingFill { used_blocks: self.staged_block_count, capacity_blocks: self.staging_capacity_blocks() }
+    }
+
     /// Counters since open.
     pub fn stats(&self) -> &EngineStats {
         &self.stats
@@ -346,9 +460,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.generation
     }
 
-    /// The layout policy's name.
+    /// The layout's name.
     pub fn policy_name(&self) -> &str {
-        self.options.policy.name()
+        self.options.layout.name()
     }
 
     pub(crate) fn check_usable(&self) -> Result<()> {
@@ -507,6 +621,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         for segment in segments {
             let length = (segment.block_count * BLOCK_BYTES) as usize;
             match segment.location {
+                // A device without payload returns no bytes: its blocks read as zeroes.
+                Some(Location::Data(_)) if data_bytes.is_empty() => {}
                 Some(Location::Data(_)) => {
                     out[out_at..out_at + length].copy_from_slice(&data_bytes[data_at..data_at + length]);
                     data_at += length;
@@ -558,7 +674,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 let mut buffer = volume.partial_block_buffer(id, offset_bytes, bytes.len() as u64, first, end)?;
                 let skip = (offset_bytes - first * BLOCK_BYTES) as usize;
                 buffer[skip..skip + bytes.len()].copy_from_slice(bytes);
-                volume.write_blocks(id, first, &buffer)?;
+                volume.write_blocks(id, first, Payload::Bytes(&buffer))?;
             }
             volume.finish_update(fua)
         })
@@ -581,7 +697,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.trim(id, offset_bytes, length_bytes, fua)
     }
 
-    fn finish_update(&mut self, fua: bool) -> Result<()> {
+    pub(crate) fn finish_update(&mut self, fua: bool) -> Result<()> {
         if fua {
             self.flush_pending_records()?;
         }
@@ -616,7 +732,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut buffer = self.partial_block_buffer(id, offset_bytes, length_bytes, first, end)?;
         let skip = (offset_bytes - first * BLOCK_BYTES) as usize;
         buffer[skip..skip + length_bytes as usize].fill(0);
-        self.write_blocks(id, first, &buffer)
+        self.write_blocks(id, first, Payload::Bytes(&buffer))
     }
 
     /// A buffer of blocks `[first, end)` holding the current contents of the
@@ -675,119 +791,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
     }
 
-    /// Flash blocks that staging may still use before the CP reserve.
-    pub(crate) fn staging_available_blocks(&self) -> u64 {
-        self.flash_space.allocatable_count().saturating_sub(self.flash_reserve_blocks())
-    }
-
-    /// Flash blocks kept for the metadata of the next CP.
-    pub(crate) fn flash_reserve_blocks(&self) -> u64 {
-        (self.flash_space.block_count() / 8).max(32)
-    }
-
-    /// Writes whole blocks from `logical` on, as the policy places them.
-    pub(crate) fn write_blocks(&mut self, id: u64, logical: u64, buffer: &[u8]) -> Result<()> {
-        let count = (buffer.len() / BLOCK_SIZE) as u64;
-        let map = &self.maps[&id];
-        let context = WriteContext {
-            extent_id: id,
-            logical_block: logical,
-            block_count: count,
-            predecessor: logical.checked_sub(1).and_then(|before| map::lookup(map, before)),
-            previous: map::lookup(map, logical),
-            staging_available_blocks: self.staging_available_blocks(),
-            data_block_count: self.data_space.block_count(),
-        };
-        match self.options.policy.place_write(&context) {
-            Placement::Stage if count <= context.staging_available_blocks => self.write_staged(id, logical, buffer),
-            Placement::Stage => {
-                let hint = context.predecessor.map_or(0, |location| match location {
-                    Location::Data(block) => block + 1,
-                    Location::Flash(_) => 0,
-                });
-                self.write_direct(id, logical, buffer, hint)
-            }
-            Placement::Direct { hint_block } => self.write_direct(id, logical, buffer, hint_block),
-        }
-    }
-
-    fn write_staged(&mut self, id: u64, logical: u64, buffer: &[u8]) -> Result<()> {
-        let count = (buffer.len() / BLOCK_SIZE) as u64;
-        let mut blocks = Vec::with_capacity(count as usize);
-        for _ in 0..count {
-            blocks.push(self.flash_space.allocate_one("staged data")?);
-        }
-        let pieces: Vec<(u64, Vec<u8>)> = blocks
-            .iter()
-            .enumerate()
-            .map(|(index, &block)| (block, buffer[index * BLOCK_SIZE..(index + 1) * BLOCK_SIZE].to_vec()))
-            .collect();
-        write_pieces(&mut self.flash, DeviceRole::Flash, pieces)?;
-        for (index, &block) in blocks.iter().enumerate() {
-            let data = &buffer[index * BLOCK_SIZE..(index + 1) * BLOCK_SIZE];
-            let record = LogRecord::Staged {
-                extent_id: id,
-                logical_block: logical + index as u64,
-                flash_block: block,
-                data_crc: crc32c::crc32c(data),
-            };
-            self.apply_mapping(id, logical + index as u64, 1, Location::Flash(block));
-            self.push_record(record)?;
-        }
-        self.stats.staged_blocks_written += count;
-        Ok(())
-    }
-
-    /// Writes to newly allocated data-device blocks at or after `hint`.
-    pub(crate) fn write_direct(&mut self, id: u64, logical: u64, buffer: &[u8], hint: u64) -> Result<()> {
-        let count = (buffer.len() / BLOCK_SIZE) as u64;
-        let mut done = 0;
-        let mut hint = hint;
-        while done < count {
-            let (start, got) = self.allocate_data(hint, count - done)?;
-            let bytes = buffer[(done * BLOCK_BYTES) as usize..((done + got) * BLOCK_BYTES) as usize].to_vec();
-            write_pieces(&mut self.data, DeviceRole::Data, vec![(start, bytes)])?;
-            self.log.data_unflushed = true;
-            self.apply_mapping(id, logical + done, got, Location::Data(start));
-            self.push_record(LogRecord::Direct {
-                extent_id: id,
-                logical_block: logical + done,
-                block_count: got as u32,
-                data_block: start,
-            })?;
-            done += got;
-            hint = start + got;
-        }
-        self.stats.direct_blocks_written += count;
-        Ok(())
-    }
-
-    fn allocate_data(&mut self, hint: u64, count: u64) -> Result<(u64, u64)> {
-        let count = count.min(u64::from(u32::MAX));
-        if let Some(run) = self.data_space.allocate_near(hint, count) {
-            return Ok(run);
-        }
-        // Blocks freed since the last CP become allocatable once it commits.
-        self.commit()?;
-        self.data_space.allocate_near(hint, count).ok_or_else(|| EngineError::NoSpace {
-            role: DeviceRole::Data,
-            detail: format!("no free block for a write of {count} blocks"),
-        })
-    }
-
-    /// Points `[logical, logical + count)` of extent `id` at `location`, freeing
-    /// what was there.
-    pub(crate) fn apply_mapping(&mut self, id: u64, logical: u64, count: u64, location: Location) {
-        let map = self.maps.get_mut(&id).expect("extent exists");
-        let displaced = map::assign(map, logical, count, location);
-        if let Location::Flash(_) = location {
-            self.staged_block_count += count;
-        }
-        for (old, length) in displaced {
-            self.free_location(old, length);
-        }
-    }
-
     /// Makes every acknowledged write durable.
     pub fn flush(&mut self) -> Result<()> {
         self.stats.flush_count += 1;
@@ -795,10 +798,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     fn maybe_background_work(&mut self) -> Result<()> {
-        if self.options.policy.should_destage(self.staged_block_count, self.staging_available_blocks()) {
-            self.destage()?;
-            return self.commit();
-        }
         let records_limit = match self.options.records_per_checkpoint {
             0 => (self.flash_reserve_blocks() / 6).max(8),
             limit => limit,
@@ -807,44 +806,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             return self.commit();
         }
         Ok(())
-    }
-
-    /// Moves every staged block to the data device, in the order and places the
-    /// policy plans. The flash blocks are released by the next CP.
-    pub fn destage(&mut self) -> Result<u64> {
-        self.guarded(|volume| {
-            let mut staged = Vec::new();
-            for (&id, map) in &volume.maps {
-                for (&logical, run) in map.iter() {
-                    if let Location::Flash(_) = Location::from_raw(run.location) {
-                        let predecessor = logical.checked_sub(1).and_then(|before| map::lookup(map, before));
-                        staged.push(StagedRun {
-                            extent_id: id,
-                            logical_block: logical,
-                            block_count: run.count,
-                            predecessor,
-                        });
-                    }
-                }
-            }
-            let context = DestageContext { staged, data_block_count: volume.data_space.block_count() };
-            let plan = volume.options.policy.plan_destage(&context);
-            let mut moved = 0;
-            for group in plan {
-                let segments = map::segments(&volume.maps[&group.extent_id], group.logical_block, group.block_count);
-                assert!(
-                    segments.iter().all(|segment| matches!(segment.location, Some(Location::Flash(_)))),
-                    "a destage group covers staged blocks only"
-                );
-                let data = volume.read_segments(&segments)?;
-                volume.write_direct(group.extent_id, group.logical_block, &data, group.hint_block)?;
-                moved += group.block_count;
-            }
-            volume.stats.destage_count += 1;
-            volume.stats.destaged_blocks += moved;
-            volume.stats.direct_blocks_written -= moved;
-            Ok(moved)
-        })
     }
 
     /// Space accounting.
@@ -903,6 +864,7 @@ fn stops_the_volume(error: &EngineError) -> bool {
             | EngineError::SnapshotExists(_)
             | EngineError::InvalidName { .. }
             | EngineError::InvalidRange(_)
+            | EngineError::StagingFull { .. }
     )
 }
 

@@ -1,0 +1,362 @@
+//! Destage: moving staged blocks from the flash log to the data device, one
+//! batch per extent, in the two phases of the proximal layout (docs/layouts.md):
+//!
+//! 1. sort the extent's staged blocks by logical offset and group them by
+//!    logical allocation-range window (`policy::group_staged_runs`);
+//! 2. per group, choose a range (`policy::choose_destage_range`: the
+//!    neighbours' range, else the nearest with room within the proximal span,
+//!    else a new one) and allocate inside it where each run's logical
+//!    neighbour would continue (`policy::hint_in_range`).
+//!
+//! The extent's writes then go to the data device as one batch in ascending
+//! block order (one strand; a RAID layer splits it per member, keeping the
+//! order), the map is updated and direct records are logged. After every
+//! extent is done a CP makes the new locations durable; only then are the
+//! staging blocks reusable (they are pinned until that CP, like any block freed
+//! between CPs).
+
+use proxima_device::{BlockDevice, IoRequest};
+use serde::Serialize;
+
+use crate::codec::{LogRecord, BLOCK_SIZE};
+use crate::error::{DeviceRole, Result};
+use crate::io::{device_error, read_pieces, write_requests};
+use crate::map::{self, ExtentMap, Location};
+use crate::policy::{choose_destage_range, group_staged_runs, hint_in_range, Layout, RangeChoice, StagedRun};
+use crate::volume::Volume;
+
+const BLOCK_BYTES: u64 = BLOCK_SIZE as u64;
+
+/// One destage batch: the disk I/O of one extent's staged blocks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DestageBatchReport {
+    /// The extent.
+    pub extent_id: u64,
+    /// Staged (user) blocks moved to the data device.
+    pub user_blocks: u64,
+    /// Destage groups (logical allocation-range windows) of the batch.
+    pub group_count: u64,
+    /// Physical runs written (maximal runs of consecutive data blocks).
+    pub run_count: u64,
+    /// Requests submitted to the data device (one batch).
+    pub data_request_count: u64,
+    /// Requests submitted to the flash device to read the staged data.
+    pub flash_request_count: u64,
+    /// Data-device clock when the batch was submitted (after `before_batch`
+    /// and after the staged data was read from flash).
+    pub started_ns: u64,
+    /// Data-device clock when its last request completed.
+    pub completed_ns: u64,
+}
+
+/// Watches a destage batch by batch (experiments: moving disk heads before a
+/// batch, taking per-member statistics after it).
+pub trait DestageObserver<D> {
+    /// Called before each batch is read from flash and written.
+    fn before_batch(&mut self, data: &mut D) {
+        let _ = data;
+    }
+
+    /// Called after each batch's data-device writes completed (before the
+    /// next batch starts).
+    fn after_batch(&mut self, data: &mut D, batch: &DestageBatchReport) {
+        let _ = (data, batch);
+    }
+}
+
+/// An observer that observes nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoDestageObserver;
+
+impl<D> DestageObserver<D> for NoDestageObserver {}
+
+/// What one destage did, in total.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DestageSummary {
+    /// Batches (extents with staged blocks).
+    pub batch_count: u64,
+    /// Blocks moved.
+    pub user_blocks: u64,
+    /// Data-device requests.
+    pub data_request_count: u64,
+}
+
+/// A placed piece: logical run → data blocks, and where its bytes sit in the
+/// batch's staged data.
+#[derive(Debug, Clone, Copy)]
+struct PlacedPiece {
+    logical_block: u64,
+    block_count: u64,
+    data_block: u64,
+    buffer_block: u64,
+}
+
+/// The staged runs of one map: (logical block, block count, first flash block).
+fn staged_runs(map: &ExtentMap) -> Vec<(u64, u64, u64)> {
+    map.iter()
+        .filter_map(|(&logical, run)| match Location::from_raw(run.location) {
+            Location::Flash(block) => Some((logical, run.count, block)),
+            Location::Data(_) => None,
+        })
+        .collect()
+}
+
+/// The nearest data-device block of the extent before `logical` or at or after
+/// `end`, as `(logical block, data block)`: the group's placed neighbour.
+fn placed_neighbour(map: &ExtentMap, logical: u64, end: u64, window_blocks: u64) -> Option<(u64, u64)> {
+    let before = map.range(..logical).rev().find_map(|(&key, run)| match Location::from_raw(run.location) {
+        Location::Data(block) => {
+            let last = (key + run.count).min(logical) - 1;
+            Some((last, block + (last - key)))
+        }
+        Location::Flash(_) => None,
+    });
+    let after = map.range(..).find_map(|(&key, run)| match Location::from_raw(run.location) {
+        Location::Data(block) if key + run.count > end => {
+            let first = key.max(end);
+            Some((first, block + (first - key)))
+        }
+        _ => None,
+    });
+    match (before, after) {
+        (Some(before), _) if logical - before.0 <= window_blocks => Some(before),
+        (_, Some(after)) if after.0 - end < window_blocks => Some(after),
+        (Some(before), Some(after)) => Some(if logical - before.0 <= after.0 - end { before } else { after }),
+        (before, after) => before.or(after),
+    }
+}
+
+impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
+    /// Moves every staged block to the data device and commits; returns the
+    /// blocks moved.
+    pub fn destage(&mut self) -> Result<u64> {
+        self.destage_observed(&mut NoDestageObserver).map(|summary| summary.user_blocks)
+    }
+
+    /// Moves every staged block to the data device, one batch per extent (in
+    /// extent order), telling `observer` before and after each batch; then
+    /// commits a CP, after which the staging space is reusable.
+    pub fn destage_observed(&mut self, observer: &mut dyn DestageObserver<D>) -> Result<DestageSummary> {
+        self.guarded(|volume| volume.destage_unguarded(observer))
+    }
+
+    pub(crate) fn destage_unguarded(&mut self, observer: &mut dyn DestageObserver<D>) -> Result<DestageSummary> {
+        let mut ids: Vec<u64> = self
+            .maps
+            .iter()
+            .filter(|(_, map)| {
+                map.iter().any(|(_, run)| matches!(Location::from_raw(run.location), Location::Flash(_)))
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        ids.sort_unstable();
+        if ids.is_empty() {
+            return Ok(DestageSummary::default());
+        }
+        // Blocks the staged writes freed become allocatable once a CP is
+        // durable: commit first, so staged blocks can return to their holes.
+        self.commit()?;
+        let mut summary = DestageSummary::default();
+        for id in ids {
+            let batch = self.destage_extent(id, observer)?;
+            summary.batch_count += 1;
+            summary.user_blocks += batch.user_blocks;
+            summary.data_request_count += batch.data_request_count;
+        }
+        self.stats.destage_count += 1;
+        self.stats.destaged_blocks += summary.user_blocks;
+        self.commit()?;
+        Ok(summary)
+    }
+
+    /// Destages one extent's staged blocks as one batch.
+    fn destage_extent(&mut self, id: u64, observer: &mut dyn DestageObserver<D>) -> Result<DestageBatchReport> {
+        observer.before_batch(&mut self.data);
+        let runs = staged_runs(&self.maps[&id]);
+        let flash_pieces: Vec<(u64, u64)> = runs.iter().map(|&(_, count, block)| (block, count)).collect();
+        let flash_request_count = flash_pieces.len() as u64;
+        let staged_bytes = read_pieces(&mut self.flash, DeviceRole::Flash, &flash_pieces)?;
+        let staged: Vec<StagedRun> =
+            runs.iter().map(|&(logical_block, block_count, _)| StagedRun { logical_block, block_count }).collect();
+        let placed = self.place_extent(id, &staged)?;
+        let user_blocks: u64 = staged.iter().map(|run| run.block_count).sum();
+        let group_count = group_staged_runs(staged, self.options.allocation_range_blocks).len() as u64;
+        let (requests, run_count) = self.strand_requests(&runs, &placed, &staged_bytes);
+        let data_request_count = requests.len() as u64;
+        let started_ns = self.data.now_ns();
+        let completions = self.data.execute(requests).map_err(device_error(DeviceRole::Data))?;
+        let mut completed_ns = started_ns;
+        for completion in completions {
+            completion.result.map_err(device_error(DeviceRole::Data))?;
+            completed_ns = completed_ns.max(completion.completed_ns);
+        }
+        self.log.data_unflushed = true;
+        for piece in &placed {
+            self.apply_mapping(id, piece.logical_block, piece.block_count, Location::Data(piece.data_block));
+            self.frame_homes_forget(id, piece.logical_block, piece.block_count);
+            self.push_record(LogRecord::Direct {
+                extent_id: id,
+                logical_block: piece.logical_block,
+                block_count: piece.block_count as u32,
+                data_block: piece.data_block,
+            })?;
+        }
+        let report = DestageBatchReport {
+            extent_id: id,
+            user_blocks,
+            group_count,
+            run_count,
+            data_request_count,
+            flash_request_count,
+            started_ns,
+            completed_ns,
+        };
+        observer.after_batch(&mut self.data, &report);
+        Ok(report)
+    }
+
+    fn frame_homes_forget(&mut self, id: u64, logical: u64, count: u64) {
+        if !self.frame_homes.is_empty() {
+            for block in logical..logical + count {
+                self.frame_homes.remove(&(id, block));
+            }
+        }
+    }
+
+    /// The data-device requests of a batch: placed pieces in ascending block
+    /// order, physically adjacent pieces coalesced into one request.
+    fn strand_requests(
+        &self,
+        runs: &[(u64, u64, u64)],
+        placed: &[PlacedPiece],
+        staged_bytes: &[u8],
+    ) -> (Vec<IoRequest>, u64) {
+        assert_eq!(
+            runs.iter().map(|run| run.1).sum::<u64>(),
+            placed.iter().map(|piece| piece.block_count).sum::<u64>()
+        );
+        let stores = self.data_stores_payload();
+        let mut order: Vec<&PlacedPiece> = placed.iter().collect();
+        order.sort_unstable_by_key(|piece| piece.data_block);
+        let mut pieces: Vec<(u64, u64, Vec<u8>)> = Vec::new();
+        for piece in order {
+            let bytes = if stores {
+                let start = (piece.buffer_block * BLOCK_BYTES) as usize;
+                staged_bytes[start..start + (piece.block_count * BLOCK_BYTES) as usize].to_vec()
+            } else {
+                Vec::new()
+            };
+            match pieces.last_mut() {
+                Some((block, count, data)) if *block + *count == piece.data_block => {
+                    *count += piece.block_count;
+                    data.extend_from_slice(&bytes);
+                }
+                _ => pieces.push((piece.data_block, piece.block_count, bytes)),
+            }
+        }
+        let run_count = pieces.len() as u64;
+        (write_requests(pieces), run_count)
+    }
+
+    /// Allocates data blocks for an extent's staged runs (sorted by logical
+    /// block); returns the placed pieces, buffer offsets following `staged`.
+    fn place_extent(&mut self, id: u64, staged: &[StagedRun]) -> Result<Vec<PlacedPiece>> {
+        let window = self.options.allocation_range_blocks;
+        // Staged runs are in logical order; a block's bytes sit at its run's
+        // offset in the batch buffer plus its offset in the run.
+        let mut run_starts = Vec::with_capacity(staged.len());
+        let mut offset = 0;
+        for run in staged {
+            run_starts.push((run.logical_block, offset));
+            offset += run.block_count;
+        }
+        let buffer_block_of = |logical: u64| -> u64 {
+            let index = run_starts.partition_point(|&(start, _)| start <= logical) - 1;
+            run_starts[index].1 + (logical - run_starts[index].0)
+        };
+        let mut placed = Vec::new();
+        for group in group_staged_runs(staged.to_vec(), window) {
+            let neighbour =
+                placed_neighbour(&self.maps[&id], group.first_logical_block(), group.end_logical_block(), window);
+            let range = match self.options.layout {
+                Layout::InPlace => None,
+                _ => self.destage_range(neighbour, group.block_count()),
+            };
+            for run in &group.runs {
+                let run_neighbour = match run.logical_block.checked_sub(1).and_then(|b| map::lookup(&self.maps[&id], b))
+                {
+                    Some(Location::Data(block)) => Some((run.logical_block - 1, block)),
+                    _ => neighbour,
+                };
+                let mut done = 0;
+                while done < run.block_count {
+                    let logical = run.logical_block + done;
+                    let (start, got) = self.place_blocks(id, logical, run.block_count - done, range, run_neighbour)?;
+                    placed.push(PlacedPiece {
+                        logical_block: logical,
+                        block_count: got,
+                        data_block: start,
+                        buffer_block: buffer_block_of(logical),
+                    });
+                    done += got;
+                }
+            }
+        }
+        Ok(placed)
+    }
+
+    /// The allocation range a group goes to (`None`: no range has room and no
+    /// empty range is left; allocate anywhere near the neighbour).
+    fn destage_range(&mut self, neighbour: Option<(u64, u64)>, block_count: u64) -> Option<u64> {
+        let parameters = self.options.layout_parameters();
+        let range_blocks = self.options.allocation_range_blocks;
+        let range_count = self.range_count();
+        let data_space = &self.data_space;
+        let block_count_total = data_space.block_count();
+        let mut free_blocks = |range: u64| {
+            let start = range * range_blocks;
+            data_space.allocatable_in(start, (start + range_blocks).min(block_count_total))
+        };
+        let neighbour_range = neighbour.map(|(_, block)| block / range_blocks);
+        match choose_destage_range(&parameters, neighbour_range, block_count, range_count, &mut free_blocks) {
+            RangeChoice::Neighbour(range) | RangeChoice::Nearby(range) => Some(range),
+            RangeChoice::New => self.find_fresh_range(),
+        }
+    }
+
+    /// Allocates up to `count` blocks for staged blocks from `logical` on:
+    /// inside `range` where the neighbour's run would continue (proximal), at
+    /// the frame home (in place), else near the hint anywhere. Never commits
+    /// (blocks already allocated for this batch are not yet mapped).
+    fn place_blocks(
+        &mut self,
+        id: u64,
+        logical: u64,
+        count: u64,
+        range: Option<u64>,
+        neighbour: Option<(u64, u64)>,
+    ) -> Result<(u64, u64)> {
+        let block_count = self.data_space.block_count();
+        let hint = match (self.options.layout, range) {
+            (Layout::InPlace, _) => self
+                .frame_homes
+                .get(&(id, logical))
+                .copied()
+                .unwrap_or_else(|| hint_in_range(neighbour, logical, 0, block_count)),
+            (_, Some(range)) => {
+                let (start, end) = self.range_bounds(range);
+                let hint = hint_in_range(neighbour, logical, start, end);
+                if let Some(run) = self.data_space.allocate_within(hint, start, end, count) {
+                    return Ok(run);
+                }
+                hint
+            }
+            (_, None) => hint_in_range(neighbour, logical, 0, block_count),
+        };
+        let count = if self.options.layout == Layout::InPlace { 1 } else { count };
+        self.data_space.allocate_near(hint, count).ok_or_else(|| crate::error::EngineError::NoSpace {
+            role: DeviceRole::Data,
+            detail: format!("no free block to destage block {logical} of extent #{id}"),
+        })
+    }
+}

@@ -1,0 +1,366 @@
+//! Executes the layout policies' write decisions (`policy.rs`): the staging
+//! area (capacity, room, destage when full), allocation ranges on the data
+//! device (fill limits, fresh ranges), write-anywhere hole plugging and
+//! in-place overwrites. Destage itself is in `destage.rs`.
+//!
+//! Invariants kept here: a staged block is written to a freshly allocated
+//! flash block with a staged record (extent, logical block, crc32c: the
+//! back-pointer that rebuilds the index from the log); the block it replaces is
+//! freed through the space map, so it is reused only after the CP that records
+//! the new location is durable; staged blocks never exceed the staging
+//! capacity.
+
+use proxima_device::BlockDevice;
+
+use crate::codec::{LogRecord, BLOCK_SIZE};
+use crate::destage::NoDestageObserver;
+use crate::error::{DeviceRole, EngineError, Result};
+use crate::io::write_pieces;
+use crate::map::{self, Location};
+use crate::policy::{place_write, staging_is_full, Layout, Placement, WriteContext};
+use crate::volume::Volume;
+
+const BLOCK_BYTES: u64 = BLOCK_SIZE as u64;
+
+/// The blocks a write carries: real bytes, or a count of synthetic blocks
+/// (metadata-only simulation: same allocation, metadata and I/O, no data).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Payload<'a> {
+    /// Whole blocks of data.
+    Bytes(&'a [u8]),
+    /// This many blocks without data (written as zeroes where a device keeps
+    /// payload).
+    Synthetic(u64),
+}
+
+impl<'a> Payload<'a> {
+    pub fn block_count(&self) -> u64 {
+        match self {
+            Payload::Bytes(bytes) => (bytes.len() / BLOCK_SIZE) as u64,
+            Payload::Synthetic(count) => *count,
+        }
+    }
+
+    /// Blocks `[first, first + count)` of the payload.
+    pub fn slice(&self, first: u64, count: u64) -> Payload<'a> {
+        match self {
+            Payload::Bytes(bytes) => {
+                Payload::Bytes(&bytes[(first * BLOCK_BYTES) as usize..((first + count) * BLOCK_BYTES) as usize])
+            }
+            Payload::Synthetic(_) => Payload::Synthetic(count),
+        }
+    }
+
+    /// The bytes to send to a device that does (`stores`) or does not keep
+    /// payload.
+    pub fn device_bytes(&self, stores: bool) -> Vec<u8> {
+        match (self, stores) {
+            (_, false) => Vec::new(),
+            (Payload::Bytes(bytes), true) => bytes.to_vec(),
+            (Payload::Synthetic(count), true) => vec![0; (*count * BLOCK_BYTES) as usize],
+        }
+    }
+
+    /// The crc32c of block `index`.
+    pub fn block_crc(&self, index: u64) -> u32 {
+        match self {
+            Payload::Bytes(bytes) => {
+                crc32c::crc32c(&bytes[(index * BLOCK_BYTES) as usize..((index + 1) * BLOCK_BYTES) as usize])
+            }
+            Payload::Synthetic(_) => zero_block_crc(),
+        }
+    }
+}
+
+fn zero_block_crc() -> u32 {
+    static CRC: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *CRC.get_or_init(|| crc32c::crc32c(&[0; BLOCK_SIZE]))
+}
+
+impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
+    /// Flash blocks that staging may still allocate before the CP reserve.
+    pub(crate) fn staging_available_blocks(&self) -> u64 {
+        self.flash_space.allocatable_count().saturating_sub(self.flash_reserve_blocks())
+    }
+
+    /// Flash blocks kept for the metadata of the next CP.
+    pub(crate) fn flash_reserve_blocks(&self) -> u64 {
+        (self.flash_space.block_count() / 8).max(32)
+    }
+
+    /// The staging area's capacity in blocks.
+    pub(crate) fn staging_capacity_blocks(&self) -> u64 {
+        match self.options.staging_capacity_blocks {
+            0 => self.flash_space.block_count().saturating_sub(2 * self.flash_reserve_blocks()),
+            capacity => capacity,
+        }
+    }
+
+    /// Whether the data device keeps the bytes written to it.
+    pub(crate) fn data_stores_payload(&self) -> bool {
+        self.options.payload && self.data.info().stores_payload
+    }
+
+    /// Writes whole blocks from `logical` on, as the layout places them.
+    pub(crate) fn write_blocks(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
+        let count = payload.block_count();
+        let map = &self.maps[&id];
+        let segments = map::segments(map, logical, count);
+        let context = WriteContext {
+            block_count: count,
+            previous: segments[0].location,
+            overwrites_data_blocks: segments.iter().all(|segment| matches!(segment.location, Some(Location::Data(_)))),
+        };
+        match place_write(&self.options.layout_parameters(), &context) {
+            Placement::Stage if self.make_staging_room(count)? => self.write_staged(id, logical, payload),
+            Placement::Stage | Placement::Ranges => self.write_in_ranges(id, logical, payload),
+            Placement::InPlace => self.write_in_place(id, logical, payload),
+            Placement::PlugHoles => self.write_plugging_holes(id, logical, payload),
+        }
+    }
+
+    /// Makes room for `count` staged blocks: destages when the staging area is
+    /// full (or fails with [`EngineError::StagingFull`] without auto destage),
+    /// commits when blocks awaiting a CP are what is missing. Returns false if
+    /// the write cannot be staged at all (larger than the staging area).
+    fn make_staging_room(&mut self, count: u64) -> Result<bool> {
+        let capacity = self.staging_capacity_blocks();
+        if count > capacity {
+            return Ok(false);
+        }
+        if staging_is_full(self.staged_block_count, capacity, count) {
+            self.destage_or_refuse(count, capacity)?;
+        }
+        if count > self.staging_available_blocks() {
+            // Staging blocks freed by the last destage wait for a durable CP.
+            self.commit()?;
+        }
+        if count > self.staging_available_blocks() {
+            if self.staged_block_count == 0 {
+                return Ok(false);
+            }
+            self.destage_or_refuse(count, capacity)?;
+        }
+        Ok(count <= self.staging_available_blocks())
+    }
+
+    fn destage_or_refuse(&mut self, count: u64, capacity: u64) -> Result<()> {
+        if !self.options.auto_destage {
+            return Err(EngineError::StagingFull {
+                staged_blocks: self.staged_block_count,
+                capacity_blocks: capacity.min(self.staged_block_count + self.staging_available_blocks()),
+                incoming_blocks: count,
+            });
+        }
+        self.destage_unguarded(&mut NoDestageObserver)?;
+        Ok(())
+    }
+
+    fn write_staged(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
+        let count = payload.block_count();
+        let mut blocks = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            blocks.push(self.flash_space.allocate_one("staged data")?);
+        }
+        let pieces: Vec<(u64, Vec<u8>)> = blocks
+            .iter()
+            .enumerate()
+            .map(|(index, &block)| (block, payload.slice(index as u64, 1).device_bytes(true)))
+            .collect();
+        write_pieces(&mut self.flash, DeviceRole::Flash, pieces)?;
+        for (index, &block) in blocks.iter().enumerate() {
+            let logical_block = logical + index as u64;
+            let record = LogRecord::Staged {
+                extent_id: id,
+                logical_block,
+                flash_block: block,
+                data_crc: payload.block_crc(index as u64),
+            };
+            if self.options.layout == Layout::InPlace {
+                if let Some(Location::Data(home)) = map::lookup(&self.maps[&id], logical_block) {
+                    self.frame_homes.insert((id, logical_block), home);
+                }
+            }
+            self.apply_mapping(id, logical_block, 1, Location::Flash(block));
+            self.push_record(record)?;
+        }
+        self.stats.staged_blocks_written += count;
+        Ok(())
+    }
+
+    /// Writes to fresh data-device blocks in allocation ranges, continuing the
+    /// logical predecessor's run when its range has room.
+    fn write_in_ranges(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
+        let count = payload.block_count();
+        let mut hint = match logical.checked_sub(1).and_then(|before| map::lookup(&self.maps[&id], before)) {
+            Some(Location::Data(block)) => Some(block + 1),
+            _ => None,
+        };
+        let mut done = 0;
+        while done < count {
+            let (start, got) = self.allocate_in_ranges(hint, count - done)?;
+            self.write_direct_piece(id, logical + done, start, payload.slice(done, got))?;
+            done += got;
+            hint = Some(start + got);
+        }
+        self.stats.direct_blocks_written += count;
+        Ok(())
+    }
+
+    /// Writes to the first holes after the write-anywhere cursor.
+    fn write_plugging_holes(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
+        let count = payload.block_count();
+        let mut done = 0;
+        while done < count {
+            let (start, got) = self.allocate_data(self.hole_cursor, count - done)?;
+            self.write_direct_piece(id, logical + done, start, payload.slice(done, got))?;
+            self.hole_cursor = (start + got) % self.data_space.block_count();
+            done += got;
+        }
+        self.stats.direct_blocks_written += count;
+        Ok(())
+    }
+
+    /// Overwrites data-device blocks where they are (a frame array without a
+    /// write cache). Blocks a snapshot holds are never overwritten: such a
+    /// write is copied on write into ranges instead.
+    fn write_in_place(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
+        let count = payload.block_count();
+        let segments = map::segments(&self.maps[&id], logical, count);
+        let held = segments.iter().any(|segment| match segment.location {
+            Some(Location::Data(block)) => {
+                (block..block + segment.block_count).any(|block| self.data_space.held_by_snapshot(block))
+            }
+            _ => true,
+        });
+        if held {
+            return self.write_in_ranges(id, logical, payload);
+        }
+        let stores = self.data_stores_payload();
+        let mut pieces = Vec::new();
+        for segment in &segments {
+            let Some(Location::Data(block)) = segment.location else { unreachable!("checked above") };
+            let piece = payload.slice(segment.logical_block - logical, segment.block_count);
+            pieces.push((block, segment.block_count, piece.device_bytes(stores)));
+        }
+        self.write_data_pieces(pieces)?;
+        self.log.data_unflushed = true;
+        self.stats.in_place_blocks_written += count;
+        Ok(())
+    }
+
+    /// Writes one piece to data blocks `[start, start + count)`, maps it and
+    /// logs a direct record.
+    pub(crate) fn write_direct_piece(&mut self, id: u64, logical: u64, start: u64, payload: Payload<'_>) -> Result<()> {
+        let count = payload.block_count();
+        let bytes = payload.device_bytes(self.data_stores_payload());
+        self.write_data_pieces(vec![(start, count, bytes)])?;
+        self.log.data_unflushed = true;
+        self.apply_mapping(id, logical, count, Location::Data(start));
+        self.push_record(LogRecord::Direct {
+            extent_id: id,
+            logical_block: logical,
+            block_count: count as u32,
+            data_block: start,
+        })
+    }
+
+    /// Writes `(first block, block count, bytes)` pieces to the data device in
+    /// one batch; bytes are empty when the device keeps no payload.
+    pub(crate) fn write_data_pieces(&mut self, pieces: Vec<(u64, u64, Vec<u8>)>) -> Result<()> {
+        let requests = crate::io::write_requests(pieces);
+        if requests.is_empty() {
+            return Ok(());
+        }
+        let completions = self.data.execute(requests).map_err(crate::io::device_error(DeviceRole::Data))?;
+        for completion in completions {
+            completion.result.map_err(crate::io::device_error(DeviceRole::Data))?;
+        }
+        Ok(())
+    }
+
+    /// The range `[start, end)` of allocation range `range`.
+    pub(crate) fn range_bounds(&self, range: u64) -> (u64, u64) {
+        let range_blocks = self.options.allocation_range_blocks;
+        let start = range * range_blocks;
+        (start, (start + range_blocks).min(self.data_space.block_count()))
+    }
+
+    /// Number of allocation ranges of the data device.
+    pub(crate) fn range_count(&self) -> u64 {
+        self.data_space.block_count().div_ceil(self.options.allocation_range_blocks)
+    }
+
+    /// Allocates up to `count` blocks for a large write: after `hint` if its
+    /// range is under its fill limit, else at the start of an empty range,
+    /// else anywhere (after a CP if needed).
+    fn allocate_in_ranges(&mut self, hint: Option<u64>, count: u64) -> Result<(u64, u64)> {
+        let limit = self.options.layout_parameters().range_fill_limit_blocks();
+        if let Some(hint) = hint.filter(|&hint| hint < self.data_space.block_count()) {
+            let (start, end) = self.range_bounds(hint / self.options.allocation_range_blocks);
+            let used = (end - start) - self.data_space.allocatable_in(start, end);
+            let allowed = limit.min(end - start).saturating_sub(used);
+            if allowed > 0 {
+                if let Some(run) = self.data_space.allocate_within(hint, start, end, count.min(allowed)) {
+                    return Ok(run);
+                }
+            }
+        }
+        if let Some(range) = self.find_fresh_range() {
+            let (start, end) = self.range_bounds(range);
+            let run = self.data_space.allocate_within(start, start, end, count.min(limit)).expect("an empty range");
+            return Ok(run);
+        }
+        self.allocate_data(hint.unwrap_or(0), count)
+    }
+
+    /// The next allocation range with every block allocatable, from the
+    /// rolling cursor (wrapping once).
+    pub(crate) fn find_fresh_range(&mut self) -> Option<u64> {
+        if self.no_fresh_range {
+            return None;
+        }
+        let range_count = self.range_count();
+        for step in 0..range_count {
+            let range = (self.fresh_range_cursor + step) % range_count;
+            let (start, end) = self.range_bounds(range);
+            if end - start == self.options.allocation_range_blocks
+                && self.data_space.allocatable_in(start, end) == end - start
+            {
+                self.fresh_range_cursor = (range + 1) % range_count;
+                return Some(range);
+            }
+        }
+        self.no_fresh_range = true;
+        None
+    }
+
+    /// Allocates up to `count` consecutive data blocks at or after `hint`
+    /// anywhere on the device, committing a CP first if only blocks awaiting
+    /// one are free.
+    pub(crate) fn allocate_data(&mut self, hint: u64, count: u64) -> Result<(u64, u64)> {
+        let count = count.min(u64::from(u32::MAX));
+        if let Some(run) = self.data_space.allocate_near(hint, count) {
+            return Ok(run);
+        }
+        // Blocks freed since the last CP become allocatable once it commits.
+        self.commit()?;
+        self.data_space.allocate_near(hint, count).ok_or_else(|| EngineError::NoSpace {
+            role: DeviceRole::Data,
+            detail: format!("no free block for a write of {count} blocks"),
+        })
+    }
+
+    /// Points `[logical, logical + count)` of extent `id` at `location`, freeing
+    /// what was there.
+    pub(crate) fn apply_mapping(&mut self, id: u64, logical: u64, count: u64, location: Location) {
+        let map = self.maps.get_mut(&id).expect("extent exists");
+        let displaced = map::assign(map, logical, count, location);
+        if let Location::Flash(_) = location {
+            self.staged_block_count += count;
+        }
+        for (old, length) in displaced {
+            self.free_location(old, length);
+        }
+    }
+}
