@@ -16,6 +16,7 @@ use std::sync::Arc;
 use crate::cache::{Cache, Prefetch};
 use crate::layout::Located;
 use crate::model::DiskModel;
+use crate::rotation::{fraction, track_pass, TrackPass};
 use crate::sim::SimDevice;
 use crate::{DiskCompletion, DiskOp, DiskRequest, Nanos, Scheduler};
 
@@ -44,16 +45,32 @@ struct Head {
 /// The outcome of moving the heads over a run of LBNs.
 #[derive(Debug, Clone, Copy)]
 struct MediaAccess {
-    /// When the first sector starts passing under the head.
+    /// When the first sector starts passing under the head, as an in-order
+    /// stream: with zero latency on the first track, when the skipped head of
+    /// the range starts passing on the way round.
     media_start_ns: f64,
     /// When the first sector has passed under the head.
     first_sector_end_ns: f64,
     /// When the last sector has passed under the head.
     end_ns: f64,
-    /// Where the heads are afterwards.
-    last: Located,
-    /// Which LBN `last` describes.
-    last_lbn: u64,
+    /// Whole sectors outside the request that passed under the head on the
+    /// first track before its first sector was transferred.
+    passed_before_first_sectors: u64,
+    /// The last track of the access.
+    last_track: LastTrack,
+}
+
+/// What read-ahead needs to know about the last track an access touched.
+#[derive(Debug, Clone, Copy)]
+struct LastTrack {
+    surface: u32,
+    sectors_per_track: u32,
+    /// LBNs of the track after the access's last one.
+    lbns_after: u64,
+    /// Requested sectors transferred on it.
+    requested_sectors: u64,
+    /// Of those, the ones picked up last after a zero-latency wrap (0 if none).
+    wrapped_sectors: u64,
 }
 
 /// A simulated hard disk running a [`DiskModel`].
@@ -239,7 +256,25 @@ impl HardDisk {
         let overhead = self.miss_overhead_ns(request.op);
         let target = queued.target;
         let ready = now_ns + overhead + self.move_time_ns(self.head, &target, request.op);
-        ready + self.rotational_wait_ns(ready, target.angle) - now_ns
+        // With zero latency the first transfer may start at once but the track
+        // then takes a whole revolution: the cost is the time lost beyond the
+        // transfer itself.
+        let on_track = u64::from(request.sector_count).min(target.lbns_left_on_track);
+        let pass = self.track_pass(ready, &target, on_track, self.zero_latency(request.op));
+        let sector_ns = self.model.revolution_ns_exact / f64::from(target.sectors_per_track);
+        ready - now_ns + (pass.total_sectors() - on_track as f64) * sector_ns
+    }
+
+    /// Whether accesses of this kind are zero-latency (`Immediate buffer read`
+    /// / `Immediate buffer write`). Without a platter angle (`averageRotation`)
+    /// there is nothing to land inside.
+    fn zero_latency(&self, op: DiskOp) -> bool {
+        let cache = &self.model.cache;
+        let immediate = match op {
+            DiskOp::Read => cache.immediate_read,
+            DiskOp::Write => cache.immediate_write,
+        };
+        immediate && !self.model.average_rotation
     }
 
     fn cache_peek(&self, now_ns: f64, request: &DiskRequest) -> bool {
@@ -292,7 +327,14 @@ impl HardDisk {
                     first,
                 );
                 if cache.enabled {
-                    self.cache.insert(request.lbn, request.lbn + count, self.read_ahead(&request, &access));
+                    let free = if cache.read_any_free_blocks {
+                        let room = u64::from(cache.segment_size_sectors).saturating_sub(count);
+                        access.passed_before_first_sectors.min(first.lbns_before_on_track).min(room)
+                    } else {
+                        0
+                    };
+                    let (buffered_end_lbn, prefetch) = self.read_ahead(&request, &access, free);
+                    self.cache.insert(request.lbn - free, buffered_end_lbn, prefetch);
                 }
                 self.read_transfer_end_ns(&access, count) + model.overheads.read_completion_ns
             }
@@ -362,50 +404,56 @@ impl HardDisk {
     }
 
     /// Read-ahead after a read miss, per `Buffer continuous read` and the
-    /// read-ahead limits; `None` when the drive does not prefetch.
-    fn read_ahead(&self, request: &DiskRequest, access: &MediaAccess) -> Option<Prefetch> {
+    /// read-ahead limits: the end of the data buffered when the access ends
+    /// (past the request when a zero-latency wrap swept the rest of the last
+    /// track) and the read-ahead still running, if any. `free_sectors` were
+    /// buffered before the request (`Read any free blocks`) and take segment room.
+    fn read_ahead(&self, request: &DiskRequest, access: &MediaAccess, free_sectors: u64) -> (u64, Option<Prefetch>) {
         let cache = self.model.cache;
-        if cache.continuous_read == 0 || cache.read_ahead_max_sectors == 0 {
-            return None;
-        }
         let end = request.lbn + u64::from(request.sector_count);
-        let left_on_track =
-            access.last.lbns_left_on_track - (end - 1 - access.last_lbn).min(access.last.lbns_left_on_track - 1) - 1;
-        let spt = u64::from(access.last.sectors_per_track);
+        if cache.continuous_read == 0 || cache.read_ahead_max_sectors == 0 {
+            return (end, None);
+        }
+        let last = access.last_track;
+        let left_on_track = last.lbns_after;
+        let spt = u64::from(last.sectors_per_track);
         // Read-ahead fills the rest of the segment, or all of it when it may
         // overwrite the data just returned.
         let segment_room = if cache.read_ahead_over_requested {
             u64::from(cache.segment_size_sectors)
         } else {
-            u64::from(cache.segment_size_sectors.saturating_sub(request.sector_count))
+            u64::from(cache.segment_size_sectors).saturating_sub(u64::from(request.sector_count) + free_sectors)
         };
+        let surfaces = self.model.surface_count();
         let by_kind = match cache.continuous_read {
             1 => left_on_track,
-            2 => {
-                left_on_track
-                    + spt
-                        * u64::from(
-                            self.model.surface_count() - 1 - access.last.surface.min(self.model.surface_count() - 1),
-                        )
-            }
+            2 => left_on_track + spt * u64::from(surfaces - 1 - last.surface.min(surfaces - 1)),
             3 => segment_room,
             _ => left_on_track + spt,
         };
         let amount = by_kind.min(u64::from(cache.read_ahead_max_sectors)).min(segment_room);
         let limit_lbn = (end + amount).min(self.model.sector_count());
-        (limit_lbn > end).then(|| Prefetch {
-            origin_ns: access.end_ns,
-            sector_ns: self.model.revolution_ns_exact / spt as f64,
-            limit_lbn,
-        })
+        if limit_lbn <= end {
+            return (end, None);
+        }
+        let sector_ns = self.model.revolution_ns_exact / spt as f64;
+        if last.wrapped_sectors == 0 {
+            return (end, Some(Prefetch { origin_ns: access.end_ns, sector_ns, limit_lbn }));
+        }
+        // The wrap swept the rest of the track, so it is buffered already; the
+        // next sector comes once the head has gone from the landing point round
+        // past the end of the track.
+        let swept = left_on_track.min(limit_lbn - end);
+        let origin_ns =
+            access.end_ns + (last.requested_sectors - last.wrapped_sectors + left_on_track) as f64 * sector_ns;
+        let prefetch = (end + swept < limit_lbn).then_some(Prefetch { origin_ns, sector_ns, limit_lbn });
+        (end + swept, prefetch)
     }
 
     /// Moves the heads over `[lbn, lbn + count)`: positioning starts at
-    /// `start_ns`, and no sector is touched before `earliest_media_ns`.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the timing inputs of one access; bundling them would only rename them"
-    )]
+    /// `start_ns`, and no sector is touched before `earliest_media_ns`. Each
+    /// track's part waits for its first sector, or is zero-latency when the
+    /// model says so.
     fn media_access(
         &mut self,
         start_ns: f64,
@@ -415,33 +463,73 @@ impl HardDisk {
         op: DiskOp,
         first: Located,
     ) -> MediaAccess {
-        let model = Arc::clone(&self.model);
-        let revolution = model.revolution_ns_exact;
+        let zero_latency = self.zero_latency(op);
+        let revolution = self.model.revolution_ns_exact;
         let mut current = first;
         let mut current_lbn = lbn;
-        let mut time = start_ns + self.move_time_ns(self.head, &current, op);
-        time = time.max(earliest_media_ns);
-        time += self.rotational_wait_ns(time, current.angle);
-        let media_start_ns = time;
-        let first_sector_end_ns = time + revolution / f64::from(current.sectors_per_track);
+        let mut time = (start_ns + self.move_time_ns(self.head, &current, op)).max(earliest_media_ns);
         let mut remaining = count;
+        let (mut media_start_ns, mut passed_before_first_sectors) = (0.0, 0);
         loop {
             let on_track = remaining.min(current.lbns_left_on_track);
-            time += on_track as f64 * revolution / f64::from(current.sectors_per_track);
+            let sector_ns = revolution / f64::from(current.sectors_per_track);
+            let pass = self.track_pass(time, &current, on_track, zero_latency);
+            let track_end_ns = time + pass.total_sectors() * sector_ns;
+            if current_lbn == lbn {
+                // The host sees data in LBN order: after a wrap, the range's head
+                // (the first sectors) is buffered last.
+                media_start_ns = if pass.wrapped_sectors > 0 {
+                    track_end_ns - pass.wrapped_sectors as f64 * sector_ns
+                } else {
+                    time + pass.wait_sectors * sector_ns
+                };
+                passed_before_first_sectors = pass.passed_before_first_sectors(current.sectors_per_track);
+            }
+            time = track_end_ns;
             remaining -= on_track;
             self.head = Head { cylinder: current.cylinder, surface: current.surface };
             if remaining == 0 {
-                break;
+                let last_track = LastTrack {
+                    surface: current.surface,
+                    sectors_per_track: current.sectors_per_track,
+                    lbns_after: current.lbns_left_on_track - on_track,
+                    requested_sectors: on_track,
+                    wrapped_sectors: pass.wrapped_sectors,
+                };
+                let first_sector_ns = revolution / f64::from(first.sectors_per_track);
+                return MediaAccess {
+                    media_start_ns,
+                    first_sector_end_ns: media_start_ns + first_sector_ns,
+                    end_ns: time,
+                    passed_before_first_sectors,
+                    last_track,
+                };
             }
             current_lbn += on_track;
-            let next = model.locate(current_lbn).expect("request checked against the capacity on arrival");
+            let next = self.model.locate(current_lbn).expect("request checked against the capacity on arrival");
             time += self.move_time_ns(self.head, &next, op);
-            time += self.rotational_wait_ns(time, next.angle);
             current = next;
         }
-        let last_lbn = lbn + count - 1;
-        let last = if current_lbn == last_lbn { current } else { model.locate(last_lbn).unwrap_or(current) };
-        MediaAccess { media_start_ns, first_sector_end_ns, end_ns: time, last, last_lbn }
+    }
+
+    /// How `count` sectors from `target` on its track pass under the head
+    /// arriving there at `time_ns`.
+    fn track_pass(&self, time_ns: f64, target: &Located, count: u64, zero_latency: bool) -> TrackPass {
+        let sectors_per_track = target.sectors_per_track;
+        let spt = f64::from(sectors_per_track);
+        if self.model.average_rotation {
+            return TrackPass {
+                wait_sectors: spt / 2.0,
+                transfer_sectors: count as f64,
+                wrapped_sectors: 0,
+                requested_sectors: count,
+            };
+        }
+        let angle = fraction(time_ns / self.model.revolution_ns_exact + self.initial_angle);
+        let offset_sectors = fraction(angle - target.angle) * spt;
+        // Rounding can carry a hair below a full turn up to it: that is the start.
+        let offset_sectors = if offset_sectors >= spt { 0.0 } else { offset_sectors };
+        track_pass(offset_sectors, count, sectors_per_track, zero_latency)
     }
 
     /// Seek (with write settle) or head switch from `from` to `target`'s track.
@@ -456,16 +544,6 @@ impl HardDisk {
         } else {
             0.0
         }
-    }
-
-    /// Time from `time_ns` until angle `target_angle` passes under the head.
-    fn rotational_wait_ns(&self, time_ns: f64, target_angle: f64) -> f64 {
-        let revolution = self.model.revolution_ns_exact;
-        if self.model.average_rotation {
-            return revolution / 2.0;
-        }
-        let angle = (time_ns / revolution + self.initial_angle).rem_euclid(1.0);
-        (target_angle - angle).rem_euclid(1.0) * revolution
     }
 }
 

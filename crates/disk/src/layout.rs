@@ -46,6 +46,9 @@ pub(crate) struct Located {
     pub angle: f64,
     /// LBNs from this one to the end of its track, this one included (>= 1).
     pub lbns_left_on_track: u64,
+    /// LBNs of the same track that precede this one, consecutively, on the
+    /// sectors just before it (what `Read any free blocks` can pick up).
+    pub lbns_before_on_track: u64,
 }
 
 /// Sorted slips: ranges of physical (pre-slip) positions that hold no LBN.
@@ -265,15 +268,15 @@ impl G1Layout {
             sectors_per_track: zone.sectors_per_track,
             angle: f64::from(sector) / spt as f64,
             lbns_left_on_track: self.lbns_left_on_track(zone, lbn, data_index, (track_index + 1) * spt),
+            lbns_before_on_track: self.lbns_before_on_track(zone, lbn, data_index, track_index * spt),
         })
     }
 
-    /// LBNs from `lbn` (at data index `data_index`) to the end of its track,
-    /// whose physical end is zone position `track_end`: data positions up to
-    /// there, less spares and slips, within the zone.
-    fn lbns_left_on_track(&self, zone: &G1Zone, lbn: u64, data_index: u64, track_end: u64) -> u64 {
-        let limit = track_end.saturating_sub(zone.empty_front_sectors);
-        let data_end = match self.period(zone) {
+    /// Data positions (LBN slots before slips) of the zone lying before zone
+    /// position `position`: positions past the empty front, less spares.
+    fn data_positions_before(&self, zone: &G1Zone, position: u64) -> u64 {
+        let limit = position.saturating_sub(zone.empty_front_sectors);
+        match self.period(zone) {
             Some((period, spares, at_front)) => {
                 let usable = period - spares;
                 let remainder = limit % period;
@@ -281,10 +284,25 @@ impl G1Layout {
                     + if at_front { remainder.saturating_sub(spares) } else { remainder.min(usable) }
             }
             None => limit,
-        };
+        }
+    }
+
+    /// LBNs from `lbn` (at data index `data_index`) to the end of its track,
+    /// whose physical end is zone position `track_end`: data positions up to
+    /// there, less spares and slips, within the zone.
+    fn lbns_left_on_track(&self, zone: &G1Zone, lbn: u64, data_index: u64, track_end: u64) -> u64 {
+        let data_end = self.data_positions_before(zone, track_end);
         let on_track =
             data_end.saturating_sub(data_index) - zone.slips.slipped_in(data_index, data_end.max(data_index));
         on_track.min(zone.first_lbn + zone.lbn_count - lbn).max(1)
+    }
+
+    /// LBNs of `lbn`'s track before it, the track starting at zone position
+    /// `track_start`.
+    fn lbns_before_on_track(&self, zone: &G1Zone, lbn: u64, data_index: u64, track_start: u64) -> u64 {
+        let data_start = self.data_positions_before(zone, track_start).min(data_index);
+        let before = data_index - data_start - zone.slips.slipped_in(data_start, data_index);
+        before.min(lbn - zone.first_lbn)
     }
 
     fn track_address(&self, zone: &G1Zone, track_index: u64) -> (u32, u32) {
@@ -513,6 +531,8 @@ impl G4Layout {
                         angle: (track_angle + (u64::from(pattern.first_sector) + lbn_on_track) as f64 / f64::from(spt))
                             .rem_euclid(1.0),
                         lbns_left_on_track: left.min(self.lbn_count - lbn).max(1),
+                        lbns_before_on_track: (lbn_on_track - self.slips.slipped_in(physical - lbn_on_track, physical))
+                            .min(lbn),
                     });
                 }
             }
@@ -617,6 +637,32 @@ mod tests {
         }
     }
 
+    /// The LBNs before and after `lbn` on its track agree with its neighbour's.
+    fn check_track_neighbours(layout: &Layout, lbn: u64, located: &Located) {
+        let Some(previous) = lbn.checked_sub(1).and_then(|previous| layout.locate(previous)) else {
+            assert_eq!(located.lbns_before_on_track, 0, "lbn {lbn}");
+            return;
+        };
+        if (previous.cylinder, previous.surface) == (located.cylinder, located.surface) {
+            assert_eq!(located.lbns_before_on_track, previous.lbns_before_on_track + 1, "lbn {lbn}");
+            assert_eq!(located.lbns_left_on_track + 1, previous.lbns_left_on_track, "lbn {lbn}");
+        } else {
+            assert_eq!(located.lbns_before_on_track, 0, "lbn {lbn}");
+            assert_eq!(previous.lbns_left_on_track, 1, "lbn {lbn}");
+        }
+    }
+
+    #[test]
+    fn g4_track_neighbours_agree_on_the_cheetah15k5() {
+        let model = crate::DiskModel::builtin("cheetah15k5").unwrap();
+        let count = model.sector_count();
+        for start in [0, 1_000_000, count / 2, count - 20_000] {
+            for lbn in start..start + 20_000 {
+                check_track_neighbours(&model.layout, lbn, &model.layout.locate(lbn).unwrap());
+            }
+        }
+    }
+
     #[test]
     fn g1_round_trips_under_every_scheme() {
         let sparings = [
@@ -639,6 +685,7 @@ mod tests {
                     let physical =
                         PhysicalSector { cylinder: located.cylinder, surface: located.surface, sector: located.sector };
                     assert!(seen.insert(physical), "{sparing:?} {mapping:?} lbn {lbn} collides");
+                    check_track_neighbours(&Layout::G1(layout.clone()), lbn, &located);
                     assert_eq!(layout.physical_to_lbn(physical), Some(lbn), "{sparing:?} {mapping:?} lbn {lbn}");
                 }
                 assert!(layout.locate(layout.capacity()).is_none());

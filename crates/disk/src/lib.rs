@@ -17,6 +17,7 @@ mod flash;
 mod layout;
 mod model;
 pub mod params;
+mod rotation;
 mod seek;
 mod sim;
 pub mod validate;
