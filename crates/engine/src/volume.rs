@@ -386,6 +386,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         volume.extent_names = extent_names;
         volume.staged_block_count = volume.count_staged_blocks();
         volume.refresh_youngest()?;
+        // A deletion scan in progress decides, for pages it has passed, whether
+        // a block freed by a replayed record is still held: load its state now.
+        volume.scan_step(0)?;
         volume.log = LogState::new(superblock.log_head);
         volume.replay_log()?;
         volume.mount_count += 1;

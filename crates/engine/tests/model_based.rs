@@ -2,7 +2,13 @@
 //! (create, read, delete, restore), crash and reopen operations, checked against
 //! a simple in-memory model after every step, with fsck at the end.
 //!
-//! CI runs `PROXIMA_MODEL_CASES` cases (default 1000); the long run is
+//! Every layout runs it (proximal with the default and with a tiny staging area
+//! that destages during writes, in-place with and without its write cache,
+//! write-anywhere), and proximal also on RAID-4 and on a degraded RAID-5 of
+//! memory members.
+//!
+//! CI runs `PROXIMA_MODEL_CASES` cases (default 1000) for the default
+//! configuration and a third of that for each other; the long run is
 //! `PROXIMA_MODEL_CASES=50000 cargo test --release -p proxima-engine --test model_based`.
 //! A failing case prints its seed and shrunk operation list.
 
@@ -13,8 +19,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use common::{pattern, BLOCK};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use proxima_device::MemoryDevice;
-use proxima_engine::{Volume, VolumeOptions};
+use proxima_device::{BlockDevice, MemoryDevice, RaidConfig, RaidDevice};
+use proxima_engine::{Layout, Volume, VolumeOptions};
 
 const EXTENT_NAMES: [&str; 3] = ["a", "b", "c"];
 const SNAPSHOT_NAMES: [&str; 3] = ["s0", "s1", "s2"];
@@ -101,23 +107,23 @@ impl Model {
     }
 }
 
-struct Harness {
-    volume: Option<Volume<MemoryDevice, MemoryDevice>>,
+struct Harness<D: BlockDevice> {
+    volume: Option<Volume<D, MemoryDevice>>,
     model: Model,
+    options: VolumeOptions,
 }
 
 fn options() -> VolumeOptions {
     VolumeOptions { scan_pages_per_checkpoint: 1, ..VolumeOptions::default() }
 }
 
-impl Harness {
-    fn new() -> Self {
-        let volume = Volume::format(MemoryDevice::new(4096, DATA_BLOCKS), MemoryDevice::new(4096, 256), 77, options())
-            .expect("format");
-        Self { volume: Some(volume), model: Model::default() }
+impl<D: BlockDevice> Harness<D> {
+    fn new(data: D, options: VolumeOptions) -> Self {
+        let volume = Volume::format(data, MemoryDevice::new(4096, 256), 77, options.clone()).expect("format");
+        Self { volume: Some(volume), model: Model::default(), options }
     }
 
-    fn volume(&mut self) -> &mut Volume<MemoryDevice, MemoryDevice> {
+    fn volume(&mut self) -> &mut Volume<D, MemoryDevice> {
         self.volume.as_mut().expect("open")
     }
 
@@ -219,7 +225,7 @@ impl Harness {
             Op::Crash => self.crash()?,
             Op::Reopen => {
                 let (data, flash) = self.volume.take().unwrap().close().unwrap();
-                self.volume = Some(Volume::open(data, flash, options()).unwrap());
+                self.volume = Some(Volume::open(data, flash, self.options.clone()).unwrap());
                 self.model.durable_point();
                 self.check_all()?;
             }
@@ -273,7 +279,7 @@ impl Harness {
     /// Drops the volume without a CP; what was not written to the log is lost.
     fn crash(&mut self) -> Result<(), TestCaseError> {
         let (data, flash) = self.volume.take().unwrap().into_devices();
-        let mut volume = Volume::open(data, flash, options()).unwrap();
+        let mut volume = Volume::open(data, flash, self.options.clone()).unwrap();
         for (name, content) in self.model.extents.iter_mut() {
             let id = volume.extent_id(name).unwrap();
             let recovered = volume.read(id, 0, content.len() as u64).unwrap();
@@ -314,10 +320,10 @@ impl Harness {
 static OPERATIONS_RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 static CASES_RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-fn run_case(ops: &[Op]) -> Result<(), TestCaseError> {
+fn run_case<D: BlockDevice>(data: D, options: VolumeOptions, ops: &[Op]) -> Result<(), TestCaseError> {
     CASES_RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     OPERATIONS_RUN.fetch_add(ops.len() as u64, std::sync::atomic::Ordering::Relaxed);
-    let mut harness = Harness::new();
+    let mut harness = Harness::new(data, options);
     for op in ops {
         harness.apply(op)?;
     }
@@ -339,21 +345,97 @@ fn run_case(ops: &[Op]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-#[test]
-fn the_volume_behaves_like_the_model() {
+fn cases_from_environment(divisor: u32) -> u32 {
     let cases: u32 = std::env::var("PROXIMA_MODEL_CASES").ok().and_then(|value| value.parse().ok()).unwrap_or(1000);
+    (cases / divisor).max(1)
+}
+
+/// Runs the model-based test on data devices made by `data` with `options`.
+fn run_configuration<D: BlockDevice>(name: &str, cases: u32, data: impl Fn() -> D, options: VolumeOptions) {
     let seed: u64 = std::env::var("PROXIMA_MODEL_SEED").ok().and_then(|value| value.parse().ok()).unwrap_or(20_261_121);
-    println!("model-based test: {cases} cases, seed {seed} (PROXIMA_MODEL_CASES, PROXIMA_MODEL_SEED)");
+    println!("model-based test ({name}): {cases} cases, seed {seed} (PROXIMA_MODEL_CASES, PROXIMA_MODEL_SEED)");
     let mut seed_bytes = [0u8; 32];
     seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
-    let result = runner.run(&proptest::collection::vec(op_strategy(), 1..60), |ops| run_case(&ops));
+    let cases_before = CASES_RUN.load(std::sync::atomic::Ordering::Relaxed);
+    let operations_before = OPERATIONS_RUN.load(std::sync::atomic::Ordering::Relaxed);
+    let result =
+        runner.run(&proptest::collection::vec(op_strategy(), 1..60), |ops| run_case(data(), options.clone(), &ops));
     if let Err(error) = result {
-        panic!("seed {seed}: {error}");
+        panic!("{name}, seed {seed}: {error}");
     }
-    let cases_run = CASES_RUN.load(std::sync::atomic::Ordering::Relaxed);
-    let operations = OPERATIONS_RUN.load(std::sync::atomic::Ordering::Relaxed);
-    println!("{cases_run} cases, {operations} operations checked");
+    let cases_run = CASES_RUN.load(std::sync::atomic::Ordering::Relaxed) - cases_before;
+    let operations = OPERATIONS_RUN.load(std::sync::atomic::Ordering::Relaxed) - operations_before;
+    println!("{name}: {cases_run} cases, {operations} operations checked");
     assert!(cases_run >= u64::from(cases), "every case ran");
+}
+
+fn memory_data() -> MemoryDevice {
+    MemoryDevice::new(4096, DATA_BLOCKS)
+}
+
+#[test]
+fn the_volume_behaves_like_the_model() {
+    run_configuration("proximal", cases_from_environment(1), memory_data, options());
+}
+
+#[test]
+fn a_tiny_staging_area_destaging_during_writes_behaves_like_the_model() {
+    let options = VolumeOptions {
+        staging_capacity_blocks: 24,
+        allocation_range_blocks: 16,
+        proximal_span_ranges: 4,
+        range_reserve_fraction: 0.25,
+        ..options()
+    };
+    run_configuration("proximal, 24-block staging", cases_from_environment(3), memory_data, options);
+}
+
+#[test]
+fn the_in_place_layout_behaves_like_the_model() {
+    let cached = VolumeOptions { layout: Layout::InPlace, staging_capacity_blocks: 40, ..options() };
+    run_configuration("in-place", cases_from_environment(3), memory_data, cached);
+    let uncached = VolumeOptions { layout: Layout::InPlace, staging_threshold_bytes: 0, ..options() };
+    run_configuration("in-place without a write cache", cases_from_environment(3), memory_data, uncached);
+}
+
+#[test]
+fn the_write_anywhere_layout_behaves_like_the_model() {
+    let options = VolumeOptions { layout: Layout::WriteAnywhere, ..options() };
+    run_configuration("write-anywhere", cases_from_environment(3), memory_data, options);
+}
+
+fn raid(config: RaidConfig, failed_member: Option<usize>) -> RaidDevice<MemoryDevice> {
+    // Four data members and parity, 64 KiB stripe units: DATA_BLOCKS in all.
+    let members = (0..5).map(|_| MemoryDevice::new(4096, DATA_BLOCKS / 4)).collect();
+    let mut raid = RaidDevice::new(members, config.with_stripe_unit_bytes(64 * 1024)).expect("raid");
+    if let Some(member) = failed_member {
+        raid.fail_member(member).expect("fail one member");
+    }
+    raid
+}
+
+#[test]
+fn the_volume_on_raid4_and_on_a_degraded_raid5_behaves_like_the_model() {
+    let small_staging = VolumeOptions { staging_capacity_blocks: 32, allocation_range_blocks: 16, ..options() };
+    run_configuration(
+        "proximal on RAID-4",
+        cases_from_environment(4),
+        || raid(RaidConfig::raid4(), None),
+        small_staging.clone(),
+    );
+    run_configuration(
+        "proximal on RAID-5 with member 2 failed",
+        cases_from_environment(4),
+        || raid(RaidConfig::raid5(), Some(2)),
+        small_staging,
+    );
+    let in_place = VolumeOptions { layout: Layout::InPlace, staging_threshold_bytes: 0, ..options() };
+    run_configuration(
+        "in-place without a cache on RAID-4 with member 0 failed",
+        cases_from_environment(4),
+        || raid(RaidConfig::raid4(), Some(0)),
+        in_place,
+    );
 }
