@@ -4,7 +4,14 @@
 //! acknowledged write lost, no block holding a value it never had. Recovery
 //! itself is crashed at every boundary for a subset of points.
 //!
-//! `PROXIMA_CRASH_SEEDS` sets the number of workloads (default 8).
+//! Every crash-safe layout runs it: proximal (default, and with a staging area
+//! of 16 blocks so destages run inside writes and crash points fall inside
+//! them), in-place with its write cache, and write-anywhere. (In-place without
+//! a write cache overwrites blocks in place, so a torn write destroys the old
+//! value, as on a frame array without NVRAM; it is not crash-tested here.)
+//!
+//! `PROXIMA_CRASH_SEEDS` sets the number of workloads (default 8 for the
+//! default layout, a quarter of that for each other).
 
 mod common;
 
@@ -17,7 +24,7 @@ use proxima_device::{
     BatchTicket, BlockDevice, CrashDevice, CrashPoint, DeviceError, DeviceInfo, IoCompletion, IoOp, IoRequest,
     MemoryDevice, PendingWrites, Tear,
 };
-use proxima_engine::{Volume, VolumeOptions};
+use proxima_engine::{Layout, Volume, VolumeOptions};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -101,10 +108,14 @@ fn options() -> VolumeOptions {
 }
 
 /// Runs a seeded workload on a fresh volume and records everything.
-fn record_workload(seed: u64) -> Recording {
-    let mut volume =
-        Volume::format(MemoryDevice::new(4096, DATA_BLOCKS), MemoryDevice::new(4096, FLASH_BLOCKS), seed, options())
-            .unwrap();
+fn record_workload(seed: u64, options: &VolumeOptions) -> Recording {
+    let mut volume = Volume::format(
+        MemoryDevice::new(4096, DATA_BLOCKS),
+        MemoryDevice::new(4096, FLASH_BLOCKS),
+        seed,
+        options.clone(),
+    )
+    .unwrap();
     let mut contents = BTreeMap::new();
     for name in EXTENTS {
         let id = volume.create_extent(name, EXTENT_BLOCKS * BLOCK as u64).unwrap();
@@ -122,7 +133,7 @@ fn record_workload(seed: u64) -> Recording {
         order: order.clone(),
         kinds: BTreeMap::new(),
     };
-    let mut volume = Volume::open(wrap(data, 0), wrap(flash, 1), options()).unwrap();
+    let mut volume = Volume::open(wrap(data, 0), wrap(flash, 1), options.clone()).unwrap();
     let mut points =
         vec![ModelPoint { writes_at_start: 0, writes_at_end: 0, durable: true, block_crcs: crcs(&contents) }];
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -257,9 +268,16 @@ fn crash_images(recording: &Recording, global: u64, variant: u64) -> (MemoryDevi
 
 /// Crashes the recovery of `(data, flash)` at every one of its write
 /// boundaries and checks that a second recovery still matches the model.
-fn crash_recovery(data: MemoryDevice, flash: MemoryDevice, points: &[ModelPoint], global: u64) -> Result<u64, String> {
+fn crash_recovery(
+    data: MemoryDevice,
+    flash: MemoryDevice,
+    points: &[ModelPoint],
+    global: u64,
+    options: &VolumeOptions,
+) -> Result<u64, String> {
     let base = (copy_of(&data), copy_of(&flash));
-    let volume = Volume::open(CrashDevice::new(data), CrashDevice::new(flash), options()).map_err(|e| e.to_string())?;
+    let volume =
+        Volume::open(CrashDevice::new(data), CrashDevice::new(flash), options.clone()).map_err(|e| e.to_string())?;
     let (data, flash) = volume.into_devices();
     // Recovery writes only flash (the CP); crash it at each boundary.
     let mut exercised = 0;
@@ -268,7 +286,7 @@ fn crash_recovery(data: MemoryDevice, flash: MemoryDevice, points: &[ModelPoint]
         flash.crash_image(CrashPoint::torn_at(boundary, boundary)).apply_to(&mut flash_copy).unwrap();
         let mut data_copy = copy_of(&base.0);
         data.crash_image(CrashPoint::clean_at(data.write_count())).apply_to(&mut data_copy).unwrap();
-        let mut volume = Volume::open(data_copy, flash_copy, options())
+        let mut volume = Volume::open(data_copy, flash_copy, options.clone())
             .map_err(|error| format!("reopen after a crash during recovery at {boundary}: {error}"))?;
         check_recovered(&mut volume, points, global)?;
         exercised += 1;
@@ -276,33 +294,56 @@ fn crash_recovery(data: MemoryDevice, flash: MemoryDevice, points: &[ModelPoint]
     Ok(exercised)
 }
 
-#[test]
-fn every_crash_point_recovers_to_an_acknowledged_state() {
+fn seeds_from_environment(divisor: u64) -> u64 {
     let seeds: u64 = std::env::var("PROXIMA_CRASH_SEEDS").ok().and_then(|value| value.parse().ok()).unwrap_or(8);
+    (seeds / divisor).max(1)
+}
+
+fn crash_every_point(name: &str, seeds: u64, options: &VolumeOptions) {
     let mut crash_points = 0;
     let mut recovery_crash_points = 0;
     for seed in 0..seeds {
-        let recording = record_workload(seed);
+        let recording = record_workload(seed, options);
         let total = recording.order.len() as u64;
         for global in 0..=total {
             for variant in [0, 1 + seed] {
                 let (data, flash) = crash_images(&recording, global, variant);
                 if global % 23 == 0 && variant == 0 {
-                    recovery_crash_points += crash_recovery(data, flash, &recording.points, global)
-                        .unwrap_or_else(|error| panic!("seed {seed}, point {global}: {error}"));
+                    recovery_crash_points += crash_recovery(data, flash, &recording.points, global, options)
+                        .unwrap_or_else(|error| panic!("{name}: seed {seed}, point {global}: {error}"));
                     crash_points += 1;
                     continue;
                 }
-                let mut volume = Volume::open(data, flash, options())
-                    .unwrap_or_else(|error| panic!("seed {seed}, point {global}, variant {variant}: open: {error}"));
+                let mut volume = Volume::open(data, flash, options.clone()).unwrap_or_else(|error| {
+                    panic!("{name}: seed {seed}, point {global}, variant {variant}: open: {error}")
+                });
                 check_recovered(&mut volume, &recording.points, global)
-                    .unwrap_or_else(|error| panic!("seed {seed}, point {global}, variant {variant}: {error}"));
+                    .unwrap_or_else(|error| panic!("{name}: seed {seed}, point {global}, variant {variant}: {error}"));
                 crash_points += 1;
             }
         }
     }
     println!(
-        "{seeds} workloads: {crash_points} crash points recovered, {recovery_crash_points} crashes during recovery"
+        "{name}: {seeds} workloads: {crash_points} crash points recovered, {recovery_crash_points} crashes during recovery"
     );
     assert!(crash_points > 0);
+}
+
+#[test]
+fn every_crash_point_recovers_to_an_acknowledged_state() {
+    crash_every_point("proximal", seeds_from_environment(1), &options());
+}
+
+#[test]
+fn crashes_during_destage_recover_to_an_acknowledged_state() {
+    let options = VolumeOptions { staging_capacity_blocks: 16, allocation_range_blocks: 32, ..options() };
+    crash_every_point("proximal, 16-block staging", seeds_from_environment(4), &options);
+}
+
+#[test]
+fn every_crash_point_of_the_baseline_layouts_recovers() {
+    let in_place = VolumeOptions { layout: Layout::InPlace, staging_capacity_blocks: 16, ..options() };
+    crash_every_point("in-place", seeds_from_environment(4), &in_place);
+    let anywhere = VolumeOptions { layout: Layout::WriteAnywhere, ..options() };
+    crash_every_point("write-anywhere", seeds_from_environment(4), &anywhere);
 }
