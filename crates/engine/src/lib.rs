@@ -26,6 +26,7 @@ pub use destage::{DestageBatchReport, DestageObserver, DestageSummary, NoDestage
 pub use error::{DeviceRole, EngineError, Result};
 pub use fsck::{check as fsck_devices, Finding, FindingKind, FsckReport};
 pub use log::ReplayEnd;
+pub use map::Location;
 pub use policy::{Layout, LayoutParameters, Placement, WriteContext};
 pub use snapshot::SnapshotInfo;
 pub use synthetic::ReadReport;

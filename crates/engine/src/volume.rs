@@ -573,6 +573,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .collect()
     }
 
+    /// Where logical block `logical_block` of extent `id` lives now (`None`: a hole).
+    pub fn block_location(&self, id: u64, logical_block: u64) -> Result<Option<Location>> {
+        let map = self.maps.get(&id).ok_or_else(|| EngineError::NoSuchExtent(format!("#{id}")))?;
+        Ok(map::lookup(map, logical_block))
+    }
+
     /// Size in bytes of extent `id`.
     pub fn extent_size(&self, id: u64) -> Result<u64> {
         self.extents.get(id).map(|record| record.size_bytes).ok_or_else(|| EngineError::NoSuchExtent(format!("#{id}")))
