@@ -128,6 +128,66 @@ impl SlipTable {
     }
 }
 
+/// Remapped defects: each defective location's replacement, and back. The
+/// locations are zone-relative physical sector numbers (or track numbers under
+/// track sparing), counted from the zone's first sector before any skew.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct DefectTable {
+    /// (defective, replacement), sorted by defective location.
+    by_defective: Vec<(u64, u64)>,
+    /// (replacement, defective), sorted by replacement location.
+    by_replacement: Vec<(u64, u64)>,
+}
+
+impl DefectTable {
+    /// Builds the table from (defective, replacement) pairs in any order. A pair
+    /// whose replacement is the defective location itself changes nothing and is
+    /// dropped.
+    pub fn new(pairs: Vec<(u64, u64)>) -> DefectTable {
+        let mut by_defective: Vec<(u64, u64)> = pairs.into_iter().filter(|(from, to)| from != to).collect();
+        by_defective.sort_unstable();
+        let mut by_replacement: Vec<(u64, u64)> = by_defective.iter().map(|&(from, to)| (to, from)).collect();
+        by_replacement.sort_unstable();
+        DefectTable { by_defective, by_replacement }
+    }
+
+    /// True when nothing is remapped.
+    pub fn is_empty(&self) -> bool {
+        self.by_defective.is_empty()
+    }
+
+    /// The (defective, replacement) pairs, by defective location.
+    pub fn pairs(&self) -> &[(u64, u64)] {
+        &self.by_defective
+    }
+
+    /// Where defective location `location` is replaced, if it is.
+    pub fn replacement_of(&self, location: u64) -> Option<u64> {
+        lookup(&self.by_defective, location)
+    }
+
+    /// Which defective location `location` replaces, if any.
+    pub fn defective_for(&self, location: u64) -> Option<u64> {
+        lookup(&self.by_replacement, location)
+    }
+
+    /// The first defective location after `location`.
+    pub fn next_after(&self, location: u64) -> Option<u64> {
+        let index = self.by_defective.partition_point(|&(from, _)| from <= location);
+        self.by_defective.get(index).map(|&(from, _)| from)
+    }
+
+    /// The last defective location before `location`.
+    pub fn previous_before(&self, location: u64) -> Option<u64> {
+        let index = self.by_defective.partition_point(|&(from, _)| from < location);
+        index.checked_sub(1).map(|index| self.by_defective[index].0)
+    }
+}
+
+fn lookup(sorted: &[(u64, u64)], key: u64) -> Option<u64> {
+    sorted.binary_search_by_key(&key, |&(from, _)| from).ok().map(|index| sorted[index].1)
+}
+
 /// A drive's layout.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Layout {
@@ -203,6 +263,9 @@ pub(crate) struct G1Zone {
     pub cylinder_skew_sectors: f64,
     pub spare_count: u64,
     pub slips: SlipTable,
+    /// Remapped defective sectors (or tracks, under track sparing). Only pairs
+    /// whose defective location holds data are kept (by [`G1Layout::new`]).
+    pub defects: DefectTable,
     /// First LBN of the zone (filled by [`G1Layout::new`]).
     pub first_lbn: u64,
     /// LBNs in the zone (filled by [`G1Layout::new`]).
@@ -228,7 +291,83 @@ impl G1Layout {
             zone.lbn_count = zone_capacity(zone, surface_count, sparing);
             next_lbn += zone.lbn_count;
         }
-        G1Layout { surface_count, mapping, sparing, zones }
+        let mut layout = G1Layout { surface_count, mapping, sparing, zones };
+        // A defect where no LBN lives (a spare, a slip) moves nothing.
+        for index in 0..layout.zones.len() {
+            let zone = &layout.zones[index];
+            let kept: Vec<(u64, u64)> = zone
+                .defects
+                .pairs()
+                .iter()
+                .copied()
+                .filter(|&(defective, _)| layout.holds_data(zone, defective))
+                .collect();
+            layout.zones[index].defects = DefectTable::new(kept);
+        }
+        layout
+    }
+
+    /// Whether sparing is by whole tracks, so that defects name tracks.
+    fn defects_are_tracks(&self) -> bool {
+        self.sparing == Sparing::TracksAtZoneEnd
+    }
+
+    /// Whether defect location `location` of `zone` (a sector, or a track under
+    /// track sparing) holds any LBN.
+    fn holds_data(&self, zone: &G1Zone, location: u64) -> bool {
+        if self.defects_are_tracks() {
+            let spt = u64::from(zone.sectors_per_track);
+            (location * spt..(location + 1) * spt).any(|position| self.data_index_at(zone, position).is_some())
+        } else {
+            self.data_index_at(zone, location).is_some()
+        }
+    }
+
+    /// The first defect whose replacement is not usable: outside the zone, or
+    /// holding data of its own. Returns (defective, replacement).
+    pub fn unusable_replacement(&self) -> Option<(usize, u64, u64)> {
+        for (index, zone) in self.zones.iter().enumerate() {
+            let tracks = u64::from(zone.last_cylinder - zone.first_cylinder + 1) * u64::from(self.surface_count);
+            let limit = if self.defects_are_tracks() { tracks } else { zone_sectors(zone, self.surface_count) };
+            for &(defective, replacement) in zone.defects.pairs() {
+                if replacement >= limit || self.holds_data(zone, replacement) {
+                    return Some((index, defective, replacement));
+                }
+            }
+        }
+        None
+    }
+
+    /// The zone position of data index `data_index`: spares and the empty
+    /// front inserted.
+    fn position_of_data_index(&self, zone: &G1Zone, data_index: u64) -> u64 {
+        (match self.period(zone) {
+            Some((period, spares, at_front)) => {
+                let usable = period - spares;
+                (data_index / usable) * period + data_index % usable + if at_front { spares } else { 0 }
+            }
+            None => data_index,
+        }) + zone.empty_front_sectors
+    }
+
+    /// The data index at zone position `position`, or `None` for empty front,
+    /// spare, slipped or unused positions.
+    fn data_index_at(&self, zone: &G1Zone, position: u64) -> Option<u64> {
+        let position = position.checked_sub(zone.empty_front_sectors)?;
+        let data_index = match self.period(zone) {
+            Some((period, spares, at_front)) => {
+                let within = position % period;
+                let usable = period - spares;
+                let data_within = if at_front { within.checked_sub(spares)? } else { within };
+                if data_within >= usable {
+                    return None;
+                }
+                (position / period) * usable + data_within
+            }
+            None => position,
+        };
+        let logical = zone.slips.to_logical(data_index)?;
+        (logical < zone.lbn_count).then_some(data_index)
     }
 
     fn capacity(&self) -> u64 {
@@ -248,28 +387,56 @@ impl G1Layout {
     fn locate(&self, lbn: u64) -> Option<Located> {
         let zone = self.zone_of_lbn(lbn)?;
         let data_index = zone.slips.to_physical(lbn - zone.first_lbn);
-        let position = match self.period(zone) {
-            Some((period, spares, at_front)) => {
-                let usable = period - spares;
-                (data_index / usable) * period + data_index % usable + if at_front { spares } else { 0 }
-            }
-            None => data_index,
-        } + zone.empty_front_sectors;
+        let natural = self.position_of_data_index(zone, data_index);
         let spt = u64::from(zone.sectors_per_track);
-        let track_index = position / spt;
+        let natural_track = natural / spt;
+        // A remapped sector stands alone at its replacement; its neighbours stay.
+        let (position, remapped) = match self.remapped_sector(zone, natural) {
+            Some(replacement) => (replacement, true),
+            None => (natural, false),
+        };
+        let mut track_index = position / spt;
+        if self.defects_are_tracks() {
+            track_index = zone.defects.replacement_of(track_index).unwrap_or(track_index);
+        }
         let position_on_track = position % spt;
         let (cylinder, surface) = self.track_address(zone, track_index);
         let skew = self.skew_sectors(zone, track_index);
         let sector = ((position_on_track + skew) % spt) as u32;
+        let (lbns_left_on_track, lbns_before_on_track) = if remapped {
+            (1, 0)
+        } else {
+            (
+                self.lbns_left_on_track(zone, lbn, data_index, natural, (natural_track + 1) * spt),
+                self.lbns_before_on_track(zone, lbn, data_index, natural, natural_track * spt),
+            )
+        };
         Some(Located {
             cylinder,
             surface,
             sector,
             sectors_per_track: zone.sectors_per_track,
             angle: f64::from(sector) / spt as f64,
-            lbns_left_on_track: self.lbns_left_on_track(zone, lbn, data_index, (track_index + 1) * spt),
-            lbns_before_on_track: self.lbns_before_on_track(zone, lbn, data_index, track_index * spt),
+            lbns_left_on_track,
+            lbns_before_on_track,
         })
+    }
+
+    /// The replacement of the sector at zone position `position`, under sector sparing.
+    fn remapped_sector(&self, zone: &G1Zone, position: u64) -> Option<u64> {
+        if zone.defects.is_empty() || self.defects_are_tracks() {
+            return None;
+        }
+        zone.defects.replacement_of(position)
+    }
+
+    /// Remapped sectors split a track's run of LBNs: the next one at or after
+    /// `position` before `track_end`, if any (sector sparing only).
+    fn next_defect_on_track(&self, zone: &G1Zone, position: u64, track_end: u64) -> Option<u64> {
+        if zone.defects.is_empty() || self.defects_are_tracks() {
+            return None;
+        }
+        zone.defects.next_after(position).filter(|&defective| defective < track_end)
     }
 
     /// Data positions (LBN slots before slips) of the zone lying before zone
@@ -290,17 +457,25 @@ impl G1Layout {
     /// LBNs from `lbn` (at data index `data_index`) to the end of its track,
     /// whose physical end is zone position `track_end`: data positions up to
     /// there, less spares and slips, within the zone.
-    fn lbns_left_on_track(&self, zone: &G1Zone, lbn: u64, data_index: u64, track_end: u64) -> u64 {
-        let data_end = self.data_positions_before(zone, track_end);
+    /// A remapped sector ends the run before it.
+    fn lbns_left_on_track(&self, zone: &G1Zone, lbn: u64, data_index: u64, position: u64, track_end: u64) -> u64 {
+        let end = self.next_defect_on_track(zone, position, track_end).unwrap_or(track_end);
+        let data_end = self.data_positions_before(zone, end);
         let on_track =
             data_end.saturating_sub(data_index) - zone.slips.slipped_in(data_index, data_end.max(data_index));
         on_track.min(zone.first_lbn + zone.lbn_count - lbn).max(1)
     }
 
     /// LBNs of `lbn`'s track before it, the track starting at zone position
-    /// `track_start`.
-    fn lbns_before_on_track(&self, zone: &G1Zone, lbn: u64, data_index: u64, track_start: u64) -> u64 {
-        let data_start = self.data_positions_before(zone, track_start).min(data_index);
+    /// `track_start`; a remapped sector ends the run after it.
+    fn lbns_before_on_track(&self, zone: &G1Zone, lbn: u64, data_index: u64, position: u64, track_start: u64) -> u64 {
+        let previous_defect = if zone.defects.is_empty() || self.defects_are_tracks() {
+            None
+        } else {
+            zone.defects.previous_before(position).filter(|&defective| defective >= track_start)
+        };
+        let start = previous_defect.map_or(track_start, |defective| defective + 1);
+        let data_start = self.data_positions_before(zone, start).min(data_index);
         let before = data_index - data_start - zone.slips.slipped_in(data_start, data_index);
         before.min(lbn - zone.first_lbn)
     }
@@ -352,24 +527,25 @@ impl G1Layout {
             return None;
         }
         let spt = u64::from(zone.sectors_per_track);
-        let track_index = self.track_index(zone, physical.cylinder, physical.surface);
-        let skew = self.skew_sectors(zone, track_index);
+        let physical_track = self.track_index(zone, physical.cylinder, physical.surface);
+        let skew = self.skew_sectors(zone, physical_track);
         let position_on_track = (u64::from(physical.sector) + spt - skew) % spt;
-        let position = (track_index * spt + position_on_track).checked_sub(zone.empty_front_sectors)?;
-        let data_index = match self.period(zone) {
-            Some((period, spares, at_front)) => {
-                let within = position % period;
-                let usable = period - spares;
-                let data_within = if at_front { within.checked_sub(spares)? } else { within };
-                if data_within >= usable {
-                    return None;
-                }
-                (position / period) * usable + data_within
+        let mut track_index = physical_track;
+        if self.defects_are_tracks() && !zone.defects.is_empty() {
+            if zone.defects.replacement_of(physical_track).is_some() {
+                return None;
             }
-            None => position,
-        };
-        let logical = zone.slips.to_logical(data_index)?;
-        (logical < zone.lbn_count).then_some(zone.first_lbn + logical)
+            track_index = zone.defects.defective_for(physical_track).unwrap_or(physical_track);
+        }
+        let mut position = track_index * spt + position_on_track;
+        if !self.defects_are_tracks() && !zone.defects.is_empty() {
+            if zone.defects.replacement_of(position).is_some() {
+                return None;
+            }
+            position = zone.defects.defective_for(position).unwrap_or(position);
+        }
+        let data_index = self.data_index_at(zone, position)?;
+        Some(zone.first_lbn + zone.slips.to_logical(data_index)?)
     }
 }
 
@@ -464,8 +640,43 @@ pub(crate) struct G4Layout {
     pub nodes: Vec<Vec<G4Entry>>,
     pub root: usize,
     pub slips: SlipTable,
+    /// Remapped runs of LBNs, ascending and disjoint (the loader checks).
+    pub remaps: Vec<G4Remap>,
     /// LBNs exported (the layout may describe more).
     pub lbn_count: u64,
+}
+
+/// A G4 remap: `length` LBNs from `lbn` live on consecutive sectors from
+/// `sector` of the track at (`cylinder`, `surface`), which has
+/// `sectors_per_track` sectors, instead of where the table puts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct G4Remap {
+    pub lbn: u64,
+    pub length: u64,
+    pub cylinder: u32,
+    pub surface: u32,
+    pub sector: u32,
+    pub sectors_per_track: u32,
+}
+
+impl G4Remap {
+    fn end_lbn(&self) -> u64 {
+        self.lbn + self.length
+    }
+
+    fn locate(&self, lbn: u64) -> Located {
+        let offset = lbn - self.lbn;
+        let sector = self.sector + offset as u32;
+        Located {
+            cylinder: self.cylinder,
+            surface: self.surface,
+            sector,
+            sectors_per_track: self.sectors_per_track,
+            angle: f64::from(sector) / f64::from(self.sectors_per_track),
+            lbns_left_on_track: self.length - offset,
+            lbns_before_on_track: offset,
+        }
+    }
 }
 
 /// One step down the G4 tree.
@@ -499,6 +710,29 @@ impl G4Layout {
         if lbn >= self.lbn_count {
             return None;
         }
+        if self.remaps.is_empty() {
+            return self.locate_in_table(lbn);
+        }
+        // The remap at or before `lbn`, and the one after it.
+        let index = self.remaps.partition_point(|remap| remap.lbn <= lbn);
+        if let Some(remap) = index.checked_sub(1).map(|index| self.remaps[index]) {
+            if lbn < remap.end_lbn() {
+                return Some(remap.locate(lbn));
+            }
+        }
+        let mut located = self.locate_in_table(lbn)?;
+        // Remapped runs split the table's tracks.
+        if let Some(next) = self.remaps.get(index) {
+            located.lbns_left_on_track = located.lbns_left_on_track.min(next.lbn - lbn);
+        }
+        if let Some(previous) = index.checked_sub(1).map(|index| self.remaps[index]) {
+            located.lbns_before_on_track = located.lbns_before_on_track.min(lbn - previous.end_lbn());
+        }
+        Some(located)
+    }
+
+    /// Where the table (without remaps) puts `lbn`.
+    fn locate_in_table(&self, lbn: u64) -> Option<Located> {
         let physical = self.slips.to_physical(lbn);
         let (mut node, mut offset, mut cylinder, mut angle) = (self.root, physical, 0i64, 0.0f64);
         // The loader guarantees the tree is acyclic, so depth is bounded by the node count.
@@ -543,6 +777,21 @@ impl G4Layout {
     /// Finds the layout-space position of a physical sector by walking every
     /// entry whose cylinder range holds it (a query, not on the timing path).
     fn physical_to_lbn(&self, physical: PhysicalSector) -> Option<u64> {
+        for remap in &self.remaps {
+            if (remap.cylinder, remap.surface) == (physical.cylinder, physical.surface)
+                && (remap.sector..remap.sector + remap.length as u32).contains(&physical.sector)
+            {
+                return Some(remap.lbn + u64::from(physical.sector - remap.sector));
+            }
+        }
+        let lbn = self.table_lbn_at(physical)?;
+        // The table's sectors of a remapped run are defective.
+        let remapped = self.remaps.iter().any(|remap| (remap.lbn..remap.end_lbn()).contains(&lbn));
+        (!remapped).then_some(lbn)
+    }
+
+    /// The LBN the table (without remaps) puts at `physical`.
+    pub fn table_lbn_at(&self, physical: PhysicalSector) -> Option<u64> {
         let position = self.find_in_node(self.root, i64::from(physical.cylinder), 0.0, &physical, 0)?;
         let lbn = self.slips.to_logical(position)?;
         (lbn < self.lbn_count).then_some(lbn)
@@ -632,6 +881,7 @@ mod tests {
             cylinder_skew_sectors: 5.0,
             spare_count: spares,
             slips: SlipTable::new(slips),
+            defects: DefectTable::default(),
             first_lbn: 0,
             lbn_count: 0,
         }
@@ -661,6 +911,74 @@ mod tests {
                 check_track_neighbours(&model.layout, lbn, &model.layout.locate(lbn).unwrap());
             }
         }
+    }
+
+    /// Every LBN maps to a distinct sector and back; returns each LBN's location.
+    fn assert_round_trips(layout: &G1Layout) -> Vec<Located> {
+        let mut seen = std::collections::HashSet::new();
+        (0..layout.capacity())
+            .map(|lbn| {
+                let located = layout.locate(lbn).unwrap();
+                let physical =
+                    PhysicalSector { cylinder: located.cylinder, surface: located.surface, sector: located.sector };
+                assert!(seen.insert(physical), "lbn {lbn} collides at {physical:?}");
+                assert_eq!(layout.physical_to_lbn(physical), Some(lbn), "lbn {lbn}");
+                located
+            })
+            .collect()
+    }
+
+    #[test]
+    fn remapped_sectors_move_alone_to_their_spares() {
+        // 20 sectors per track, 2 spares at the end of each track, 3 surfaces.
+        let sparing = Sparing::Periodic { period_kind: Period::Track, at_front: false, slips_use_spares: true };
+        let plain = G1Layout::new(3, MappingScheme::Traditional, sparing, vec![zone(0, 6, 20, 2, vec![])]);
+        let mut defective = zone(0, 6, 20, 2, vec![]);
+        // Position 5 (LBN 5) to its track's spare 18; position 47 (LBN 43, track 2)
+        // to track 0's spare 19; position 19 is a spare already: moves nothing.
+        defective.defects = DefectTable::new(vec![(5, 18), (47, 19), (39, 59)]);
+        let remapped = G1Layout::new(3, MappingScheme::Traditional, sparing, vec![defective]);
+        assert_eq!(remapped.zones[0].defects.pairs(), &[(5, 18), (47, 19)], "the spare-to-spare pair is dropped");
+        assert_eq!(remapped.unusable_replacement(), None);
+        let before = assert_round_trips(&plain);
+        let after = assert_round_trips(&remapped);
+        for lbn in 0..plain.capacity() as usize {
+            let moved = (before[lbn].cylinder, before[lbn].surface, before[lbn].sector)
+                != (after[lbn].cylinder, after[lbn].surface, after[lbn].sector);
+            assert_eq!(moved, lbn == 5 || lbn == 43, "lbn {lbn}");
+        }
+        // LBN 5 sits on sector 18 + skew of track 0: 3 (first-block offset) → 21 mod 20.
+        assert_eq!((after[5].cylinder, after[5].surface, after[5].sector), (0, 0, 1));
+        assert_eq!((after[5].lbns_left_on_track, after[5].lbns_before_on_track), (1, 0));
+        // The run of track 0 stops before LBN 5 and resumes after it.
+        assert_eq!((after[4].lbns_left_on_track, after[6].lbns_before_on_track), (1, 0));
+        assert_eq!((after[0].lbns_left_on_track, after[17].lbns_before_on_track), (5, 11));
+        // LBN 43 lands on track 0 (cylinder 0, surface 0).
+        assert_eq!((after[43].cylinder, after[43].surface), (0, 0));
+        // The defective sectors themselves hold nothing.
+        let natural =
+            PhysicalSector { cylinder: before[5].cylinder, surface: before[5].surface, sector: before[5].sector };
+        assert_eq!(remapped.physical_to_lbn(natural), None);
+    }
+
+    #[test]
+    fn remapped_tracks_move_whole_to_spare_tracks() {
+        // Two spare tracks at the end of the zone (7 cylinders x 3 surfaces = 21 tracks).
+        let mut defective = zone(0, 6, 20, 2, vec![]);
+        defective.defects = DefectTable::new(vec![(4, 20)]);
+        let remapped = G1Layout::new(3, MappingScheme::Traditional, Sparing::TracksAtZoneEnd, vec![defective]);
+        assert_eq!(remapped.unusable_replacement(), None);
+        let after = assert_round_trips(&remapped);
+        // Track 4 (LBNs 80..100) now lives on track 20: cylinder 6, surface 2.
+        for located in &after[80..100] {
+            assert_eq!((located.cylinder, located.surface), (6, 2));
+        }
+        assert_eq!(after[80].lbns_left_on_track, 20);
+        // A replacement that holds data is refused.
+        let mut clashing = zone(0, 6, 20, 2, vec![]);
+        clashing.defects = DefectTable::new(vec![(4, 5)]);
+        let layout = G1Layout::new(3, MappingScheme::Traditional, Sparing::TracksAtZoneEnd, vec![clashing]);
+        assert_eq!(layout.unusable_replacement(), Some((0, 4, 5)));
     }
 
     #[test]

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::layout::{
-    G1Layout, G1Zone, G4Child, G4Entry, G4Layout, Layout, Located, MappingScheme, Period, PhysicalSector, SlipTable,
-    Sparing, TrackExtent, TrackPattern,
+    DefectTable, G1Layout, G1Zone, G4Child, G4Entry, G4Layout, G4Remap, Layout, Located, MappingScheme, Period,
+    PhysicalSector, SlipTable, Sparing, TrackExtent, TrackPattern,
 };
 use crate::params::{self, Block, DirectorySource, Document, EmbeddedSource, FileSource, Location, Value, ValueKind};
 use crate::seek::SeekCurve;
@@ -742,6 +742,7 @@ fn build_g1(layout: &Block, surface_count: u32, cylinder_count: u32) -> Result<G
             .iter()
             .map(|item| item.integer("slips").map(|position| (position.max(0) as u64, 1)))
             .collect::<Result<Vec<_>, _>>()?;
+        let defects = defect_pairs(zone)?;
         let g1_zone = G1Zone {
             first_cylinder,
             last_cylinder,
@@ -752,6 +753,7 @@ fn build_g1(layout: &Block, surface_count: u32, cylinder_count: u32) -> Result<G
             cylinder_skew_sectors: zone.float_or("Skew for cylinder switch", 0.0)? * unit,
             spare_count,
             slips: SlipTable::new(slips),
+            defects: DefectTable::new(defects),
             first_lbn: 0,
             lbn_count: 0,
         };
@@ -772,7 +774,47 @@ fn build_g1(layout: &Block, surface_count: u32, cylinder_count: u32) -> Result<G
     if zones.is_empty() {
         return Err(out_of_range(zones_value, "Zones", "at least one zone is required"));
     }
-    Ok(G1Layout::new(surface_count, mapping, sparing, zones))
+    let zone_items = zones_value.list("Zones")?;
+    let layout = G1Layout::new(surface_count, mapping, sparing, zones);
+    if let Some((index, defective, replacement)) = layout.unusable_replacement() {
+        let zone = zone_items[index].block("Zones")?;
+        let value = zone.require("defects")?;
+        return Err(out_of_range(
+            value,
+            "defects",
+            &format!("defect {defective} is remapped to {replacement}, which lies outside the zone or holds data"),
+        ));
+    }
+    Ok(layout)
+}
+
+/// A zone's `defects` list: pairs of (defective, replacement) locations.
+fn defect_pairs(zone: &Block) -> Result<Vec<(u64, u64)>, LoadError> {
+    let Some(value) = zone.get("defects") else {
+        return Ok(Vec::new());
+    };
+    let items = value.list("defects")?;
+    if items.len() % 2 != 0 {
+        return Err(out_of_range(value, "defects", "expected pairs `defective, replacement`"));
+    }
+    let mut pairs = Vec::new();
+    let mut defective_seen = std::collections::HashSet::new();
+    let mut replacement_seen = std::collections::HashSet::new();
+    for pair in items.chunks(2) {
+        let location = |item: &Value| -> Result<u64, LoadError> {
+            u64::try_from(item.integer("defects")?).map_err(|_| out_of_range(item, "defects", "must be non-negative"))
+        };
+        let (defective, replacement) = (location(&pair[0])?, location(&pair[1])?);
+        if defective != replacement && (!defective_seen.insert(defective) || !replacement_seen.insert(replacement)) {
+            return Err(out_of_range(
+                &pair[0],
+                "defects",
+                &format!("location {defective} or {replacement} appears in two remappings"),
+            ));
+        }
+        pairs.push((defective, replacement));
+    }
+    Ok(pairs)
 }
 
 fn build_g4(layout: &Block, block_count: u64, cylinder_count: u32) -> Result<G4Layout, LoadError> {
@@ -817,15 +859,72 @@ fn build_g4(layout: &Block, block_count: u64, cylinder_count: u32) -> Result<G4L
             u64::try_from(pair[1].integer("Slips")?).map_err(|_| out_of_range(&pair[1], "Slips", "negative"))?;
         slips.push((start, length));
     }
-    let remaps_value = layout.require("Remaps")?;
-    if !remaps_value.list("Remaps")?.is_empty() {
-        return Err(unsupported(remaps_value, "Remaps", "remapped defects are not modelled; use slips"));
-    }
     let root = nodes.len() - 1;
     let slips = SlipTable::new(slips);
     let described = nodes[root].iter().map(|entry| entry.lbn + entry.run_lbns).max().unwrap_or(0);
     let lbn_count = block_count.min(described.saturating_sub(slips.total()));
-    Ok(G4Layout { patterns, nodes, root, slips, lbn_count })
+    let mut g4 = G4Layout { patterns, nodes, root, slips, remaps: Vec::new(), lbn_count };
+    g4.remaps = g4_remaps(layout.require("Remaps")?, &g4, cylinder_count)?;
+    Ok(g4)
+}
+
+/// The `Remaps` list: sextuples `lbn, length, cylinder, head, sector, sectors
+/// per track`. Each run must lie within the exported LBNs and on one track,
+/// runs must not overlap, and their sectors must hold no other LBN.
+fn g4_remaps(value: &Value, table: &G4Layout, cylinder_count: u32) -> Result<Vec<G4Remap>, LoadError> {
+    let items = value.list("Remaps")?;
+    if items.len() % 6 != 0 {
+        return Err(out_of_range(value, "Remaps", "expected sextuples `lbn, length, cylinder, head, sector, spt`"));
+    }
+    let mut remaps = Vec::new();
+    for fields in items.chunks(6) {
+        let mut numbers = [0u64; 6];
+        for (slot, item) in numbers.iter_mut().zip(fields) {
+            *slot = u64::try_from(item.integer("Remaps")?)
+                .map_err(|_| out_of_range(item, "Remaps", "must be non-negative"))?;
+        }
+        let [lbn, length, cylinder, surface, sector, spt] = numbers;
+        let fits = length >= 1
+            && spt >= 1
+            && spt <= u64::from(u32::MAX)
+            && sector + length <= spt
+            && cylinder < u64::from(cylinder_count)
+            && surface <= u64::from(u32::MAX)
+            && lbn.checked_add(length).is_some_and(|end| end <= table.lbn_count);
+        if !fits {
+            return Err(out_of_range(
+                &fields[0],
+                "Remaps",
+                "a remap needs 1 or more LBNs within the disk, on sectors within one track of a cylinder on the disk",
+            ));
+        }
+        remaps.push(G4Remap {
+            lbn,
+            length,
+            cylinder: cylinder as u32,
+            surface: surface as u32,
+            sector: sector as u32,
+            sectors_per_track: spt as u32,
+        });
+    }
+    remaps.sort_unstable_by_key(|remap| remap.lbn);
+    if remaps.windows(2).any(|pair| pair[0].lbn + pair[0].length > pair[1].lbn) {
+        return Err(out_of_range(value, "Remaps", "remapped runs overlap"));
+    }
+    for remap in &remaps {
+        for offset in 0..remap.length as u32 {
+            let destination =
+                PhysicalSector { cylinder: remap.cylinder, surface: remap.surface, sector: remap.sector + offset };
+            if let Some(occupant) = table.table_lbn_at(destination) {
+                return Err(out_of_range(
+                    value,
+                    "Remaps",
+                    &format!("LBN {} is remapped onto {destination:?}, which holds LBN {occupant}", remap.lbn),
+                ));
+            }
+        }
+    }
+    Ok(remaps)
 }
 
 fn g4_node(node_value: &Value) -> Result<Vec<G4Entry>, LoadError> {
