@@ -112,6 +112,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             overwrites_data_blocks: segments.iter().all(|segment| matches!(segment.location, Some(Location::Data(_)))),
         };
         match place_write(&self.options.layout_parameters(), &context) {
+            Placement::Stage if self.options.layout == Layout::InPlace && count > self.staging_capacity_blocks() => {
+                self.write_through_cache(id, logical, payload)
+            }
             Placement::Stage if self.make_staging_room(count)? => self.write_staged(id, logical, payload),
             Placement::Stage | Placement::Ranges => self.write_in_ranges(id, logical, payload),
             Placement::InPlace => self.write_in_place(id, logical, payload),
@@ -142,6 +145,26 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             self.destage_or_refuse(count, capacity)?;
         }
         Ok(count <= self.staging_available_blocks())
+    }
+
+    /// In-place layout: an overwrite larger than the write cache passes
+    /// through it in cache-sized pieces, so no block is ever overwritten in
+    /// place before its new value is durable in the cache.
+    fn write_through_cache(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
+        let count = payload.block_count();
+        let piece_blocks = self.staging_capacity_blocks().max(1);
+        let mut done = 0;
+        while done < count {
+            let this = (count - done).min(piece_blocks);
+            let piece = payload.slice(done, this);
+            if self.make_staging_room(this)? {
+                self.write_staged(id, logical + done, piece)?;
+            } else {
+                self.write_in_ranges(id, logical + done, piece)?;
+            }
+            done += this;
+        }
+        Ok(())
     }
 
     fn destage_or_refuse(&mut self, count: u64, capacity: u64) -> Result<()> {
