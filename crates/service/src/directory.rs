@@ -1,0 +1,370 @@
+//! The volume directory: creating a volume (device files, format, configuration
+//! file), opening one (configuration, devices, engine volume), and the lock that
+//! keeps two processes from opening the same volume.
+//!
+//! A directory holds `proxima-volume.json`, `proxima.lock` (held with `flock`
+//! by whichever process has the volume open, recording its pid), the device
+//! files created by default (`data-N.img`, `flash.img`), and, while a server
+//! runs, its control socket `control.sock`.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+use proxima_device::{BlockDevice, RaidConfig, RaidDevice};
+use proxima_engine::{Layout, Volume, MIN_FLASH_BLOCKS};
+
+use crate::config::{DeviceEntry, RaidChoice, VolumeConfig, CONFIG_FORMAT_VERSION};
+use crate::devices::{DataDevice, FileBacked, IoMode, BLOCK_BYTES};
+use crate::error::{Result, ServiceError};
+
+/// The engine volume as the service opens it.
+pub type ServiceVolume = Volume<DataDevice, FileBacked>;
+
+/// Name of the lock file inside a volume directory.
+pub const LOCK_FILE_NAME: &str = "proxima.lock";
+/// Name of a running server's control socket inside a volume directory.
+pub const CONTROL_SOCKET_NAME: &str = "control.sock";
+
+/// Default size of each data disk file created by `volume create`.
+pub const DEFAULT_DATA_DISK_BYTES: u64 = 16 << 30;
+/// Default size of the flash file created by `volume create`.
+pub const DEFAULT_FLASH_BYTES: u64 = 1 << 30;
+
+/// What `volume create` makes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateSpec {
+    /// Data disks to use (files to create, or existing block devices). Empty:
+    /// create `data_disk_count` files `data-N.img` in the directory.
+    pub data_paths: Vec<PathBuf>,
+    /// Data disk files to create when `data_paths` is empty.
+    pub data_disk_count: usize,
+    /// Size of each data disk file created.
+    pub data_disk_bytes: u64,
+    /// The flash file or block device; `None`: `flash.img` in the directory.
+    pub flash_path: Option<PathBuf>,
+    /// Size of the flash file created.
+    pub flash_bytes: u64,
+    /// The layout.
+    pub layout: Layout,
+    /// RAID level; `None`: no RAID for one disk, RAID-5 for several.
+    pub raid: Option<RaidChoice>,
+    /// RAID stripe unit in bytes.
+    pub stripe_unit_bytes: u64,
+    /// How the files are accessed.
+    pub io_mode: IoMode,
+}
+
+impl Default for CreateSpec {
+    fn default() -> Self {
+        Self {
+            data_paths: Vec::new(),
+            data_disk_count: 1,
+            data_disk_bytes: DEFAULT_DATA_DISK_BYTES,
+            flash_path: None,
+            flash_bytes: DEFAULT_FLASH_BYTES,
+            layout: Layout::Proximal,
+            raid: None,
+            stripe_unit_bytes: proxima_device::DEFAULT_STRIPE_UNIT_BYTES,
+            io_mode: IoMode::Buffered,
+        }
+    }
+}
+
+/// An exclusive lock on a volume directory, released when dropped (or when the
+/// process dies, which is what `flock` guarantees).
+#[derive(Debug)]
+pub struct VolumeLock {
+    _file: File,
+}
+
+impl VolumeLock {
+    /// Takes the lock of `directory` without waiting.
+    pub fn acquire(directory: &Path) -> Result<Self> {
+        let path = directory.join(LOCK_FILE_NAME);
+        let file_error = |source| ServiceError::File { path: path.clone(), source };
+        let mut file =
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(file_error)?;
+        // SAFETY: flock on a valid, open descriptor has no memory effects.
+        let status = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if status != 0 {
+            let error = std::io::Error::last_os_error();
+            if error.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                return Err(ServiceError::InUse { directory: directory.to_owned(), holder: holder.trim().to_owned() });
+            }
+            return Err(file_error(error));
+        }
+        file.set_len(0).map_err(file_error)?;
+        file.rewind().map_err(file_error)?;
+        write!(file, "{}", std::process::id()).map_err(file_error)?;
+        Ok(Self { _file: file })
+    }
+}
+
+/// An open volume: its directory, configuration, the engine volume, and the lock.
+#[derive(Debug)]
+pub struct OpenVolume {
+    /// The directory.
+    pub directory: PathBuf,
+    /// Its configuration.
+    pub config: VolumeConfig,
+    /// The engine volume (the log replayed and a CP committed).
+    pub volume: ServiceVolume,
+    /// Held for as long as the volume is open.
+    pub lock: VolumeLock,
+}
+
+/// Opens the volume of `directory`: takes the lock, opens the devices, and
+/// opens the engine volume (replaying its log).
+pub fn open_volume(directory: &Path) -> Result<OpenVolume> {
+    let config = VolumeConfig::load(directory)?;
+    let lock = VolumeLock::acquire(directory)?;
+    open_locked(directory, config, lock)
+}
+
+/// Opens the volume of `directory` whose lock the caller holds.
+pub fn open_locked(directory: &Path, config: VolumeConfig, lock: VolumeLock) -> Result<OpenVolume> {
+    let (data, flash) = open_devices(directory, &config)?;
+    let volume = Volume::open(data, flash, config.volume_options())?;
+    Ok(OpenVolume { directory: directory.to_owned(), config, volume, lock })
+}
+
+/// Opens the devices a configuration names, checking their sizes against it.
+pub fn open_devices(directory: &Path, config: &VolumeConfig) -> Result<(DataDevice, FileBacked)> {
+    let open = |entry: &DeviceEntry| -> Result<FileBacked> {
+        let path = VolumeConfig::resolve(directory, &entry.path);
+        let device = FileBacked::open(&path, config.io_mode)?;
+        let size_bytes = device.info().capacity_bytes();
+        if size_bytes != entry.size_bytes {
+            return Err(ServiceError::DevicePath {
+                path,
+                message: format!("is {size_bytes} bytes; the configuration says {}", entry.size_bytes),
+            });
+        }
+        Ok(device)
+    };
+    let mut disks = config.data_disks.iter().map(open).collect::<Result<Vec<_>>>()?;
+    let data = match config.raid {
+        RaidChoice::None => DataDevice::Single(disks.pop().expect("validated: one disk")),
+        RaidChoice::Raid4 | RaidChoice::Raid5 => {
+            let level = if config.raid == RaidChoice::Raid4 { RaidConfig::raid4() } else { RaidConfig::raid5() };
+            DataDevice::Raid(RaidDevice::new(disks, level.with_stripe_unit_bytes(config.stripe_unit_bytes))?)
+        }
+    };
+    Ok((data, open(&config.flash)?))
+}
+
+/// Creates a volume in `directory` (created if missing): the device files, the
+/// formatted volume, and the configuration file, written last so that a failed
+/// create leaves no half volume behind. Returns the configuration.
+pub fn create_volume(directory: &Path, spec: &CreateSpec) -> Result<VolumeConfig> {
+    let raid = check_spec(spec)?;
+    std::fs::create_dir_all(directory).map_err(|source| ServiceError::File { path: directory.to_owned(), source })?;
+    if VolumeConfig::path_in(directory).exists() {
+        return Err(ServiceError::AlreadyAVolume(directory.to_owned()));
+    }
+    let _lock = VolumeLock::acquire(directory)?;
+    let mut created = Vec::new();
+    let outcome = create_locked(directory, spec, raid, &mut created);
+    if outcome.is_err() {
+        for path in created {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    outcome
+}
+
+fn create_locked(
+    directory: &Path,
+    spec: &CreateSpec,
+    raid: RaidChoice,
+    created: &mut Vec<PathBuf>,
+) -> Result<VolumeConfig> {
+    let data_paths: Vec<PathBuf> = if spec.data_paths.is_empty() {
+        (0..spec.data_disk_count).map(|index| PathBuf::from(format!("data-{index}.img"))).collect()
+    } else {
+        spec.data_paths.clone()
+    };
+    let mut data_disks = Vec::new();
+    for path in &data_paths {
+        data_disks.push(prepare_device(directory, path, spec.data_disk_bytes, created)?);
+    }
+    let flash_path = spec.flash_path.clone().unwrap_or_else(|| PathBuf::from("flash.img"));
+    let flash = prepare_device(directory, &flash_path, spec.flash_bytes, created)?;
+    let config = VolumeConfig {
+        format_version: CONFIG_FORMAT_VERSION,
+        volume_id: new_volume_id(),
+        layout: spec.layout.name().to_owned(),
+        io_mode: spec.io_mode,
+        raid,
+        stripe_unit_bytes: spec.stripe_unit_bytes,
+        data_disks,
+        flash,
+    };
+    config.validate(&VolumeConfig::path_in(directory))?;
+    let (data, flash_device) = open_devices(directory, &config)?;
+    let volume = Volume::format(data, flash_device, config.volume_id, config.volume_options())?;
+    let (mut data, mut flash_device) = volume.close()?;
+    data.flush()?;
+    flash_device.flush()?;
+    config.save(directory)?;
+    Ok(config)
+}
+
+fn check_spec(spec: &CreateSpec) -> Result<RaidChoice> {
+    let parameter =
+        |parameter: &str, message: String| ServiceError::InvalidParameter { parameter: parameter.to_owned(), message };
+    let disk_count = if spec.data_paths.is_empty() { spec.data_disk_count } else { spec.data_paths.len() };
+    if disk_count == 0 {
+        return Err(parameter("--disks", "at least one data disk is needed".into()));
+    }
+    let raid = spec.raid.unwrap_or(if disk_count == 1 { RaidChoice::None } else { RaidChoice::Raid5 });
+    match (raid, disk_count) {
+        (RaidChoice::None, count) if count > 1 => {
+            return Err(parameter("--raid", format!("{count} data disks need raid4 or raid5")));
+        }
+        (RaidChoice::Raid4 | RaidChoice::Raid5, 1) => {
+            return Err(parameter("--raid", format!("{} needs at least 2 data disks", raid.name())));
+        }
+        _ => {}
+    }
+    for (name, bytes) in [("--data-size", spec.data_disk_bytes), ("--flash-size", spec.flash_bytes)] {
+        if bytes == 0 || bytes % BLOCK_BYTES != 0 {
+            return Err(parameter(name, format!("{bytes} bytes is not a positive multiple of 4 KiB")));
+        }
+    }
+    if spec.flash_bytes < MIN_FLASH_BLOCKS * BLOCK_BYTES {
+        return Err(parameter("--flash-size", format!("at least {} KiB", MIN_FLASH_BLOCKS * BLOCK_BYTES / 1024)));
+    }
+    if spec.stripe_unit_bytes == 0 || spec.stripe_unit_bytes % BLOCK_BYTES != 0 {
+        return Err(parameter(
+            "--stripe-unit",
+            format!("{} is not a positive multiple of 4 KiB", spec.stripe_unit_bytes),
+        ));
+    }
+    if raid != RaidChoice::None && spec.data_disk_bytes < spec.stripe_unit_bytes {
+        return Err(parameter("--data-size", "each disk must hold at least one stripe unit".into()));
+    }
+    Ok(raid)
+}
+
+/// Creates a sparse file of `size_bytes` at `path` (relative to `directory`),
+/// or takes an existing block device whole. An existing regular file is refused
+/// rather than overwritten.
+fn prepare_device(directory: &Path, path: &Path, size_bytes: u64, created: &mut Vec<PathBuf>) -> Result<DeviceEntry> {
+    let resolved = VolumeConfig::resolve(directory, path);
+    let refuse = |message: String| ServiceError::DevicePath { path: resolved.clone(), message };
+    match std::fs::metadata(&resolved) {
+        Ok(metadata) if metadata.file_type().is_block_device() => {
+            let device = FileBacked::open(&resolved, IoMode::Buffered)?;
+            let size_bytes = device.info().capacity_bytes();
+            Ok(DeviceEntry { path: absolute(&resolved), size_bytes })
+        }
+        Ok(_) => Err(refuse("exists already; name a new file or a block device".into())),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            let file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&resolved)
+                .map_err(|error| refuse(format!("cannot create: {error}")))?;
+            created.push(resolved.clone());
+            file.set_len(size_bytes).map_err(|error| refuse(format!("cannot set the size: {error}")))?;
+            file.sync_all().map_err(|error| refuse(format!("cannot sync: {error}")))?;
+            Ok(DeviceEntry { path: path.to_owned(), size_bytes })
+        }
+        Err(error) => Err(refuse(error.to_string())),
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+}
+
+/// A volume id from the clock and the process id (unique enough to tell two
+/// volumes apart; the engine does not require uniqueness).
+fn new_volume_id() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos() as u64)
+        .unwrap_or(0);
+    (nanos ^ (u64::from(std::process::id()) << 40)) | 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small_spec() -> CreateSpec {
+        CreateSpec { data_disk_bytes: 64 << 20, flash_bytes: 8 << 20, ..CreateSpec::default() }
+    }
+
+    #[test]
+    fn a_created_volume_opens_with_no_extents() {
+        let directory = tempfile::tempdir().unwrap();
+        let config = create_volume(directory.path(), &small_spec()).unwrap();
+        assert_eq!(config.raid, RaidChoice::None);
+        let open = open_volume(directory.path()).unwrap();
+        assert!(open.volume.extents().is_empty());
+        assert_eq!(open.volume.volume_id(), config.volume_id);
+    }
+
+    #[test]
+    fn a_second_create_and_a_second_open_are_refused() {
+        let directory = tempfile::tempdir().unwrap();
+        create_volume(directory.path(), &small_spec()).unwrap();
+        assert!(matches!(create_volume(directory.path(), &small_spec()), Err(ServiceError::AlreadyAVolume(_))));
+        let _open = open_volume(directory.path()).unwrap();
+        let error = open_volume(directory.path()).unwrap_err();
+        assert!(matches!(error, ServiceError::InUse { .. }), "{error}");
+        assert!(error.to_string().contains(&std::process::id().to_string()), "{error}");
+    }
+
+    #[test]
+    fn raid5_over_three_files_is_created_and_reopened() {
+        let directory = tempfile::tempdir().unwrap();
+        let spec = CreateSpec { data_disk_count: 3, stripe_unit_bytes: 64 << 10, ..small_spec() };
+        let config = create_volume(directory.path(), &spec).unwrap();
+        assert_eq!(config.raid, RaidChoice::Raid5);
+        assert_eq!(config.data_disks.len(), 3);
+        let mut open = open_volume(directory.path()).unwrap();
+        let id = open.volume.create_extent("lun0", 32 << 20).unwrap();
+        open.volume.write(id, 4096, &[9u8; 8192], true).unwrap();
+        drop(open);
+        let mut open = open_volume(directory.path()).unwrap();
+        assert_eq!(open.volume.read(id, 4096, 8192).unwrap(), vec![9u8; 8192]);
+    }
+
+    #[test]
+    fn bad_specs_are_usage_errors_and_leave_nothing_behind() {
+        let directory = tempfile::tempdir().unwrap();
+        let cases = [
+            CreateSpec { data_disk_count: 2, raid: Some(RaidChoice::None), ..small_spec() },
+            CreateSpec { raid: Some(RaidChoice::Raid4), ..small_spec() },
+            CreateSpec { flash_bytes: 4096 * 10, ..small_spec() },
+            CreateSpec { data_disk_bytes: 1000, ..small_spec() },
+        ];
+        for spec in cases {
+            let error = create_volume(directory.path(), &spec).unwrap_err();
+            assert!(error.is_usage(), "{error}");
+        }
+        let leftover: Vec<_> = std::fs::read_dir(directory.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name != LOCK_FILE_NAME)
+            .collect();
+        assert!(leftover.is_empty(), "{leftover:?}");
+    }
+
+    #[test]
+    fn a_device_whose_size_changed_is_refused_by_name() {
+        let directory = tempfile::tempdir().unwrap();
+        create_volume(directory.path(), &small_spec()).unwrap();
+        File::options().write(true).open(directory.path().join("flash.img")).unwrap().set_len(16 << 20).unwrap();
+        let error = open_volume(directory.path()).unwrap_err();
+        assert!(error.to_string().contains("flash.img"), "{error}");
+    }
+}

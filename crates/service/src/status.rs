@@ -1,0 +1,149 @@
+//! `proxima status`: what a volume holds and how it is laid out, computed from
+//! the engine's space accounting, counters and extent maps.
+//!
+//! **Fragmentation** is defined per the sequential reader: within each extent,
+//! walking its mapped blocks in logical order, a block is a *break* when it does
+//! not continue the previous mapped block physically (a new run of the map:
+//! another device, or a non-adjacent block). The figure is
+//! `breaks / (mapped blocks − extents with data)`: 0 when every extent is one
+//! contiguous run, 1 when no two logically adjacent blocks are adjacent on
+//! disk. Holes do not count as breaks in themselves, but the engine's runs end
+//! at holes, so an extent written sparsely shows some fragmentation. The mean
+//! run length (mapped blocks per run) is reported beside it.
+
+use proxima_device::BlockDevice;
+use proxima_engine::{ExtentInfo, SnapshotInfo, StagingFill};
+use serde::Serialize;
+
+use crate::config::VolumeConfig;
+use crate::devices::BLOCK_BYTES;
+use crate::directory::ServiceVolume;
+
+/// The whole status report (`proxima status --json` prints it).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatusReport {
+    /// Layout of the volume.
+    pub layout: String,
+    /// RAID level.
+    pub raid: String,
+    /// Data disks.
+    pub data_disk_count: usize,
+    /// I/O mode of the files.
+    pub io_mode: String,
+    /// Data device capacity in bytes (after RAID parity).
+    pub capacity_bytes: u64,
+    /// Data device bytes in use by the active volume.
+    pub used_bytes: u64,
+    /// Data device bytes held only by snapshots.
+    pub held_by_snapshots_bytes: u64,
+    /// Data device bytes allocatable now.
+    pub free_bytes: u64,
+    /// Data and flash bytes freed since the last CP (free once it is durable).
+    pub awaiting_checkpoint_bytes: u64,
+    /// Flash capacity in bytes.
+    pub flash_capacity_bytes: u64,
+    /// Flash bytes in use (metadata, log and staged data).
+    pub flash_used_bytes: u64,
+    /// Staging area fill.
+    pub staging: StagingStatus,
+    /// Generation of the last durable CP (CPs committed over the volume's life).
+    pub checkpoint_generation: u64,
+    /// CPs committed since this process opened the volume.
+    pub checkpoints_since_open: u64,
+    /// Destage passes since this process opened the volume.
+    pub destages_since_open: u64,
+    /// Blocks destaged since this process opened the volume.
+    pub destaged_blocks_since_open: u64,
+    /// Fragmentation (see the module documentation), in [0, 1].
+    pub fragmentation: f64,
+    /// Mapped blocks per map run over all extents.
+    pub mean_run_blocks: f64,
+    /// The extents.
+    pub extents: Vec<ExtentInfo>,
+    /// Live snapshots, oldest first.
+    pub snapshots: Vec<SnapshotInfo>,
+    /// Snapshot deletions whose space is still being reclaimed.
+    pub pending_deletions: usize,
+}
+
+/// Staging area fill.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StagingStatus {
+    /// Staged blocks.
+    pub used_blocks: u64,
+    /// Capacity in blocks.
+    pub capacity_blocks: u64,
+    /// `used / capacity`.
+    pub fill_fraction: f64,
+}
+
+impl From<StagingFill> for StagingStatus {
+    fn from(fill: StagingFill) -> Self {
+        let fill_fraction =
+            if fill.capacity_blocks == 0 { 0.0 } else { fill.used_blocks as f64 / fill.capacity_blocks as f64 };
+        Self { used_blocks: fill.used_blocks, capacity_blocks: fill.capacity_blocks, fill_fraction }
+    }
+}
+
+/// The fragmentation figure and the mean run length of a set of extents.
+pub fn fragmentation(extents: &[ExtentInfo]) -> (f64, f64) {
+    let mapped: u64 = extents.iter().map(|extent| extent.mapped_block_count).sum();
+    let runs: u64 = extents.iter().map(|extent| extent.run_count).sum();
+    let with_data = extents.iter().filter(|extent| extent.mapped_block_count > 0).count() as u64;
+    let breaks = runs - with_data;
+    let opportunities = mapped - with_data;
+    let figure = if opportunities == 0 { 0.0 } else { breaks as f64 / opportunities as f64 };
+    let mean_run = if runs == 0 { 0.0 } else { mapped as f64 / runs as f64 };
+    (figure, mean_run)
+}
+
+/// The status of an open volume.
+pub fn status(volume: &ServiceVolume, config: &VolumeConfig) -> StatusReport {
+    let space = volume.space();
+    let extents = volume.extents();
+    let (fragmentation, mean_run_blocks) = fragmentation(&extents);
+    let stats = volume.stats();
+    StatusReport {
+        layout: volume.policy_name().to_owned(),
+        raid: config.raid.name().to_owned(),
+        data_disk_count: config.data_disks.len(),
+        io_mode: config.io_mode.name().to_owned(),
+        capacity_bytes: volume.data_device().info().capacity_bytes(),
+        used_bytes: space.data.used_blocks * BLOCK_BYTES,
+        held_by_snapshots_bytes: space.data.snapshot_only_blocks * BLOCK_BYTES,
+        free_bytes: space.data.allocatable_blocks * BLOCK_BYTES,
+        awaiting_checkpoint_bytes: (space.data.awaiting_checkpoint_blocks + space.flash.awaiting_checkpoint_blocks)
+            * BLOCK_BYTES,
+        flash_capacity_bytes: space.flash.block_count * BLOCK_BYTES,
+        flash_used_bytes: space.flash.used_blocks * BLOCK_BYTES,
+        staging: volume.staging_fill().into(),
+        checkpoint_generation: volume.generation(),
+        checkpoints_since_open: stats.checkpoint_count,
+        destages_since_open: stats.destage_count,
+        destaged_blocks_since_open: stats.destaged_blocks,
+        fragmentation,
+        mean_run_blocks,
+        extents,
+        snapshots: volume.snapshots(),
+        pending_deletions: volume.pending_deletions(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn extent(mapped_block_count: u64, run_count: u64) -> ExtentInfo {
+        ExtentInfo { id: 1, name: "e".into(), size_bytes: 1 << 30, mapped_block_count, run_count }
+    }
+
+    #[test]
+    fn fragmentation_is_zero_for_contiguous_extents_and_one_for_scattered_blocks() {
+        assert_eq!(fragmentation(&[extent(1000, 1), extent(0, 0)]), (0.0, 1000.0));
+        assert_eq!(fragmentation(&[extent(10, 10)]), (1.0, 1.0));
+        let (figure, mean) = fragmentation(&[extent(101, 11)]);
+        assert!((figure - 0.1).abs() < 1e-12, "{figure}");
+        assert!((mean - 101.0 / 11.0).abs() < 1e-12);
+        assert_eq!(fragmentation(&[]), (0.0, 0.0));
+    }
+}
