@@ -6,7 +6,14 @@
 
 mod disk;
 mod disk_lab;
+mod extent;
+mod fsck;
 mod reproduce;
+mod serve;
+mod service_common;
+mod snapshot;
+mod status;
+mod volume;
 
 use std::process::ExitCode;
 
@@ -25,6 +32,18 @@ enum Command {
     Disk(disk::DiskArgs),
     /// Regenerate a paper's figures on the simulator (CSV, plots, report.md).
     Reproduce(reproduce::ReproduceArgs),
+    /// Create a volume directory (data disks, flash, layout, RAID).
+    Volume(volume::VolumeArgs),
+    /// Create, delete, list or resize a volume's extents (each an NBD export).
+    Extent(extent::ExtentArgs),
+    /// Create, list, delete or restore a volume's snapshots.
+    Snapshot(snapshot::SnapshotArgs),
+    /// Capacity, use, snapshots, staging, CPs, destages and fragmentation of a volume.
+    Status(status::StatusArgs),
+    /// Check a volume's durable state; exit 1 on any finding.
+    Fsck(fsck::FsckArgs),
+    /// Serve a volume's extents and snapshots over NBD.
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -32,5 +51,11 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Disk(args) => disk::run(args),
         Command::Reproduce(args) => reproduce::run(&args),
+        Command::Volume(args) => volume::run(&args),
+        Command::Extent(args) => extent::run(&args),
+        Command::Snapshot(args) => snapshot::run(&args),
+        Command::Status(args) => status::run(&args),
+        Command::Fsck(args) => fsck::run(&args),
+        Command::Serve(args) => serve::run(&args),
     }
 }

@@ -1,0 +1,80 @@
+//! `proxima status DIR [--json]`: capacity, use, space held by snapshots,
+//! staging fill, CP and destage counts, and the fragmentation figure (defined
+//! in `proxima_service::status`). Through a running server when one holds the
+//! volume, so the counts are the live process's.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use proxima_service::{format_size, Request, Venue};
+use serde_json::Value;
+
+use crate::service_common::request;
+
+/// `proxima status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The volume directory.
+    directory: PathBuf,
+    /// Print the report as one JSON object on the last line.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `proxima status`.
+pub fn run(args: &StatusArgs) -> ExitCode {
+    let (report, venue) = match request("status", &args.directory, &Request::Status) {
+        Ok(outcome) => outcome,
+        Err(code) => return code,
+    };
+    print_report(&args.directory, &report, venue);
+    if args.json {
+        println!("{report}");
+    }
+    ExitCode::SUCCESS
+}
+
+fn bytes(report: &Value, key: &str) -> String {
+    format_size(report[key].as_u64().unwrap_or(0))
+}
+
+fn print_report(directory: &std::path::Path, report: &Value, venue: Venue) {
+    let served = if venue == Venue::Server { " (served)" } else { "" };
+    println!(
+        "volume {}{served}: {} layout, {} data disk(s), RAID {}, {} I/O",
+        directory.display(),
+        report["layout"].as_str().unwrap_or("?"),
+        report["data_disk_count"],
+        report["raid"].as_str().unwrap_or("?"),
+        report["io_mode"].as_str().unwrap_or("?")
+    );
+    println!("  capacity            {}", bytes(report, "capacity_bytes"));
+    println!("  used                {}", bytes(report, "used_bytes"));
+    println!("  held by snapshots   {}", bytes(report, "held_by_snapshots_bytes"));
+    println!("  free                {}", bytes(report, "free_bytes"));
+    println!("  flash used          {} of {}", bytes(report, "flash_used_bytes"), bytes(report, "flash_capacity_bytes"));
+    let staging = &report["staging"];
+    println!(
+        "  staging             {} of {} blocks ({:.1} %)",
+        staging["used_blocks"],
+        staging["capacity_blocks"],
+        staging["fill_fraction"].as_f64().unwrap_or(0.0) * 100.0
+    );
+    println!(
+        "  CPs                 generation {}, {} since open",
+        report["checkpoint_generation"], report["checkpoints_since_open"]
+    );
+    println!(
+        "  destages            {} since open ({} blocks)",
+        report["destages_since_open"], report["destaged_blocks_since_open"]
+    );
+    println!(
+        "  fragmentation       {:.4} (mean run {:.1} blocks)",
+        report["fragmentation"].as_f64().unwrap_or(0.0),
+        report["mean_run_blocks"].as_f64().unwrap_or(0.0)
+    );
+    let extents = report["extents"].as_array().map_or(0, Vec::len);
+    let snapshots = report["snapshots"].as_array().map_or(0, Vec::len);
+    println!("  extents {extents}, snapshots {snapshots}, deletions pending {}", report["pending_deletions"]);
+}
