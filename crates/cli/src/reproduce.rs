@@ -15,7 +15,7 @@ use proxima_lab::{find_experiment, LabError, ReproduceOptions, EXPERIMENTS};
 /// `proxima reproduce`.
 #[derive(Debug, Args)]
 pub struct ReproduceArgs {
-    /// The experiment (proximal-disk).
+    /// The experiment (proximal-disk, proximal-table2, proximal-table3, proximal-srarw).
     experiment: String,
     /// Output directory [default: out/EXPERIMENT].
     #[arg(long)]
@@ -23,9 +23,12 @@ pub struct ReproduceArgs {
     /// Seed of every simulation in the run.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Disk model: a built-in name or a DiskSim `.parv` file.
-    #[arg(long, default_value = "cheetah15k5")]
-    model: String,
+    /// Disk model: a built-in name or a DiskSim `.parv` file [default: the experiment's].
+    #[arg(long)]
+    model: Option<String>,
+    /// Fraction of the paper's full size, for experiments that scale [default: the experiment's].
+    #[arg(long)]
+    scale: Option<f64>,
     /// Strands per point of a figure [default: the experiment's].
     #[arg(long)]
     count: Option<u32>,
@@ -43,8 +46,9 @@ pub fn run(args: &ReproduceArgs) -> ExitCode {
     let options = ReproduceOptions {
         out_dir: args.out.clone().unwrap_or_else(|| PathBuf::from("out").join(experiment.name)),
         seed: args.seed,
-        model: args.model.clone(),
+        model: args.model.clone().unwrap_or_else(|| experiment.default_model.to_string()),
         strand_count: args.count.unwrap_or(experiment.default_strand_count),
+        scale: args.scale.or(experiment.default_scale),
     };
     eprintln!(
         "proxima reproduce {}: model {}, seed {}, writing to {}",

@@ -12,17 +12,31 @@
 //!   and Appendix A).
 //! - [`testbed`]: the simulated RAID-4 and flash device of the layout experiments.
 //! - [`measure`]: per-batch and per-disk figures of those experiments.
+//! - [`srarw`]: the serial-read-after-random-write workload on a volume over the
+//!   testbed (fill, age, read), at any scale.
+//! - [`layout_experiments`]: what the layout experiments share (settings, the
+//!   paper's figures, run cost, definitions).
+//! - [`proximal_table2`]: the `proximal-table2` experiment (the paper's Table 2).
+//! - [`proximal_table3`]: the `proximal-table3` experiment (Table 3: serial reads
+//!   after random writes, proximal and write-anywhere).
+//! - [`proximal_srarw`]: the `proximal-srarw` experiment (proximal against
+//!   in-place and write-anywhere: throughput, reads, cost per IOPS).
 //!
 //! [`EXPERIMENTS`] lists every experiment `proxima reproduce` can run; adding one is
 //! one line there.
 
 pub mod birthday;
 pub mod closed_loop;
+pub mod layout_experiments;
 pub mod measure;
 pub mod placement;
 pub mod plot;
 pub mod progress;
 pub mod proximal_disk;
+pub mod proximal_srarw;
+pub mod proximal_table2;
+pub mod proximal_table3;
+pub mod srarw;
 pub mod strands;
 pub mod table;
 pub mod testbed;
@@ -34,7 +48,7 @@ use thiserror::Error;
 use crate::progress::Progress;
 
 /// Settings shared by every reproduced experiment.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReproduceOptions {
     /// Directory that receives the CSV files, plots and `report.md`.
     pub out_dir: PathBuf,
@@ -44,6 +58,9 @@ pub struct ReproduceOptions {
     pub model: String,
     /// Strands simulated per point of a figure.
     pub strand_count: u32,
+    /// Fraction of the paper's full size to simulate, for experiments that scale
+    /// (`None`: the experiment's default).
+    pub scale: Option<f64>,
 }
 
 /// What an experiment produced.
@@ -66,17 +83,49 @@ pub struct Experiment {
     pub description: &'static str,
     /// Strands per point in a default run (a couple of minutes at most in release).
     pub default_strand_count: u32,
+    /// The drive model when none is given.
+    pub default_model: &'static str,
+    /// The scale when none is given (`None`: the experiment does not scale).
+    pub default_scale: Option<f64>,
     /// Runs it.
     pub run: fn(&ReproduceOptions, &mut dyn Progress) -> Result<ExperimentOutcome, LabError>,
 }
 
 /// Every experiment `proxima reproduce` knows.
-pub const EXPERIMENTS: &[Experiment] = &[Experiment {
-    name: proximal_disk::NAME,
-    description: "proximal I/O paper, Section 2 and Appendix A: Figures 1-2, issue order, birthday model",
-    default_strand_count: 1000,
-    run: proximal_disk::run,
-}];
+pub const EXPERIMENTS: &[Experiment] = &[
+    Experiment {
+        name: proximal_disk::NAME,
+        description: "proximal I/O paper, Section 2 and Appendix A: Figures 1-2, issue order, birthday model",
+        default_strand_count: 1000,
+        default_model: "cheetah15k5",
+        default_scale: None,
+        run: proximal_disk::run,
+    },
+    Experiment {
+        name: proximal_table2::NAME,
+        description: "proximal I/O paper, Table 2: random updates destaged from 1-10 % staging areas on RAID-4",
+        default_strand_count: 0,
+        default_model: layout_experiments::DEFAULT_MODEL,
+        default_scale: Some(layout_experiments::DEFAULT_SCALE),
+        run: proximal_table2::run,
+    },
+    Experiment {
+        name: proximal_table3::NAME,
+        description: "proximal I/O paper, Table 3: serial reads after random writes, proximal and write-anywhere",
+        default_strand_count: 0,
+        default_model: layout_experiments::DEFAULT_MODEL,
+        default_scale: Some(layout_experiments::DEFAULT_SCALE),
+        run: proximal_table3::run,
+    },
+    Experiment {
+        name: proximal_srarw::NAME,
+        description: "proximal I/O paper, Sections 5.3-5.4: proximal vs in-place vs write-anywhere, cost per IOPS",
+        default_strand_count: 0,
+        default_model: layout_experiments::DEFAULT_MODEL,
+        default_scale: Some(layout_experiments::DEFAULT_SCALE),
+        run: proximal_srarw::run,
+    },
+];
 
 /// The experiment named `name`.
 pub fn find_experiment(name: &str) -> Option<&'static Experiment> {
@@ -120,6 +169,12 @@ pub enum LabError {
     #[error("simulated device: {message}")]
     Device {
         /// The device's reason, naming the device and block.
+        message: String,
+    },
+    /// The engine refused an operation of the workload.
+    #[error("engine: {message}")]
+    Engine {
+        /// The engine's reason.
         message: String,
     },
     /// A plot could not be drawn.

@@ -57,7 +57,7 @@ impl DiskBatch {
 }
 
 /// Length of the union of the requests' `[submitted, completed]` intervals.
-fn busy_ns(ios: &[MemberIo]) -> u64 {
+pub fn busy_ns(ios: &[MemberIo]) -> u64 {
     let mut intervals: Vec<(u64, u64)> = ios.iter().map(|io| (io.submitted_ns, io.completed_ns)).collect();
     intervals.sort_unstable();
     let mut total = 0;

@@ -6,8 +6,13 @@ use proxima_lab::{find_experiment, ReproduceOptions};
 
 fn run(directory: &std::path::Path, seed: u64) -> serde_json::Value {
     let experiment = find_experiment("proximal-disk").expect("the experiment is registered");
-    let options =
-        ReproduceOptions { out_dir: directory.to_path_buf(), seed, model: "cheetah15k5".into(), strand_count: 20 };
+    let options = ReproduceOptions {
+        out_dir: directory.to_path_buf(),
+        seed,
+        model: "cheetah15k5".into(),
+        strand_count: 20,
+        scale: None,
+    };
     let outcome = (experiment.run)(&options, &mut NoProgress).expect("the experiment runs");
     assert!(outcome.report_path.exists());
     let mut headline = outcome.headline;
@@ -42,6 +47,7 @@ fn an_unknown_model_is_a_model_error() {
         seed: 1,
         model: "no-such-drive".into(),
         strand_count: 5,
+        scale: None,
     };
     assert!(matches!((experiment.run)(&options, &mut NoProgress), Err(proxima_lab::LabError::Model { .. })));
 }

@@ -1,0 +1,325 @@
+//! `reproduce proximal-srarw`: the proximal layout against the baselines on the
+//! same array and workload (the paper's Sections 5.3 and 5.4): random-update
+//! throughput, disk I/Os per revolution, serial-read bandwidth after aging
+//! against fresh, and the cost per random IOPS with the paper's prices.
+//!
+//! Layouts, each on a fresh volume filled, read, aged and read again:
+//! - `proximal`: a 1 % staging area, destaged with proximal placement;
+//! - `in_place`: a frame array with the same 1 % flash as its write cache
+//!   (overwrites held there and written back in place, per extent, at destage);
+//! - `in_place_uncached`: a frame array without a cache (each update a RAID
+//!   read-modify-write in place, at once) — the paper's "basic disk solution";
+//! - `write_anywhere`: no staging, greedy hole plugging.
+//!
+//! Writes `srarw.csv`, `srarw_throughput.svg`, `srarw_reads.svg` and `report.md`.
+//! The JSON headline is `{"layouts": {"proximal": {"random_update_iops",
+//! "ios_per_revolution", "aged_to_fresh", "dollars_per_iops"}, "in_place": {...},
+//! "write_anywhere": {...}}}`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use proxima_engine::Layout;
+use serde::Serialize;
+
+use crate::layout_experiments::{
+    create_directory, paper, report_header, write_text, LayoutSettings, RunCost, DEFINITIONS,
+};
+use crate::measure::{ratio, BatchSummary};
+use crate::plot::GroupedBarChart;
+use crate::progress::Progress;
+use crate::proximal_table3::{fresh_and_aged_reads, LayoutReads};
+use crate::srarw::{AgingFigures, RunSpec, DATA_DISK_COUNT};
+use crate::table::Table;
+use crate::testbed::BLOCK_SIZE_BYTES;
+use crate::{ExperimentOutcome, LabError, ReproduceOptions};
+
+/// The experiment's name on the command line.
+pub const NAME: &str = "proximal-srarw";
+
+/// The staging area (and the frame array's cache), percent of capacity.
+pub const STAGING_PERCENT: f64 = 1.0;
+
+/// One compared configuration.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    key: &'static str,
+    layout: Layout,
+    staging_percent: f64,
+}
+
+const CANDIDATES: [Candidate; 4] = [
+    Candidate { key: "proximal", layout: Layout::Proximal, staging_percent: STAGING_PERCENT },
+    Candidate { key: "in_place", layout: Layout::InPlace, staging_percent: STAGING_PERCENT },
+    Candidate { key: "in_place_uncached", layout: Layout::InPlace, staging_percent: 0.0 },
+    Candidate { key: "write_anywhere", layout: Layout::WriteAnywhere, staging_percent: 0.0 },
+];
+
+/// The keys the JSON headline carries (the uncached frame array is in the report only).
+const HEADLINE_KEYS: [&str; 3] = ["proximal", "in_place", "write_anywhere"];
+
+/// A layout's headline figures.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct LayoutFigures {
+    /// User updates per second of array busy time.
+    pub random_update_iops: f64,
+    /// Disk I/Os retired per revolution once positioned.
+    pub ios_per_revolution: f64,
+    /// Serial-read bandwidth after aging over fresh.
+    pub aged_to_fresh: f64,
+    /// Array price (five disks and the flash) over `random_update_iops`.
+    pub dollars_per_iops: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Headline {
+    layouts: BTreeMap<&'static str, LayoutFigures>,
+}
+
+/// Everything measured for one candidate.
+#[derive(Debug, Clone)]
+struct Outcome {
+    candidate: Candidate,
+    figures: LayoutFigures,
+    reads: LayoutReads,
+    aging: AgingFigures,
+    array_dollars: f64,
+    flash_gb: f64,
+}
+
+impl Outcome {
+    /// The per-disk figures: from the destage batches where there are any, else
+    /// from every I/O of the aging.
+    fn disk_figures(&self) -> &BatchSummary {
+        if self.aging.batches.batch_count > 0 {
+            &self.aging.batches
+        } else {
+            &self.aging.all_io
+        }
+    }
+
+    /// Disk I/Os a drive completes per second of its service time (the paper's
+    /// "random IOPS" per disk, from I/Os per revolution and the positioning).
+    fn disk_iops_per_disk(&self) -> f64 {
+        let disks = self.disk_figures();
+        let ios: u64 = disks.disks.iter().map(|disk| disk.io_count).sum();
+        let service: u64 = disks.disks.iter().map(|disk| disk.service_ns).sum();
+        ratio(ios as f64 * 1e9, service as f64)
+    }
+}
+
+/// Runs the experiment and writes its files under `options.out_dir`.
+pub fn run(options: &ReproduceOptions, progress: &mut dyn Progress) -> Result<ExperimentOutcome, LabError> {
+    let settings = LayoutSettings::from_options(options)?;
+    create_directory(&options.out_dir)?;
+    let mut cost = RunCost::start();
+    let full_size_array_bytes = settings.shape.model.sector_count()
+        * u64::from(settings.shape.model.sector_size_bytes())
+        * DATA_DISK_COUNT as u64;
+    let mut outcomes = Vec::new();
+    let mut extent_count = 0;
+    for candidate in CANDIDATES {
+        let spec = RunSpec {
+            shape: settings.shape.clone(),
+            layout: candidate.layout,
+            staging_percent: candidate.staging_percent,
+            scale: settings.scale,
+            seed: settings.seed,
+        };
+        let (reads, aging, extents) = fresh_and_aged_reads(&spec, progress, &mut cost)?;
+        extent_count = extents;
+        let flash_gb = full_size_array_bytes as f64 * candidate.staging_percent / 100.0 / 1e9;
+        let array_dollars = paper::DISK_DOLLARS * (DATA_DISK_COUNT + 1) as f64 + flash_gb * paper::FLASH_DOLLARS_PER_GB;
+        let batches_or_all = if aging.batches.batch_count > 0 { &aging.batches } else { &aging.all_io };
+        let random_update_iops = aging.random_update_iops();
+        let figures = LayoutFigures {
+            random_update_iops,
+            ios_per_revolution: batches_or_all.ios_per_revolution(settings.revolution_ns()),
+            aged_to_fresh: ratio(reads.aged.mb_s_per_disk(), reads.fresh.mb_s_per_disk()),
+            dollars_per_iops: ratio(array_dollars, random_update_iops),
+        };
+        outcomes.push(Outcome { candidate, figures, reads, aging, array_dollars, flash_gb });
+    }
+    let out = &options.out_dir;
+    table(&outcomes).write_csv(&out.join("srarw.csv"))?;
+    let (throughput, reads) = charts(&outcomes, &settings);
+    throughput.write_svg(&out.join("srarw_throughput.svg"))?;
+    reads.write_svg(&out.join("srarw_reads.svg"))?;
+    let command = settings.command_line(NAME, out);
+    let summary = render_summary(&outcomes, &settings, &cost);
+    let report = render_report(&outcomes, &settings, &command, extent_count, &summary);
+    let report_path = out.join("report.md");
+    write_text(&report_path, &report)?;
+    let layouts = outcomes
+        .iter()
+        .filter(|outcome| HEADLINE_KEYS.contains(&outcome.candidate.key))
+        .map(|outcome| (outcome.candidate.key, outcome.figures))
+        .collect();
+    let headline = serde_json::to_value(Headline { layouts }).expect("the headline serialises");
+    Ok(ExperimentOutcome { summary, headline, report_path })
+}
+
+fn table(outcomes: &[Outcome]) -> Table {
+    let mut table = Table::new(&[
+        "layout",
+        "staging_percent",
+        "random_update_iops",
+        "ios_per_revolution",
+        "io_amplification",
+        "destage_batches",
+        "updates_per_batch",
+        "disk_iops_per_disk",
+        "fresh_mb_s_per_disk",
+        "aged_mb_s_per_disk",
+        "aged_to_fresh",
+        "aged_runs_per_request",
+        "flash_gb_full_size",
+        "array_dollars",
+        "dollars_per_iops",
+    ]);
+    for outcome in outcomes {
+        let figures = &outcome.figures;
+        let disks = outcome.disk_figures();
+        table.push_row(vec![
+            outcome.candidate.key.to_string(),
+            format!("{}", outcome.candidate.staging_percent),
+            format!("{:.1}", figures.random_update_iops),
+            format!("{:.3}", figures.ios_per_revolution),
+            format!("{:.3}", ratio(disks.disk_io_count() as f64, outcome.aging.update_count as f64)),
+            outcome.aging.batches.batch_count.to_string(),
+            format!("{:.2}", outcome.aging.batches.updates_per_batch()),
+            format!("{:.1}", outcome.disk_iops_per_disk()),
+            format!("{:.2}", outcome.reads.fresh.mb_s_per_disk()),
+            format!("{:.2}", outcome.reads.aged.mb_s_per_disk()),
+            format!("{:.3}", figures.aged_to_fresh),
+            format!("{:.2}", outcome.reads.aged.runs_per_request()),
+            format!("{:.1}", outcome.flash_gb),
+            format!("{:.2}", outcome.array_dollars),
+            format!("{:.3}", figures.dollars_per_iops),
+        ]);
+    }
+    table
+}
+
+fn charts(outcomes: &[Outcome], settings: &LayoutSettings) -> (GroupedBarChart, GroupedBarChart) {
+    let categories: Vec<String> = outcomes.iter().map(|outcome| outcome.candidate.key.to_string()).collect();
+    let model = settings.shape.model.name();
+    let throughput = GroupedBarChart {
+        title: format!("Random 4 KiB updates per second of array time ({model})"),
+        x_label: "layout".into(),
+        y_label: "user updates per second".into(),
+        categories: categories.clone(),
+        series: vec![(
+            "random-update throughput".into(),
+            outcomes.iter().map(|outcome| outcome.figures.random_update_iops).collect(),
+        )],
+    };
+    let reads = GroupedBarChart {
+        title: format!("Serial reads of whole extents, fresh and aged ({model})"),
+        x_label: "layout".into(),
+        y_label: "MB/s per data disk".into(),
+        categories,
+        series: vec![
+            ("fresh".into(), outcomes.iter().map(|outcome| outcome.reads.fresh.mb_s_per_disk()).collect()),
+            ("aged".into(), outcomes.iter().map(|outcome| outcome.reads.aged.mb_s_per_disk()).collect()),
+        ],
+    };
+    (throughput, reads)
+}
+
+fn render_summary(outcomes: &[Outcome], settings: &LayoutSettings, cost: &RunCost) -> String {
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "{NAME} on {} (scale {}, seed {}): the same array and workload under each layout",
+        settings.shape.model.name(),
+        settings.scale,
+        settings.seed
+    );
+    let _ = writeln!(
+        text,
+        "{:<18} {:>8} {:>16} {:>14} {:>12} {:>12} {:>10}",
+        "layout", "staging", "updates/s", "I/Os/rev", "aged/fresh", "$/IOPS", "× in-place"
+    );
+    let in_place = outcomes
+        .iter()
+        .find(|outcome| outcome.candidate.key == "in_place")
+        .map_or(0.0, |outcome| outcome.figures.random_update_iops);
+    for outcome in outcomes {
+        let figures = &outcome.figures;
+        let _ = writeln!(
+            text,
+            "{:<18} {:>7}% {:>16.1} {:>14.2} {:>12.3} {:>12.3} {:>10.2}",
+            outcome.candidate.key,
+            outcome.candidate.staging_percent,
+            figures.random_update_iops,
+            figures.ios_per_revolution,
+            figures.aged_to_fresh,
+            figures.dollars_per_iops,
+            ratio(figures.random_update_iops, in_place),
+        );
+    }
+    let _ = writeln!(
+        text,
+        "paper (1 % staging): {} random IOPS per disk, ${} per IOPS; aged/fresh 0.97; write-anywhere as little \
+         as {}",
+        paper::IOPS_PER_DISK,
+        paper::DOLLARS_PER_IOPS,
+        paper::WRITE_ANYWHERE_AGED_TO_FRESH_MIN
+    );
+    let _ = writeln!(text, "{}", cost.render());
+    text
+}
+
+fn render_report(
+    outcomes: &[Outcome],
+    settings: &LayoutSettings,
+    command: &str,
+    extent_count: u64,
+    summary: &str,
+) -> String {
+    let mut text = report_header("Proximal I/O against the baselines (SRARW)", settings, command, extent_count);
+    let _ = writeln!(
+        text,
+        "Each layout on a fresh volume of the same array: filled to 89 % with 16 MiB extents written \
+         serially, every extent read (fresh), 2000 random 4 KiB updates per extent, every extent read again \
+         (aged); the updates and read orders are the same for every layout (same seed). `proximal` stages \
+         small writes in a {STAGING_PERCENT} % flash staging area; `in_place` is a frame array using the \
+         same flash as its write cache; `in_place_uncached` a frame array without one; `write_anywhere` \
+         writes every update at once into the first free blocks after a rolling cursor.\n"
+    );
+    let _ = writeln!(text, "## Summary (as printed)\n\n```text\n{summary}```\n");
+    let _ = writeln!(text, "## Results\n\n{}", table(outcomes).to_markdown());
+    let _ = writeln!(text, "![Throughput](srarw_throughput.svg)\n\n![Reads](srarw_reads.svg)\n");
+    let _ = writeln!(text, "## Cost per random IOPS\n");
+    let _ = writeln!(
+        text,
+        "Prices from the paper: ${} per disk, ${} per GB of flash. The flash is priced at full size (scale 1): \
+         the staging area's share of the 4 data disks' capacity ({} %). `dollars_per_iops` is the array's \
+         price over its random-update throughput (user updates per second). The paper's own figure, $0.48, is \
+         per disk: $130 plus 10 GB of flash over {} \"random IOPS\", the disk I/Os one drive retires per second \
+         at 5.3 per revolution plus an average seek. The same per-disk reckoning from our batches \
+         (`disk_iops_per_disk`: disk I/Os a drive completes per second of service time, first seek included):\n",
+        paper::DISK_DOLLARS,
+        paper::FLASH_DOLLARS_PER_GB,
+        STAGING_PERCENT,
+        paper::IOPS_PER_DISK
+    );
+    let mut per_disk = Table::new(&["layout", "disk I/Os per second per disk", "$ per disk", "$ per disk IOPS"]);
+    for outcome in outcomes {
+        let disk_dollars = outcome.array_dollars / (DATA_DISK_COUNT + 1) as f64;
+        let iops = outcome.disk_iops_per_disk();
+        per_disk.push_row(vec![
+            outcome.candidate.key.to_string(),
+            format!("{iops:.1}"),
+            format!("{disk_dollars:.2}"),
+            format!("{:.3}", ratio(disk_dollars, iops)),
+        ]);
+    }
+    let _ = writeln!(text, "{}", per_disk.to_markdown());
+    let _ = writeln!(
+        text,
+        "A block is {BLOCK_SIZE_BYTES} bytes; MB are 10^6 bytes, GB 10^9 bytes.\n\n## Definitions\n\n{DEFINITIONS}"
+    );
+    text
+}

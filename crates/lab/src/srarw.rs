@@ -1,0 +1,503 @@
+//! The serial-read-after-random-write (SRARW) workload of the proximal I/O
+//! paper's Section 5, on a volume over the simulated [`testbed`](crate::testbed):
+//!
+//! 1. **Fill**: 16 MiB extents written serially, one whole-extent write each,
+//!    until 89 % of the array's capacity is used.
+//! 2. **Age**: 2000 random 4 KiB updates per extent on average, each to a
+//!    uniformly random block of a uniformly random extent. With a staging area,
+//!    the updates are staged and destaged each time the area fills; every destage
+//!    batch (one extent's staged blocks) is measured ([`crate::measure`]), with
+//!    the heads moved to random positions before it. Whatever is still staged at
+//!    the end is destaged too, unmeasured, so reads find the aged layout on disk.
+//! 3. **Read**: every extent, in random order, in requests of up to 974 blocks
+//!    (the paper's indirect-block fan-out); the heads are moved to random
+//!    positions before each extent, as a full-size array read in random extent
+//!    order would find them.
+//!
+//! **Scale.** `scale` is the fraction of each drive used: the array is built on
+//! a centred window of that many blocks of every drive (the drive's geometry,
+//! zones and seek curve unchanged), and the number of extents and the staging
+//! area shrink with it, so the extent size, the updates per extent and the
+//! staging-to-data ratio — hence the updates per batch and the destages per
+//! aging — are those of the paper at any scale. What a smaller window changes is
+//! the seek distances within it, which the random arm positions before each batch
+//! and each extent restore where the paper's figures depend on them.
+
+use std::sync::Arc;
+
+use proxima_device::BlockDevice;
+use proxima_disk::DiskModel;
+use proxima_engine::{DestageBatchReport, DestageObserver, EngineError, Layout, Volume, VolumeOptions};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::measure::{ratio, BatchMeasurement, BatchSummary};
+use crate::progress::Progress;
+use crate::testbed::{randomise_arms, take_member_logs, Array, FlashDisk, MemberIo, TestbedConfig, BLOCK_SIZE_BYTES};
+use crate::LabError;
+
+/// Blocks of one extent: 16 MiB.
+pub const EXTENT_BLOCKS: u64 = 4096;
+/// Random updates per extent (on average).
+pub const UPDATES_PER_EXTENT: u64 = 2000;
+/// Fraction of the array's capacity the extents fill.
+pub const FILL_FRACTION: f64 = 0.89;
+/// Largest read request: the paper's indirect-block fan-out.
+pub const READ_REQUEST_BLOCKS_MAX: u64 = 974;
+/// Data members of the array (plus one parity member).
+pub const DATA_DISK_COUNT: usize = 4;
+/// Requests each drive holds in its queue.
+pub const DRIVE_QUEUE_DEPTH: usize = 8;
+/// The write size below which writes are staged: 168 KB, as in the paper.
+pub const STAGING_THRESHOLD_BYTES: u64 = 168 * 1024;
+/// Allocation ranges each way destage inspects: about 100 on current disks.
+pub const PROXIMAL_SPAN_RANGES: u64 = 100;
+/// Updates between two drains of the member logs when no destage drains them.
+const UPDATES_PER_LOG_DRAIN: u64 = 256;
+/// Updates per progress report.
+const UPDATES_PER_PROGRESS: u64 = 4096;
+
+/// The drive model and the array's units for it.
+#[derive(Debug, Clone)]
+pub struct ArrayShape {
+    /// The drive model of every member.
+    pub model: Arc<DiskModel>,
+    /// Allocation range, in blocks.
+    pub allocation_range_blocks: u64,
+    /// RAID stripe unit, in bytes (the paper makes it the allocation range).
+    pub stripe_unit_bytes: u64,
+}
+
+impl ArrayShape {
+    /// The shape for a drive model: the paper's 512 KiB allocation ranges and
+    /// stripe units for enterprise drives (10,000 RPM and faster), 1 MiB for
+    /// nearline drives.
+    pub fn for_model(name_or_parv_path: &str) -> Result<ArrayShape, LabError> {
+        let model = DiskModel::resolve(name_or_parv_path, &[]).map_err(|source| LabError::Model { source })?;
+        let unit_bytes: u64 = if model.rpm() >= 10_000.0 { 512 * 1024 } else { 1 << 20 };
+        Ok(ArrayShape {
+            model: Arc::new(model),
+            allocation_range_blocks: unit_bytes / BLOCK_SIZE_BYTES,
+            stripe_unit_bytes: unit_bytes,
+        })
+    }
+
+    /// Blocks of each drive used at `scale` (whole stripe units, at least enough
+    /// for a few extents).
+    pub fn window_blocks_per_disk(&self, scale: f64) -> Result<u64, LabError> {
+        let unit_blocks = self.stripe_unit_bytes / BLOCK_SIZE_BYTES;
+        let drive_blocks = self.model.sector_count() / (BLOCK_SIZE_BYTES / 512);
+        if !(scale > 0.0 && scale <= 1.0) {
+            return Err(LabError::InvalidParameter {
+                parameter: "scale",
+                message: format!("{scale} is not in (0, 1]"),
+            });
+        }
+        let window = ((scale * drive_blocks as f64) as u64) / unit_blocks * unit_blocks;
+        let extents = extent_count_for(window);
+        if extents < 2 {
+            return Err(LabError::InvalidParameter {
+                parameter: "scale",
+                message: format!("{scale} leaves room for {extents} extents of 16 MiB; at least 2 are needed"),
+            });
+        }
+        Ok(window)
+    }
+}
+
+/// Extents that fill 89 % of an array of `window_blocks` per data disk.
+fn extent_count_for(window_blocks: u64) -> u64 {
+    ((window_blocks * DATA_DISK_COUNT as u64) as f64 * FILL_FRACTION / EXTENT_BLOCKS as f64) as u64
+}
+
+/// One run of the workload: the array, the layout and its staging area.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// The array.
+    pub shape: ArrayShape,
+    /// The layout.
+    pub layout: Layout,
+    /// The staging area as a percentage of the array's capacity (0: none, and
+    /// no write is staged).
+    pub staging_percent: f64,
+    /// Fraction of each drive used.
+    pub scale: f64,
+    /// Seed of the drives, the updates, the arm positions and the read order.
+    pub seed: u64,
+}
+
+/// The observer that moves the heads before each destage batch and measures it.
+struct BatchObserver<'a> {
+    arms: &'a mut ChaCha8Rng,
+    aging: &'a mut AgingFigures,
+    /// The destage in progress is measured (it was triggered by a full area).
+    measured: bool,
+}
+
+impl DestageObserver<Array> for BatchObserver<'_> {
+    fn before_batch(&mut self, data: &mut Array) {
+        let stray = take_member_logs(data);
+        self.aging.absorb(&stray);
+        randomise_arms(data, self.arms);
+    }
+
+    fn after_batch(&mut self, data: &mut Array, batch: &DestageBatchReport) {
+        let logs = take_member_logs(data);
+        self.aging.absorb(&logs);
+        if !self.measured {
+            return;
+        }
+        if let Some(measurement) = BatchMeasurement::from_logs(batch.user_blocks, &logs) {
+            self.aging.batches.add(&measurement);
+            if let Some(last) = self.aging.destages.last_mut() {
+                last.add(&measurement);
+            }
+        }
+    }
+}
+
+/// What the aging did on the disks.
+#[derive(Debug, Clone, Default)]
+pub struct AgingFigures {
+    /// User updates issued.
+    pub update_count: u64,
+    /// Every measured destage batch.
+    pub batches: BatchSummary,
+    /// The measured batches of each destage, in order.
+    pub destages: Vec<BatchSummary>,
+    /// Time during which any member had a request outstanding (all I/O of the
+    /// aging, the final destage included).
+    pub array_busy_ns: u64,
+    /// Every member request of the aging, pooled per member as one batch per
+    /// log drain (the per-disk figures of layouts that never destage).
+    pub all_io: BatchSummary,
+    /// Virtual time the aging took, staging writes included.
+    pub elapsed_ns: u64,
+}
+
+impl AgingFigures {
+    fn absorb(&mut self, logs: &[Vec<MemberIo>]) {
+        let all: Vec<MemberIo> = logs.iter().flatten().copied().collect();
+        self.array_busy_ns += crate::measure::busy_ns(&all);
+        if let Some(measurement) = BatchMeasurement::from_logs(0, logs) {
+            self.all_io.add(&measurement);
+        }
+    }
+
+    /// User updates per second of array busy time: the update rate the array
+    /// sustains when staging proceeds in parallel with the disks.
+    pub fn random_update_iops(&self) -> f64 {
+        ratio(self.update_count as f64 * 1e9, self.array_busy_ns as f64)
+    }
+}
+
+/// What reading every extent did.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ReadFigures {
+    /// Read requests.
+    pub request_count: u64,
+    /// Blocks read.
+    pub block_count: u64,
+    /// Physical runs on the data device.
+    pub run_count: u64,
+    /// Member-disk I/Os.
+    pub member_io_count: u64,
+    /// (request, member) pairs in which the member did at least one I/O.
+    pub member_touch_count: u64,
+    /// Sum of the requests' response times.
+    pub response_ns: u64,
+}
+
+impl ReadFigures {
+    /// Mean blocks per request.
+    pub fn blocks_per_request(&self) -> f64 {
+        ratio(self.block_count as f64, self.request_count as f64)
+    }
+
+    /// Mean physical runs per request.
+    pub fn runs_per_request(&self) -> f64 {
+        ratio(self.run_count as f64, self.request_count as f64)
+    }
+
+    /// Mean I/Os of each member a request involved.
+    pub fn ios_per_disk(&self) -> f64 {
+        ratio(self.member_io_count as f64, self.member_touch_count as f64)
+    }
+
+    /// Mean members involved per request.
+    pub fn disks_per_request(&self) -> f64 {
+        ratio(self.member_touch_count as f64, self.request_count as f64)
+    }
+
+    /// Mean response time in milliseconds.
+    pub fn response_ms(&self) -> f64 {
+        ratio(self.response_ns as f64, self.request_count as f64) / 1e6
+    }
+
+    /// Bytes read per second of response time, per data disk, in MB/s (10^6 bytes).
+    pub fn mb_s_per_disk(&self) -> f64 {
+        let bytes = (self.block_count * BLOCK_SIZE_BYTES) as f64;
+        ratio(bytes * 1e9 / 1e6, self.response_ns as f64) / DATA_DISK_COUNT as f64
+    }
+}
+
+/// A volume over the testbed, filled with the workload's extents.
+#[derive(Debug)]
+pub struct LabVolume {
+    volume: Volume<Array, FlashDisk>,
+    extent_ids: Vec<u64>,
+    spec: RunSpec,
+    capacity_blocks: u64,
+    staging_blocks: u64,
+    updates: ChaCha8Rng,
+    arms: ChaCha8Rng,
+    reads: ChaCha8Rng,
+}
+
+/// Independent random streams of one seed.
+fn stream(seed: u64, purpose: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(purpose);
+    rng
+}
+
+fn engine_error(error: EngineError) -> LabError {
+    LabError::Engine { message: error.to_string() }
+}
+
+impl LabVolume {
+    /// Builds the testbed, formats a volume with `spec`'s layout and fills it.
+    pub fn create(spec: &RunSpec, progress: &mut dyn Progress) -> Result<LabVolume, LabError> {
+        let window = spec.shape.window_blocks_per_disk(spec.scale)?;
+        if !(0.0..=50.0).contains(&spec.staging_percent) {
+            let message = format!("{} % is not in [0, 50]", spec.staging_percent);
+            return Err(LabError::InvalidParameter { parameter: "staging", message });
+        }
+        let capacity_blocks = window * DATA_DISK_COUNT as u64;
+        let extent_count = extent_count_for(window);
+        let staging_blocks = (capacity_blocks as f64 * spec.staging_percent / 100.0) as u64;
+        let config = TestbedConfig {
+            model: Arc::clone(&spec.shape.model),
+            data_disk_count: DATA_DISK_COUNT,
+            stripe_unit_bytes: spec.shape.stripe_unit_bytes,
+            window_blocks_per_disk: window,
+            drive_queue_depth: DRIVE_QUEUE_DEPTH,
+            flash_block_count: flash_block_count(staging_blocks, extent_count, capacity_blocks),
+            seed: spec.seed,
+        };
+        let testbed = config.build()?;
+        let options = volume_options(spec, staging_blocks);
+        let volume = Volume::format(testbed.array, testbed.flash, 1, options).map_err(engine_error)?;
+        let mut lab = LabVolume {
+            volume,
+            extent_ids: Vec::with_capacity(extent_count as usize),
+            spec: spec.clone(),
+            capacity_blocks,
+            staging_blocks,
+            updates: stream(spec.seed, 1),
+            arms: stream(spec.seed, 2),
+            reads: stream(spec.seed, 3),
+        };
+        lab.fill(extent_count, progress)?;
+        Ok(lab)
+    }
+
+    /// The run's specification.
+    pub fn spec(&self) -> &RunSpec {
+        &self.spec
+    }
+
+    /// Extents in the volume.
+    pub fn extent_count(&self) -> u64 {
+        self.extent_ids.len() as u64
+    }
+
+    /// The array's capacity in blocks.
+    pub fn capacity_blocks(&self) -> u64 {
+        self.capacity_blocks
+    }
+
+    /// The staging area's capacity in blocks.
+    pub fn staging_blocks(&self) -> u64 {
+        self.staging_blocks
+    }
+
+    /// The current virtual time.
+    pub fn now_ns(&self) -> u64 {
+        self.volume.data_device().now_ns()
+    }
+
+    fn fill(&mut self, extent_count: u64, progress: &mut dyn Progress) -> Result<(), LabError> {
+        progress.start_phase("filling extents", extent_count);
+        for index in 0..extent_count {
+            let id = self
+                .volume
+                .create_extent(&format!("extent{index}"), EXTENT_BLOCKS * BLOCK_SIZE_BYTES)
+                .map_err(engine_error)?;
+            self.volume.write_blocks_synthetic(id, 0, EXTENT_BLOCKS, false).map_err(engine_error)?;
+            self.extent_ids.push(id);
+            take_member_logs(self.volume.data_device_mut());
+            progress.advance(1);
+        }
+        self.volume.flush().map_err(engine_error)?;
+        take_member_logs(self.volume.data_device_mut());
+        Ok(())
+    }
+
+    /// Issues the random updates, destaging whenever the staging area fills.
+    pub fn age(&mut self, progress: &mut dyn Progress) -> Result<AgingFigures, LabError> {
+        let update_count = self.extent_count() * UPDATES_PER_EXTENT;
+        progress.start_phase(&format!("aging ({})", self.label()), update_count);
+        let mut aging = AgingFigures { update_count, ..AgingFigures::default() };
+        let started_ns = self.now_ns();
+        take_member_logs(self.volume.data_device_mut());
+        for update in 0..update_count {
+            let extent = self.extent_ids[self.updates.gen_range(0..self.extent_ids.len())];
+            let block = self.updates.gen_range(0..EXTENT_BLOCKS);
+            self.update(extent, block, &mut aging)?;
+            if (update + 1) % UPDATES_PER_LOG_DRAIN == 0 {
+                let logs = take_member_logs(self.volume.data_device_mut());
+                aging.absorb(&logs);
+            }
+            if (update + 1) % UPDATES_PER_PROGRESS == 0 {
+                progress.advance(UPDATES_PER_PROGRESS);
+            }
+        }
+        progress.advance(update_count % UPDATES_PER_PROGRESS);
+        let logs = take_member_logs(self.volume.data_device_mut());
+        aging.absorb(&logs);
+        self.destage(&mut aging, false)?;
+        aging.elapsed_ns = self.now_ns() - started_ns;
+        Ok(aging)
+    }
+
+    fn update(&mut self, extent: u64, block: u64, aging: &mut AgingFigures) -> Result<(), LabError> {
+        if self.staging_blocks > 0 {
+            let fill = self.volume.staging_fill();
+            if fill.used_blocks + 1 > fill.capacity_blocks {
+                self.destage(aging, true)?;
+            }
+        }
+        match self.volume.write_blocks_synthetic(extent, block, 1, false) {
+            Err(EngineError::StagingFull { .. }) => {
+                // Staging space freed by the last destage may still await its CP.
+                self.destage(aging, true)?;
+                self.volume.write_blocks_synthetic(extent, block, 1, false).map_err(engine_error)
+            }
+            other => other.map_err(engine_error),
+        }
+    }
+
+    fn destage(&mut self, aging: &mut AgingFigures, measured: bool) -> Result<(), LabError> {
+        if self.volume.staging_fill().used_blocks == 0 {
+            return Ok(());
+        }
+        let logs = take_member_logs(self.volume.data_device_mut());
+        aging.absorb(&logs);
+        if measured {
+            aging.destages.push(BatchSummary::default());
+        }
+        let mut observer = BatchObserver { arms: &mut self.arms, aging, measured };
+        self.volume.destage_observed(&mut observer).map_err(engine_error)?;
+        Ok(())
+    }
+
+    /// Reads every extent in random order, in requests of up to 974 blocks.
+    pub fn read_every_extent(&mut self, progress: &mut dyn Progress) -> Result<ReadFigures, LabError> {
+        let mut order = self.extent_ids.clone();
+        order.shuffle(&mut self.reads);
+        progress.start_phase(&format!("reading every extent ({})", self.label()), order.len() as u64);
+        let mut figures = ReadFigures::default();
+        take_member_logs(self.volume.data_device_mut());
+        for id in order {
+            randomise_arms(self.volume.data_device_mut(), &mut self.arms);
+            let mut first_block = 0;
+            while first_block < EXTENT_BLOCKS {
+                let block_count = READ_REQUEST_BLOCKS_MAX.min(EXTENT_BLOCKS - first_block);
+                let report = self.volume.read_blocks_synthetic(id, first_block, block_count).map_err(engine_error)?;
+                let logs = take_member_logs(self.volume.data_device_mut());
+                figures.request_count += 1;
+                figures.block_count += block_count;
+                figures.run_count += report.run_count();
+                figures.member_io_count += logs.iter().map(|log| log.len() as u64).sum::<u64>();
+                figures.member_touch_count += logs.iter().filter(|log| !log.is_empty()).count() as u64;
+                figures.response_ns += report.response_ns();
+                first_block += block_count;
+            }
+            progress.advance(1);
+        }
+        Ok(figures)
+    }
+
+    /// A short label: layout and staging area.
+    pub fn label(&self) -> String {
+        label(&self.spec)
+    }
+
+    /// Flash blocks holding metadata bytes (the payload kept in memory).
+    pub fn flash_stored_block_count(&self) -> usize {
+        self.volume.flash_device().stored_block_count()
+    }
+}
+
+/// `layout, staging S %`.
+pub fn label(spec: &RunSpec) -> String {
+    if spec.staging_percent > 0.0 {
+        format!("{}, staging {} %", spec.layout.name(), spec.staging_percent)
+    } else {
+        format!("{}, no staging", spec.layout.name())
+    }
+}
+
+/// The engine's options for a run: the paper's threshold, ranges and span; the
+/// caller destages (so that batches can be observed).
+fn volume_options(spec: &RunSpec, staging_blocks: u64) -> VolumeOptions {
+    let staged = spec.staging_percent > 0.0 && spec.layout != Layout::WriteAnywhere;
+    VolumeOptions {
+        layout: spec.layout,
+        staging_threshold_bytes: if staged { STAGING_THRESHOLD_BYTES } else { 0 },
+        staging_capacity_blocks: staging_blocks.max(1),
+        allocation_range_blocks: spec.shape.allocation_range_blocks,
+        proximal_span_ranges: PROXIMAL_SPAN_RANGES,
+        range_reserve_fraction: 0.0,
+        auto_destage: false,
+        payload: false,
+        ..VolumeOptions::default()
+    }
+}
+
+/// Flash blocks for the staging area plus the metadata: room for every extent's
+/// map fully fragmented (4096 runs) three times over (current, last CP, log),
+/// both data bitmaps and their copies, and a fixed reserve.
+fn flash_block_count(staging_blocks: u64, extent_count: u64, capacity_blocks: u64) -> u64 {
+    let map_blocks_per_extent = 64;
+    let bitmap_blocks = capacity_blocks.div_ceil(8 * BLOCK_SIZE_BYTES);
+    staging_blocks + extent_count * map_blocks_per_extent * 3 + bitmap_blocks * 4 + 65_536
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enterprise_drives_get_half_megabyte_units() {
+        assert_eq!(ArrayShape::for_model("cheetah15k5").unwrap().allocation_range_blocks, 128);
+        let nearline = ArrayShape::for_model("nearline7200").unwrap();
+        assert_eq!((nearline.allocation_range_blocks, nearline.stripe_unit_bytes), (256, 1 << 20));
+    }
+
+    #[test]
+    fn scale_keeps_the_fill_and_refuses_too_small_or_out_of_range() {
+        let shape = ArrayShape::for_model("nearline7200").unwrap();
+        let window = shape.window_blocks_per_disk(0.001).unwrap();
+        assert_eq!(window % 256, 0);
+        let extents = extent_count_for(window);
+        let filled = extents * EXTENT_BLOCKS;
+        let capacity = window * DATA_DISK_COUNT as u64;
+        assert!(filled as f64 <= 0.89 * capacity as f64 && (filled + EXTENT_BLOCKS) as f64 > 0.89 * capacity as f64);
+        assert!(shape.window_blocks_per_disk(0.0).is_err());
+        assert!(shape.window_blocks_per_disk(1.5).is_err());
+        assert!(shape.window_blocks_per_disk(1e-6).is_err());
+    }
+}
