@@ -51,7 +51,10 @@ impl Segment {
     }
 }
 
-/// The set of segments.
+/// The set of segments, sorted by first LBN. Invariant: the segments' spans
+/// `[first_lbn, limit)` (the limit being where read-ahead stops, or the end of
+/// the data) are disjoint, so at most one segment can hold a given LBN and a
+/// lookup is one binary search.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Cache {
     segments: Vec<Segment>,
@@ -60,27 +63,51 @@ pub(crate) struct Cache {
     /// many most recent sectors.
     window_sectors: Option<u64>,
     clock: u64,
+    /// First LBN of the one segment whose read-ahead may still be running (read
+    /// misses stop all read-ahead before starting their own).
+    prefetching_first_lbn: Option<u64>,
+}
+
+impl Segment {
+    /// Where this segment's span ends: the read-ahead limit, or the data's end.
+    fn limit_lbn(&self) -> u64 {
+        self.prefetch.map_or(self.end_lbn, |prefetch| prefetch.limit_lbn.max(self.end_lbn))
+    }
 }
 
 impl Cache {
     pub fn new(segment_count: u32, window_sectors: Option<u64>) -> Cache {
-        Cache { segments: Vec::new(), segment_count: segment_count.max(1) as usize, window_sectors, clock: 0 }
+        Cache {
+            segments: Vec::with_capacity(segment_count.max(1) as usize + 1),
+            segment_count: segment_count.max(1) as usize,
+            window_sectors,
+            clock: 0,
+            prefetching_first_lbn: None,
+        }
     }
 
     /// Stops all read-ahead at `now_ns`, keeping what it read.
     pub fn stop_prefetch(&mut self, now_ns: f64) {
-        for segment in &mut self.segments {
-            if segment.prefetch.is_some() {
-                segment.end_lbn = segment.end_at(now_ns);
-                segment.prefetch = None;
-            }
+        let Some(first_lbn) = self.prefetching_first_lbn.take() else {
+            return;
+        };
+        if let Ok(index) = self.segments.binary_search_by_key(&first_lbn, |segment| segment.first_lbn) {
+            let segment = &mut self.segments[index];
+            segment.end_lbn = segment.end_at(now_ns);
+            segment.prefetch = None;
         }
+    }
+
+    /// The index of the only segment that may hold `lbn`.
+    fn candidate(&self, lbn: u64) -> Option<usize> {
+        self.segments.partition_point(|segment| segment.first_lbn <= lbn).checked_sub(1)
     }
 
     /// Whether `[lbn, lbn + count)` can be served from the cache at `now_ns`
     /// (no LRU update); see [`Cache::lookup`].
     pub fn contains(&self, lbn: u64, count: u64, now_ns: f64, almost_hits: bool) -> bool {
-        self.segments.iter().any(|segment| self.serves(segment, lbn, count, now_ns, almost_hits).is_some())
+        self.candidate(lbn)
+            .is_some_and(|index| self.serves(&self.segments[index], lbn, count, now_ns, almost_hits).is_some())
     }
 
     /// If `[lbn, lbn + count)` can be served from the cache, the time at which
@@ -88,11 +115,10 @@ impl Cache {
     /// serve; data still being read ahead serve only with `almost_hits`.
     pub fn lookup(&mut self, lbn: u64, count: u64, now_ns: f64, almost_hits: bool) -> Option<f64> {
         self.clock += 1;
-        let index = (0..self.segments.len())
-            .find(|&index| self.serves(&self.segments[index], lbn, count, now_ns, almost_hits).is_some())?;
-        let ready = self.serves(&self.segments[index], lbn, count, now_ns, almost_hits);
+        let index = self.candidate(lbn)?;
+        let ready = self.serves(&self.segments[index], lbn, count, now_ns, almost_hits)?;
         self.segments[index].last_use = self.clock;
-        ready
+        Some(ready)
     }
 
     fn serves(&self, segment: &Segment, lbn: u64, count: u64, now_ns: f64, almost_hits: bool) -> Option<f64> {
@@ -114,31 +140,51 @@ impl Cache {
         None
     }
 
+    /// The index range of segments whose spans overlap `[first_lbn, limit_lbn)`.
+    fn overlapping(&self, first_lbn: u64, limit_lbn: u64) -> std::ops::Range<usize> {
+        // Spans are disjoint and sorted, so their limits are sorted too.
+        let start = self.segments.partition_point(|segment| segment.limit_lbn() <= first_lbn);
+        let end = self.segments.partition_point(|segment| segment.first_lbn < limit_lbn).max(start);
+        start..end
+    }
+
     /// Records `[first, end)` as cached, with optional read-ahead, replacing any
     /// overlapping segments and else the least recently used one.
     pub fn insert(&mut self, first_lbn: u64, end_lbn: u64, prefetch: Option<Prefetch>) {
         self.clock += 1;
-        let limit = prefetch.map_or(end_lbn, |prefetch| prefetch.limit_lbn);
-        self.segments.retain(|segment| {
-            let segment_limit = segment.prefetch.map_or(segment.end_lbn, |prefetch| prefetch.limit_lbn);
-            segment_limit <= first_lbn || segment.first_lbn >= limit
-        });
+        let segment = Segment { first_lbn, end_lbn, prefetch, last_use: self.clock };
+        let range = self.overlapping(first_lbn, segment.limit_lbn());
+        self.forget_prefetch_in(range.clone());
+        self.segments.drain(range);
         if self.segments.len() >= self.segment_count {
             if let Some(oldest) =
                 self.segments.iter().enumerate().min_by_key(|(_, segment)| segment.last_use).map(|(index, _)| index)
             {
-                self.segments.swap_remove(oldest);
+                self.forget_prefetch_in(oldest..oldest + 1);
+                self.segments.remove(oldest);
             }
         }
-        self.segments.push(Segment { first_lbn, end_lbn, prefetch, last_use: self.clock });
+        let position = self.segments.partition_point(|existing| existing.first_lbn < first_lbn);
+        self.segments.insert(position, segment);
+        if prefetch.is_some() {
+            self.prefetching_first_lbn = Some(first_lbn);
+        }
     }
 
     /// Drops cached data overlapping `[first, end)` (a write that is not kept).
     pub fn invalidate(&mut self, first_lbn: u64, end_lbn: u64) {
-        self.segments.retain(|segment| {
-            segment.end_lbn.max(segment.prefetch.map_or(0, |p| p.limit_lbn)) <= first_lbn
-                || segment.first_lbn >= end_lbn
-        });
+        let range = self.overlapping(first_lbn, end_lbn);
+        self.forget_prefetch_in(range.clone());
+        self.segments.drain(range);
+    }
+
+    /// Forgets the running read-ahead if its segment is among `range` (about to go).
+    fn forget_prefetch_in(&mut self, range: std::ops::Range<usize>) {
+        if let Some(first_lbn) = self.prefetching_first_lbn {
+            if self.segments[range].iter().any(|segment| segment.first_lbn == first_lbn) {
+                self.prefetching_first_lbn = None;
+            }
+        }
     }
 }
 
@@ -158,6 +204,50 @@ mod tests {
         cache.stop_prefetch(1045.0);
         assert_eq!(cache.lookup(108, 4, 2000.0, false), Some(f64::NEG_INFINITY));
         assert_eq!(cache.lookup(108, 8, 2000.0, true), None);
+    }
+
+    /// Whether any segment serves the range: the scan the binary search replaces.
+    fn served_by_any(cache: &Cache, lbn: u64, count: u64, now_ns: f64, almost_hits: bool) -> bool {
+        cache.segments.iter().any(|segment| cache.serves(segment, lbn, count, now_ns, almost_hits).is_some())
+    }
+
+    #[test]
+    fn segments_stay_sorted_and_disjoint_and_lookup_agrees_with_a_scan() {
+        // Seeded random inserts, invalidations and read-ahead stops.
+        let mut random = crate::closed_loop::Random::new(17);
+        for window in [None, Some(64)] {
+            let mut cache = Cache::new(8, window);
+            let mut now_ns = 0.0;
+            for _ in 0..5_000 {
+                now_ns += random.below(100) as f64;
+                let first = random.below(2_000);
+                let end = first + 1 + random.below(40);
+                match random.below(4) {
+                    0 => cache.invalidate(first, end),
+                    1 => cache.stop_prefetch(now_ns),
+                    _ => {
+                        cache.stop_prefetch(now_ns);
+                        let prefetch = (random.below(2) == 0).then(|| Prefetch {
+                            origin_ns: now_ns + random.below(50) as f64,
+                            sector_ns: 1.0 + random.below(5) as f64,
+                            limit_lbn: end + 1 + random.below(100),
+                        });
+                        cache.insert(first, end, prefetch);
+                    }
+                }
+                assert!(cache.segments.len() <= 8);
+                for pair in cache.segments.windows(2) {
+                    assert!(pair[0].limit_lbn() <= pair[1].first_lbn, "{pair:?} overlap or are out of order");
+                }
+                let (lbn, count) = (random.below(2_200), 1 + random.below(16));
+                let almost_hits = random.below(2) == 0;
+                assert_eq!(
+                    cache.contains(lbn, count, now_ns, almost_hits),
+                    served_by_any(&cache, lbn, count, now_ns, almost_hits),
+                    "[{lbn}, +{count}) at {now_ns}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -538,7 +538,7 @@ impl HardDisk {
         let settle = if op == DiskOp::Write { model.write_settle_ns_exact } else { 0.0 };
         let distance = from.cylinder.abs_diff(target.cylinder);
         if distance > 0 {
-            model.seek.time_ns(distance) + settle
+            model.seek_time_ns(distance) + settle
         } else if from.surface != target.surface {
             model.head_switch_ns_exact + settle
         } else {

@@ -8,6 +8,8 @@
 //! Angles are fractions of a revolution in `[0, 1)`, measured from the index
 //! mark (physical sector 0 of every G1 track starts at angle 0).
 
+use crate::rotation::fraction;
+
 /// A physical sector address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PhysicalSector {
@@ -751,8 +753,9 @@ impl G4Layout {
                     let pattern = self.patterns[pattern_index];
                     let spt = pattern.sectors_per_track;
                     let lbn_on_track = step.offset_in_instance;
-                    let track_angle = angle.rem_euclid(1.0);
-                    let first_sector = (track_angle * f64::from(spt)).floor() as u64;
+                    let track_angle = fraction(angle);
+                    // Non-negative, so truncation is the floor (without a libm call).
+                    let first_sector = (track_angle * f64::from(spt)) as u64;
                     let sector =
                         ((first_sector + u64::from(pattern.first_sector) + lbn_on_track) % u64::from(spt)) as u32;
                     let track_end = physical - lbn_on_track + entry.instance_lbns;
@@ -762,8 +765,9 @@ impl G4Layout {
                         surface: entry.surface,
                         sector,
                         sectors_per_track: spt,
-                        angle: (track_angle + (u64::from(pattern.first_sector) + lbn_on_track) as f64 / f64::from(spt))
-                            .rem_euclid(1.0),
+                        angle: fraction(
+                            track_angle + (u64::from(pattern.first_sector) + lbn_on_track) as f64 / f64::from(spt),
+                        ),
                         lbns_left_on_track: left.min(self.lbn_count - lbn).max(1),
                         lbns_before_on_track: (lbn_on_track - self.slips.slipped_in(physical - lbn_on_track, physical))
                             .min(lbn),
@@ -839,7 +843,7 @@ impl G4Layout {
                     if u64::from(target.sector) >= spt {
                         return None;
                     }
-                    let first_sector = (instance_angle.rem_euclid(1.0) * spt as f64).floor() as u64;
+                    let first_sector = (fraction(instance_angle) * spt as f64) as u64;
                     let on_track =
                         (u64::from(target.sector) + 2 * spt - first_sector - u64::from(pattern.first_sector)) % spt;
                     if on_track < entry.instance_lbns {

@@ -115,6 +115,9 @@ pub struct DiskModel {
     pub(crate) revolution_ns_exact: f64,
     pub(crate) layout: Layout,
     pub(crate) seek: SeekCurve,
+    /// `seek` evaluated at every distance below the cylinder count, so that the
+    /// timing path (SPTF evaluates every queued request) does no search.
+    pub(crate) seek_ns_by_distance: Vec<f64>,
     pub(crate) head_switch_ns_exact: f64,
     pub(crate) write_settle_ns_exact: f64,
     pub(crate) max_queue_length: usize,
@@ -317,6 +320,14 @@ impl DiskModel {
         self.write_settle_ns_exact.round() as Nanos
     }
 
+    /// Seek time for `distance_cylinders`, unrounded, without settle.
+    pub(crate) fn seek_time_ns(&self, distance_cylinders: u32) -> f64 {
+        match self.seek_ns_by_distance.get(distance_cylinders as usize) {
+            Some(&time_ns) => time_ns,
+            None => self.seek.time_ns(distance_cylinders),
+        }
+    }
+
     pub(crate) fn locate(&self, lbn: u64) -> Option<Located> {
         if lbn >= self.sector_count {
             return None;
@@ -496,6 +507,7 @@ fn build_model(source: &dyn FileSource, disk: &Block, path_sector_ns: f64) -> Re
         rpm,
         revolution_ns_exact: 60.0e9 / rpm,
         layout,
+        seek_ns_by_distance: (0..cylinder_count).map(|distance| seek.time_ns(distance)).collect(),
         seek,
         head_switch_ns_exact: non_negative_ms(mechanics, "Head switch time", None)?,
         write_settle_ns_exact: non_negative_ms(mechanics, "Add. write settling delay", Some(0.0))?,
