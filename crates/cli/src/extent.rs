@@ -71,7 +71,9 @@ pub fn run(args: &ExtentArgs) -> ExitCode {
         ExtentCommand::Create { directory, name, size, json } => {
             (directory, Request::ExtentCreate { name: name.clone(), size_bytes: *size }, *json)
         }
-        ExtentCommand::Delete { directory, name, json } => (directory, Request::ExtentDelete { name: name.clone() }, *json),
+        ExtentCommand::Delete { directory, name, json } => {
+            (directory, Request::ExtentDelete { name: name.clone() }, *json)
+        }
         ExtentCommand::Resize { directory, name, size, json } => {
             (directory, Request::ExtentResize { name: name.clone(), size_bytes: *size }, *json)
         }

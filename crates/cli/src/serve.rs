@@ -29,8 +29,12 @@ pub struct ServeArgs {
 /// Runs `proxima serve`.
 pub fn run(args: &ServeArgs) -> ExitCode {
     init_logging();
-    let options =
-        ServeOptions { socket: args.socket.clone(), listen: args.listen.clone(), stop_on_signals: true, ..Default::default() };
+    let options = ServeOptions {
+        socket: args.socket.clone(),
+        listen: args.listen.clone(),
+        stop_on_signals: true,
+        ..Default::default()
+    };
     match serve(&args.directory, &options, |ready| announce(args, ready)) {
         Ok(summary) => {
             eprintln!(

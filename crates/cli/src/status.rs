@@ -53,7 +53,11 @@ fn print_report(directory: &std::path::Path, report: &Value, venue: Venue) {
     println!("  used                {}", bytes(report, "used_bytes"));
     println!("  held by snapshots   {}", bytes(report, "held_by_snapshots_bytes"));
     println!("  free                {}", bytes(report, "free_bytes"));
-    println!("  flash used          {} of {}", bytes(report, "flash_used_bytes"), bytes(report, "flash_capacity_bytes"));
+    println!(
+        "  flash used          {} of {}",
+        bytes(report, "flash_used_bytes"),
+        bytes(report, "flash_capacity_bytes")
+    );
     let staging = &report["staging"];
     println!(
         "  staging             {} of {} blocks ({:.1} %)",

@@ -1,0 +1,167 @@
+//! Shared by the volume scenario tests: the real `proxima` binary creating a
+//! volume in a temporary directory and serving it on a Unix socket, killed with
+//! SIGKILL or stopped with SIGTERM, and helpers to run the real NBD clients.
+#![allow(dead_code, reason = "each test binary uses a different subset of these helpers")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub fn proxima() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_proxima"))
+}
+
+/// Runs a command, failing the test with its output unless it succeeds.
+pub fn run(command: &mut Command) -> Output {
+    let output = command.output().unwrap_or_else(|error| panic!("cannot run {command:?}: {error}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed with {}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// The last line of a command's standard output, parsed as JSON.
+pub fn last_json_line(output: &Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().last().unwrap_or_else(|| panic!("no output: {stdout}"));
+    serde_json::from_str(line).unwrap_or_else(|error| panic!("last line {line:?} is not JSON: {error}"))
+}
+
+/// A volume in a temporary directory, and the server serving it (when started).
+pub struct Volume {
+    pub temporary: tempfile::TempDir,
+    pub directory: PathBuf,
+    pub socket: PathBuf,
+    server: Option<Child>,
+}
+
+impl Volume {
+    /// Creates a volume with `proxima volume create DIR` and the given flags.
+    pub fn create(flags: &[&str]) -> Self {
+        let temporary = tempfile::tempdir().expect("temporary directory");
+        let directory = temporary.path().join("vol");
+        let socket = temporary.path().join("nbd.sock");
+        run(proxima().args(["volume", "create"]).arg(&directory).args(flags));
+        Self { temporary, directory, socket, server: None }
+    }
+
+    /// Runs `proxima ARGS...` with the volume directory inserted after the
+    /// first `insert_at` arguments.
+    pub fn command(&self, words: &[&str], insert_at: usize) -> Command {
+        let mut command = proxima();
+        command.args(&words[..insert_at]).arg(&self.directory).args(&words[insert_at..]);
+        command
+    }
+
+    /// `proxima extent create DIR NAME --size SIZE`.
+    pub fn create_extent(&self, name: &str, size: &str) {
+        run(&mut self.command(&["extent", "create", name, "--size", size], 2));
+    }
+
+    /// A path in the test's temporary directory.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.temporary.path().join(name)
+    }
+
+    /// The NBD URI of an export.
+    pub fn uri(&self, export: &str) -> String {
+        format!("nbd+unix:///{export}?socket={}", self.socket.display())
+    }
+
+    /// Starts `proxima serve DIR --socket PATH` and waits until it accepts.
+    pub fn start_server(&mut self) {
+        assert!(self.server.is_none(), "one server at a time");
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(self.path("serve.log")).expect("server log");
+        let child = proxima()
+            .arg("serve")
+            .arg(&self.directory)
+            .arg("--socket")
+            .arg(&self.socket)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start proxima serve");
+        self.server = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
+            if let Some(status) = self.server.as_mut().and_then(|child| child.try_wait().ok().flatten()) {
+                panic!("proxima serve exited with {status}: {}", self.server_log());
+            }
+            assert!(Instant::now() < deadline, "the server did not start: {}", self.server_log());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// What the server wrote to stderr so far.
+    pub fn server_log(&self) -> String {
+        std::fs::read_to_string(self.path("serve.log")).unwrap_or_default()
+    }
+
+    /// Kills the server with SIGKILL: no flush, no commit (a crash).
+    pub fn kill_server(&mut self) {
+        let mut child = self.server.take().expect("a running server");
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reap the server");
+    }
+
+    /// Stops the server with SIGTERM and returns its exit status.
+    pub fn stop_server(&mut self) -> std::process::ExitStatus {
+        let mut child = self.server.take().expect("a running server");
+        let pid = i32::try_from(child.id()).expect("pid fits");
+        // SAFETY: kill with a valid pid and signal has no memory effects.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "SIGTERM");
+        child.wait().expect("wait for the server")
+    }
+}
+
+impl Drop for Volume {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.server.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// fio's nbd engine on an export with crc32c verification (seeded), JSON output,
+/// run in `directory` (fio keeps verify state files in its working directory).
+pub fn fio(volume: &Volume, export: &str, name: &str, directory: &Path) -> Command {
+    let mut command = Command::new("fio");
+    command
+        .current_dir(directory)
+        .arg(format!("--name={name}"))
+        .args(["--ioengine=nbd", "--bs=4k", "--iodepth=16", "--verify=crc32c", "--verify_fatal=1"])
+        .args(["--randseed=20261121", "--output-format=json", "--group_reporting"])
+        .arg(format!("--uri={}", volume.uri(export)));
+    command
+}
+
+/// Total bytes read and written, and the error count, over all jobs of a fio run.
+pub fn fio_totals(output: &Output) -> (u64, u64, u64) {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let json_start = stdout.find('{').expect("fio JSON output");
+    let report: serde_json::Value = serde_json::from_str(&stdout[json_start..]).expect("fio JSON");
+    let jobs = report["jobs"].as_array().expect("jobs");
+    let sum = |key: &str, field: &str| jobs.iter().map(|job| job[key][field].as_u64().unwrap_or(0)).sum::<u64>();
+    let errors = jobs.iter().map(|job| job["error"].as_u64().unwrap_or(0)).sum::<u64>();
+    (sum("read", "io_bytes"), sum("write", "io_bytes"), errors)
+}
+
+/// Deterministic pseudo-random bytes from a seed (xorshift).
+pub fn seeded_bytes(seed: u64, length: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..length)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
