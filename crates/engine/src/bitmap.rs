@@ -100,7 +100,6 @@ impl Bitmap {
     }
 
     /// Bits set in `self`, in ascending order.
-    #[cfg(test)]
     pub fn ones(&self) -> impl Iterator<Item = u64> + '_ {
         self.pages.iter().enumerate().flat_map(|(page_index, page)| {
             page.iter().flat_map(move |page| {

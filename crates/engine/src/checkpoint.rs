@@ -1,7 +1,7 @@
 //! Consistency points: the in-memory state committed as one atomic transaction
 //! (docs/format.md, "Consistency point: steps and crash argument").
 
-use proxima_device::BlockDevice;
+use proxima_device::{BlockDevice, IoRequest};
 
 use crate::codec::{RootSet, Superblock, SUPERBLOCK_SLOTS};
 use crate::error::{DeviceRole, Result};
@@ -9,6 +9,9 @@ use crate::io::{device_error, write_pieces, CheckpointStore};
 use crate::log::LogState;
 use crate::space::SpaceMap;
 use crate::volume::Volume;
+
+/// Map node blocks a CP buffers before writing them out.
+const CHECKPOINT_WRITE_BATCH_BLOCKS: usize = 256;
 
 /// Gives every dirty block of one persistent bitmap of `space` a new flash
 /// location (allocated from `flash`, the old one freed); `which_map` 0 is the
@@ -70,10 +73,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
         let log_head = self.flash_space.allocate_one("log head")?;
         let mut writes = Vec::new();
-        let roots = self.persist_metadata(generation, &mut writes)?;
+        let mut written_early = 0;
+        let roots = self.persist_metadata(generation, &mut writes, &mut written_early)?;
         self.data_space.audit()?;
         self.flash_space.audit()?;
-        let written = writes.len() as u64;
+        let written = writes.len() as u64 + written_early;
         write_pieces(&mut self.flash, DeviceRole::Flash, writes)?;
         self.flash.flush().map_err(device_error(DeviceRole::Flash))?;
         let superblock = Superblock {
@@ -93,8 +97,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             self.flash.flush().map_err(device_error(DeviceRole::Flash))?;
         }
         // Durable: blocks freed up to this CP may be reused from now on.
+        let released_flash: Vec<u64> = self.flash_space.pinned().ones().collect();
         self.data_space.checkpoint_durable();
         self.flash_space.checkpoint_durable();
+        self.trim_released_flash(&released_flash)?;
         self.generation = generation;
         self.roots = roots;
         self.log = LogState::new(log_head);
@@ -105,21 +111,54 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         Ok(())
     }
 
+    /// Tells the flash device that blocks no durable structure uses any more
+    /// are garbage (old metadata, log blocks, destaged data), so a device can
+    /// drop them: an SSD's TRIM, and a sparse simulated flash's memory.
+    fn trim_released_flash(&mut self, released: &[u64]) -> Result<()> {
+        let mut requests: Vec<IoRequest> = Vec::new();
+        for &block in released {
+            match requests.last_mut() {
+                Some(last) if last.end_block() == block && last.block_count < u32::MAX => last.block_count += 1,
+                _ => requests.push(IoRequest::trim(block, 1)),
+            }
+        }
+        if requests.is_empty() {
+            return Ok(());
+        }
+        let completions = self.flash.execute(requests).map_err(device_error(DeviceRole::Flash))?;
+        for completion in completions {
+            completion.result.map_err(device_error(DeviceRole::Flash))?;
+        }
+        Ok(())
+    }
+
     /// Writes (into `writes`) every dirty tree node and bitmap block at new
     /// locations and returns the new root set.
-    fn persist_metadata(&mut self, generation: u64, writes: &mut Vec<(u64, Vec<u8>)>) -> Result<RootSet> {
+    fn persist_metadata(
+        &mut self,
+        generation: u64,
+        writes: &mut Vec<(u64, Vec<u8>)>,
+        written_early: &mut u64,
+    ) -> Result<RootSet> {
         let volume_id = self.volume_id;
-        let mut store = CheckpointStore { flash_space: &mut self.flash_space, writes, generation, volume_id };
         let mut dirty_ids: Vec<u64> = self.maps.iter().filter(|(_, map)| map.is_dirty()).map(|(&id, _)| id).collect();
         dirty_ids.sort_unstable();
         for id in dirty_ids {
+            let mut store = CheckpointStore { flash_space: &mut self.flash_space, writes, generation, volume_id };
             let pointer = self.maps.get_mut(&id).expect("listed").persist(&mut store)?;
+            if writes.len() >= CHECKPOINT_WRITE_BATCH_BLOCKS {
+                // Bounded memory: a CP after a large destage rewrites every
+                // aged map. The blocks are unreachable until the superblock.
+                *written_early += writes.len() as u64;
+                write_pieces(&mut self.flash, DeviceRole::Flash, std::mem::take(writes))?;
+            }
             let mut record = self.extents.get(id).expect("every map has a record").clone();
             if record.map != pointer {
                 record.map = pointer;
                 self.extents.insert(id, record);
             }
         }
+        let mut store = CheckpointStore { flash_space: &mut self.flash_space, writes, generation, volume_id };
         let extent_table = self.extents.persist(&mut store)?;
         let snapshot_table = self.snapshots.persist(&mut store)?;
         for which_map in 0..2 {

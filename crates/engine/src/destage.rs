@@ -159,6 +159,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut summary = DestageSummary::default();
         for id in ids {
             let batch = self.destage_extent(id, observer)?;
+            // CPs between batches keep the log, and the metadata a CP
+            // rewrites, bounded however large the staging area.
+            self.checkpoint_if_log_is_long()?;
             summary.batch_count += 1;
             summary.user_blocks += batch.user_blocks;
             summary.data_request_count += batch.data_request_count;

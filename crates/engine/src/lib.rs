@@ -7,6 +7,7 @@
 
 mod bitmap;
 mod checkpoint;
+pub mod chunked;
 pub mod codec;
 mod destage;
 mod error;

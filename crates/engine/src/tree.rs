@@ -1,7 +1,7 @@
 //! Copy-on-write B+-trees of 4 KiB nodes keyed by `u64`: extent maps, the extent
 //! table and the snapshot table.
 //!
-//! In memory a tree is its entries (a `BTreeMap`) plus, per level, a partition of
+//! In memory a tree is its entries (a compact [`ChunkedMap`]) plus, per level, a partition of
 //! the key space into nodes: each node covers `[its key, the next node's key)`
 //! and records where it lives on flash and whether it is dirty. A mutation marks
 //! the leaf covering its key dirty; [`PersistentTree::persist`] rewrites dirty
@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::ops::RangeBounds;
 
+use crate::chunked::ChunkedMap;
 use crate::codec::{
     decode_header, decode_index_entries, decode_leaf_entries, leaf_capacity, new_block, seal_block, stored_crc, Header,
     TreeEntry, TreePointer, HEADER_SIZE, INDEX_CAPACITY, INDEX_ENTRY_SIZE,
@@ -53,7 +54,7 @@ const UNWRITTEN: NodeSlot = NodeSlot { block: 0, crc: 0, dirty: true };
 #[derive(Debug, Clone)]
 pub struct PersistentTree<E> {
     owner: u64,
-    entries: BTreeMap<u64, E>,
+    entries: ChunkedMap<E>,
     /// `levels[0]` partitions the entries into leaves; `levels[l]` partitions the
     /// nodes of level `l - 1`; the last level holds exactly one node (key 0)
     /// after a persist.
@@ -64,7 +65,7 @@ pub struct PersistentTree<E> {
 impl<E: TreeEntry> PersistentTree<E> {
     /// An empty tree whose nodes carry `owner` in their header.
     pub fn new(owner: u64) -> Self {
-        Self { owner, entries: BTreeMap::new(), levels: vec![BTreeMap::from([(0, UNWRITTEN)])], dirty: false }
+        Self { owner, entries: ChunkedMap::new(), levels: vec![BTreeMap::from([(0, UNWRITTEN)])], dirty: false }
     }
 
     /// Number of entries.
@@ -77,6 +78,13 @@ impl<E: TreeEntry> PersistentTree<E> {
         self.entries.is_empty()
     }
 
+    /// Heap bytes of the entries (exact) and the node partitions (estimated:
+    /// a `BTreeMap` slot of 32 bytes plus a third for nodes and slack).
+    pub fn memory_bytes(&self) -> usize {
+        let slots: usize = self.levels.iter().map(BTreeMap::len).sum();
+        self.entries.memory_bytes() + slots * (8 + std::mem::size_of::<NodeSlot>()) * 4 / 3
+    }
+
     /// Whether a persist would write anything.
     pub fn is_dirty(&self) -> bool {
         self.dirty
@@ -84,16 +92,16 @@ impl<E: TreeEntry> PersistentTree<E> {
 
     /// The entry at `key`.
     pub fn get(&self, key: u64) -> Option<&E> {
-        self.entries.get(&key)
+        self.entries.get(key)
     }
 
     /// Entries with keys in `range`, in key order.
-    pub fn range<R: RangeBounds<u64>>(&self, range: R) -> impl DoubleEndedIterator<Item = (&u64, &E)> {
+    pub fn range<R: RangeBounds<u64>>(&self, range: R) -> crate::chunked::Range<'_, E> {
         self.entries.range(range)
     }
 
     /// All entries in key order.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&u64, &E)> {
+    pub fn iter(&self) -> crate::chunked::Range<'_, E> {
         self.entries.iter()
     }
 
@@ -105,7 +113,7 @@ impl<E: TreeEntry> PersistentTree<E> {
 
     /// Removes the entry at `key`.
     pub fn remove(&mut self, key: u64) -> Option<E> {
-        let removed = self.entries.remove(&key);
+        let removed = self.entries.remove(key);
         if removed.is_some() {
             self.mark(key);
         }
@@ -118,8 +126,8 @@ impl<E: TreeEntry> PersistentTree<E> {
     pub fn forget_blocks(&mut self) {
         let entries = std::mem::take(&mut self.entries);
         *self = Self::new(self.owner);
-        for (key, entry) in entries {
-            self.insert(key, entry);
+        for (&key, entry) in entries.iter() {
+            self.insert(key, entry.clone());
         }
         self.dirty = true;
     }
@@ -178,6 +186,8 @@ impl<E: TreeEntry> PersistentTree<E> {
             level += 1;
         }
         self.dirty = false;
+        // Capacity grown by inserts since the last CP is given back.
+        self.entries.trim();
         Ok(self.pointer())
     }
 

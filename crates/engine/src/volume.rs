@@ -807,6 +807,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     fn maybe_background_work(&mut self) -> Result<()> {
+        self.checkpoint_if_log_is_long()
+    }
+
+    /// Commits when the log holds as many records as a CP should cover.
+    pub(crate) fn checkpoint_if_log_is_long(&mut self) -> Result<()> {
         let records_limit = match self.options.records_per_checkpoint {
             0 => (self.flash_reserve_blocks() / 6).max(8),
             limit => limit,
@@ -849,10 +854,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// Bytes of memory held by extent maps (entries and node partitions).
     pub fn map_memory_bytes(&self) -> usize {
-        // A BTreeMap entry of (u64, Run) costs its 24 bytes plus about a third
-        // more for node headers and slack; counted the same way for all maps.
-        let entries: usize = self.maps.values().map(|map| map.len()).sum();
-        entries * (8 + std::mem::size_of::<crate::codec::Run>()) * 4 / 3
+        self.maps.values().map(ExtentMap::memory_bytes).sum()
     }
 }
 
