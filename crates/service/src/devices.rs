@@ -45,6 +45,20 @@ impl IoMode {
     }
 }
 
+/// What a [`BufferedFileDevice`] does with a trim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrimPolicy {
+    /// Punch a hole (a regular file; the range reads back as zeroes), or write
+    /// zeroes where that is refused.
+    PunchHoles,
+    /// Nothing: the blocks keep their old contents, as the `BlockDevice`
+    /// contract allows. Used for the flash file: the engine trims the flash
+    /// blocks each CP releases, and on ext4 a hole punched per released block
+    /// costs a journal transaction only for the staging log to allocate the
+    /// space again (measured: 2270 punches took 2.07 s of a 3 s random-write run).
+    Ignore,
+}
+
 /// A file or block device read and written with `pread`/`pwrite` through the
 /// page cache. Requests run synchronously, in order, at submission.
 #[derive(Debug)]
@@ -56,6 +70,7 @@ pub struct BufferedFileDevice {
     /// Punching holes works (regular files on most file systems); once refused,
     /// trims write zeroes.
     punch_holes: bool,
+    trims: TrimPolicy,
     pending: BTreeMap<u64, Vec<IoCompletion>>,
     next_ticket: u64,
     opened: Instant,
@@ -70,8 +85,13 @@ fn os_error(path: &Path, block: u64, what: &str, error: &std::io::Error) -> Devi
 
 impl BufferedFileDevice {
     /// Opens an existing regular file or block device whose size is a whole,
-    /// non-zero number of 4 KiB blocks.
+    /// non-zero number of 4 KiB blocks. Trims punch holes in a regular file.
     pub fn open(path: &Path) -> Result<Self, DeviceError> {
+        Self::open_with_trims(path, TrimPolicy::PunchHoles)
+    }
+
+    /// Opens as [`BufferedFileDevice::open`], with trims handled as `trims` says.
+    pub fn open_with_trims(path: &Path, trims: TrimPolicy) -> Result<Self, DeviceError> {
         let file =
             OpenOptions::new().read(true).write(true).open(path).map_err(|error| os_error(path, 0, "open", &error))?;
         let metadata = file.metadata().map_err(|error| os_error(path, 0, "stat", &error))?;
@@ -102,7 +122,8 @@ impl BufferedFileDevice {
             path: path.to_owned(),
             file,
             is_block_device,
-            punch_holes: !is_block_device,
+            punch_holes: !is_block_device && trims == TrimPolicy::PunchHoles,
+            trims,
             pending: BTreeMap::new(),
             next_ticket: 0,
             opened: Instant::now(),
@@ -135,6 +156,10 @@ impl BufferedFileDevice {
     }
 
     fn trim(&mut self, block: u64, offset_bytes: u64, length_bytes: u64) -> Result<(), DeviceError> {
+        if self.trims == TrimPolicy::Ignore {
+            // The contract lets a trimmed block read back as anything.
+            return Ok(());
+        }
         if self.punch_holes {
             match punch_hole(&self.file, offset_bytes, length_bytes) {
                 Ok(()) => return Ok(()),
@@ -228,8 +253,14 @@ pub enum FileBacked {
 impl FileBacked {
     /// Opens an existing file or block device in `mode`.
     pub fn open(path: &Path, mode: IoMode) -> Result<Self, DeviceError> {
+        Self::open_with_trims(path, mode, TrimPolicy::PunchHoles)
+    }
+
+    /// Opens an existing file or block device in `mode`; in buffered mode trims
+    /// follow `trims` (`O_DIRECT` files always pass trims on).
+    pub fn open_with_trims(path: &Path, mode: IoMode, trims: TrimPolicy) -> Result<Self, DeviceError> {
         match mode {
-            IoMode::Buffered => BufferedFileDevice::open(path).map(FileBacked::Buffered),
+            IoMode::Buffered => BufferedFileDevice::open_with_trims(path, trims).map(FileBacked::Buffered),
             IoMode::Direct => FileDevice::open(path).map(FileBacked::Direct),
         }
     }

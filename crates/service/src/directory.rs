@@ -17,7 +17,7 @@ use proxima_device::{BlockDevice, RaidConfig, RaidDevice};
 use proxima_engine::{Layout, Volume, MIN_FLASH_BLOCKS};
 
 use crate::config::{DeviceEntry, RaidChoice, VolumeConfig, CONFIG_FORMAT_VERSION};
-use crate::devices::{DataDevice, FileBacked, IoMode, BLOCK_BYTES};
+use crate::devices::{DataDevice, FileBacked, IoMode, TrimPolicy, BLOCK_BYTES};
 use crate::error::{Result, ServiceError};
 
 /// The engine volume as the service opens it.
@@ -135,9 +135,9 @@ pub fn open_locked(directory: &Path, config: VolumeConfig, lock: VolumeLock) -> 
 
 /// Opens the devices a configuration names, checking their sizes against it.
 pub fn open_devices(directory: &Path, config: &VolumeConfig) -> Result<(DataDevice, FileBacked)> {
-    let open = |entry: &DeviceEntry| -> Result<FileBacked> {
+    let open = |entry: &DeviceEntry, trims: TrimPolicy| -> Result<FileBacked> {
         let path = VolumeConfig::resolve(directory, &entry.path);
-        let device = FileBacked::open(&path, config.io_mode)?;
+        let device = FileBacked::open_with_trims(&path, config.io_mode, trims)?;
         let size_bytes = device.info().capacity_bytes();
         if size_bytes != entry.size_bytes {
             return Err(ServiceError::DevicePath {
@@ -147,7 +147,8 @@ pub fn open_devices(directory: &Path, config: &VolumeConfig) -> Result<(DataDevi
         }
         Ok(device)
     };
-    let mut disks = config.data_disks.iter().map(open).collect::<Result<Vec<_>>>()?;
+    let mut disks =
+        config.data_disks.iter().map(|entry| open(entry, TrimPolicy::PunchHoles)).collect::<Result<Vec<_>>>()?;
     let data = match config.raid {
         RaidChoice::None => DataDevice::Single(disks.pop().expect("validated: one disk")),
         RaidChoice::Raid4 | RaidChoice::Raid5 => {
@@ -155,7 +156,7 @@ pub fn open_devices(directory: &Path, config: &VolumeConfig) -> Result<(DataDevi
             DataDevice::Raid(RaidDevice::new(disks, level.with_stripe_unit_bytes(config.stripe_unit_bytes))?)
         }
     };
-    Ok((data, open(&config.flash)?))
+    Ok((data, open(&config.flash, TrimPolicy::Ignore)?))
 }
 
 /// Creates a volume in `directory` (created if missing): the device files, the
