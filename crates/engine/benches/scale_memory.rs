@@ -174,7 +174,8 @@ fn main() {
     let staging_blocks = (data_blocks as f64 * staging_percent / 100.0) as u64;
     // Flash: the staging area plus room for the metadata (a few map nodes per
     // extent, the bitmaps and their copies across CPs).
-    let flash_blocks = staging_blocks + 8 * extent_count + data_blocks / 4096 + 65_536;
+    // The engine keeps an eighth of the flash for the next CP's metadata.
+    let flash_blocks = (staging_blocks + 8 * extent_count + data_blocks / 4096 + 65_536) * 8 / 6;
     let started = Instant::now();
     let baseline = LIVE_BYTES.load(Ordering::Relaxed);
     let options = VolumeOptions { staging_capacity_blocks: staging_blocks, payload: false, ..VolumeOptions::default() };

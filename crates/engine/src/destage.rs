@@ -111,12 +111,16 @@ fn placed_neighbour(map: &ExtentMap, logical: u64, end: u64, window_blocks: u64)
         }
         Location::Flash(_) => None,
     });
-    let after = map.range(..).find_map(|(&key, run)| match Location::from_raw(run.location) {
-        Location::Data(block) if key + run.count > end => {
-            let first = key.max(end);
-            Some((first, block + (first - key)))
+    // The run holding `end` (if it starts before it), then the runs after.
+    let holding_end = map.range(..=end).next_back().filter(|(&key, run)| key + run.count > end);
+    let after = holding_end.into_iter().chain(map.range(end + 1..)).find_map(|(&key, run)| {
+        match Location::from_raw(run.location) {
+            Location::Data(block) if key + run.count > end => {
+                let first = key.max(end);
+                Some((first, block + (first - key)))
+            }
+            _ => None,
         }
-        _ => None,
     });
     match (before, after) {
         (Some(before), _) if logical - before.0 <= window_blocks => Some(before),
@@ -283,7 +287,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 placed_neighbour(&self.maps[&id], group.first_logical_block(), group.end_logical_block(), window);
             let range = match self.options.layout {
                 Layout::InPlace => None,
-                _ => self.destage_range(neighbour, group.block_count()),
+                _ => self.destage_range(neighbour, group.first_logical_block(), group.block_count()),
             };
             for run in &group.runs {
                 let run_neighbour = match run.logical_block.checked_sub(1).and_then(|b| map::lookup(&self.maps[&id], b))
@@ -310,7 +314,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// The allocation range a group goes to (`None`: no range has room and no
     /// empty range is left; allocate anywhere near the neighbour).
-    fn destage_range(&mut self, neighbour: Option<(u64, u64)>, block_count: u64) -> Option<u64> {
+    fn destage_range(
+        &mut self,
+        neighbour: Option<(u64, u64)>,
+        first_logical_block: u64,
+        block_count: u64,
+    ) -> Option<u64> {
         let parameters = self.options.layout_parameters();
         let range_blocks = self.options.allocation_range_blocks;
         let range_count = self.range_count();
@@ -320,7 +329,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             let start = range * range_blocks;
             data_space.allocatable_in(start, (start + range_blocks).min(block_count_total))
         };
-        let neighbour_range = neighbour.map(|(_, block)| block / range_blocks);
+        // The range where the group's first block would sit if the neighbour's
+        // run continued: a predecessor at the end of the previous range puts
+        // the group at the start of the next, not in the predecessor's own.
+        let neighbour_range =
+            neighbour.map(|_| hint_in_range(neighbour, first_logical_block, 0, block_count_total) / range_blocks);
         match choose_destage_range(&parameters, neighbour_range, block_count, range_count, &mut free_blocks) {
             RangeChoice::Neighbour(range) | RangeChoice::Nearby(range) => Some(range),
             RangeChoice::New => self.find_fresh_range(),
