@@ -97,7 +97,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             self.flash.flush().map_err(device_error(DeviceRole::Flash))?;
         }
         // Durable: blocks freed up to this CP may be reused from now on.
-        let released_flash: Vec<u64> = self.flash_space.pinned().ones().collect();
+        let released_flash: Vec<u64> =
+            if self.options.trim_released_flash { self.flash_space.pinned().ones().collect() } else { Vec::new() };
         self.data_space.checkpoint_durable();
         self.flash_space.checkpoint_durable();
         self.trim_released_flash(&released_flash)?;

@@ -58,6 +58,11 @@ pub struct VolumeOptions {
     /// device need not store) and reads of data blocks return zeroes.
     /// Metadata always carries its bytes.
     pub payload: bool,
+    /// Trim the flash blocks each durable CP releases (old metadata, log and
+    /// destaged blocks), so an SSD or a sparse simulated flash can drop them.
+    /// Each released run is one trim request: on a file that is a hole punch
+    /// per run, which a busy real volume may prefer to skip.
+    pub trim_released_flash: bool,
     /// Data-activemap pages a snapshot deletion scan processes per CP.
     pub scan_pages_per_checkpoint: u64,
     /// Take a CP on its own after this many log records (0: derive from the
@@ -76,6 +81,7 @@ impl Default for VolumeOptions {
             range_reserve_fraction: 0.0,
             auto_destage: true,
             payload: true,
+            trim_released_flash: true,
             scan_pages_per_checkpoint: 64,
             records_per_checkpoint: 0,
         }
