@@ -317,12 +317,15 @@ impl<D: BlockDevice> Harness<D> {
     }
 }
 
-static OPERATIONS_RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-static CASES_RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+thread_local! {
+    // Per test thread: the configurations run in parallel.
+    static OPERATIONS_RUN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    static CASES_RUN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
 fn run_case<D: BlockDevice>(data: D, options: VolumeOptions, ops: &[Op]) -> Result<(), TestCaseError> {
-    CASES_RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    OPERATIONS_RUN.fetch_add(ops.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    CASES_RUN.with(|cases| cases.set(cases.get() + 1));
+    OPERATIONS_RUN.with(|operations| operations.set(operations.get() + ops.len() as u64));
     let mut harness = Harness::new(data, options);
     for op in ops {
         harness.apply(op)?;
@@ -358,15 +361,15 @@ fn run_configuration<D: BlockDevice>(name: &str, cases: u32, data: impl Fn() -> 
     seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
-    let cases_before = CASES_RUN.load(std::sync::atomic::Ordering::Relaxed);
-    let operations_before = OPERATIONS_RUN.load(std::sync::atomic::Ordering::Relaxed);
+    let cases_before = CASES_RUN.with(std::cell::Cell::get);
+    let operations_before = OPERATIONS_RUN.with(std::cell::Cell::get);
     let result =
         runner.run(&proptest::collection::vec(op_strategy(), 1..60), |ops| run_case(data(), options.clone(), &ops));
     if let Err(error) = result {
         panic!("{name}, seed {seed}: {error}");
     }
-    let cases_run = CASES_RUN.load(std::sync::atomic::Ordering::Relaxed) - cases_before;
-    let operations = OPERATIONS_RUN.load(std::sync::atomic::Ordering::Relaxed) - operations_before;
+    let cases_run = CASES_RUN.with(std::cell::Cell::get) - cases_before;
+    let operations = OPERATIONS_RUN.with(std::cell::Cell::get) - operations_before;
     println!("{name}: {cases_run} cases, {operations} operations checked");
     assert!(cases_run >= u64::from(cases), "every case ran");
 }
