@@ -184,7 +184,7 @@ impl<D: BlockDevice> CrashDevice<D> {
         let info = inner.info();
         assert!(info.stores_payload, "crash recording needs a device that stores payload");
         assert!(
-            info.atomic_write_bytes > 0 && info.block_size_bytes % info.atomic_write_bytes == 0,
+            info.atomic_write_bytes > 0 && info.block_size_bytes.is_multiple_of(info.atomic_write_bytes),
             "a block is a whole number of atomic units"
         );
         Self { inner, info, base: BTreeMap::new(), events: Vec::new(), write_count: 0, outstanding: BTreeMap::new() }

@@ -233,7 +233,7 @@ fn single(mut completions: Vec<IoCompletion>) -> Result<Vec<u8>, DeviceError> {
 
 fn block_count_of(info: &DeviceInfo, length_bytes: usize) -> Result<u32, DeviceError> {
     let block_size = info.block_size_bytes as usize;
-    if length_bytes == 0 || length_bytes % block_size != 0 {
+    if length_bytes == 0 || !length_bytes.is_multiple_of(block_size) {
         return Err(DeviceError::Invalid {
             device: info.name.clone(),
             detail: format!("{length_bytes} bytes is not a whole, non-zero number of {block_size}-byte blocks"),

@@ -209,7 +209,7 @@ impl<D: BlockDevice> RaidDevice<D> {
             return Err(invalid("some members store payload and others do not".into()));
         }
         let unit_bytes = config.stripe_unit_bytes;
-        if unit_bytes == 0 || unit_bytes % u64::from(block_size_bytes) != 0 {
+        if unit_bytes == 0 || !unit_bytes.is_multiple_of(u64::from(block_size_bytes)) {
             return Err(invalid(format!("stripe unit {unit_bytes} bytes is not a whole number of blocks")));
         }
         let unit_blocks = unit_bytes / u64::from(block_size_bytes);

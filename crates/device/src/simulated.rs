@@ -141,7 +141,7 @@ impl SimulatedDevice {
         options: SimulatedOptions,
     ) -> Result<Self, DeviceError> {
         let block_size = options.block_size_bytes;
-        if block_size == 0 || block_size % SECTOR_SIZE_BYTES != 0 || !block_size.is_power_of_two() {
+        if block_size == 0 || !block_size.is_multiple_of(SECTOR_SIZE_BYTES) || !block_size.is_power_of_two() {
             return Err(DeviceError::Invalid {
                 device: options.name,
                 detail: format!("block size {block_size} is not a power-of-two multiple of 512 bytes"),
