@@ -148,7 +148,7 @@ impl VolumeConfig {
                 &format!("{:?} is not proximal, in-place or write-anywhere", self.layout),
             ));
         }
-        if self.stripe_unit_bytes == 0 || self.stripe_unit_bytes % BLOCK_BYTES != 0 {
+        if self.stripe_unit_bytes == 0 || !self.stripe_unit_bytes.is_multiple_of(BLOCK_BYTES) {
             return Err(invalid(file, "stripe_unit_bytes", "must be a positive multiple of 4096"));
         }
         let disk_count = self.data_disks.len();
@@ -201,7 +201,7 @@ impl VolumeConfig {
 }
 
 fn check_device_size(file: &Path, parameter: &str, size_bytes: u64) -> Result<()> {
-    if size_bytes == 0 || size_bytes % BLOCK_BYTES != 0 {
+    if size_bytes == 0 || !size_bytes.is_multiple_of(BLOCK_BYTES) {
         return Err(invalid(file, parameter, &format!("{size_bytes} is not a positive multiple of 4096")));
     }
     Ok(())

@@ -241,7 +241,7 @@ fn check_spec(spec: &CreateSpec) -> Result<RaidChoice> {
     if spec.flash_bytes < MIN_FLASH_BLOCKS * BLOCK_BYTES {
         return Err(parameter("--flash-size", format!("at least {} KiB", MIN_FLASH_BLOCKS * BLOCK_BYTES / 1024)));
     }
-    if spec.stripe_unit_bytes == 0 || spec.stripe_unit_bytes % BLOCK_BYTES != 0 {
+    if spec.stripe_unit_bytes == 0 || !spec.stripe_unit_bytes.is_multiple_of(BLOCK_BYTES) {
         return Err(parameter(
             "--stripe-unit",
             format!("{} is not a positive multiple of 4 KiB", spec.stripe_unit_bytes),

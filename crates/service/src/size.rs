@@ -47,7 +47,7 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
         let digits = u32::try_from(fraction.len()).map_err(|_| refuse("too many digits"))?;
         let denominator = 10u128.checked_pow(digits).ok_or_else(|| refuse("too many digits"))?;
         let numerator: u128 = fraction.parse::<u128>().map_err(|_| refuse("too many digits"))? * u128::from(unit);
-        if numerator % denominator != 0 {
+        if !numerator.is_multiple_of(denominator) {
             return Err(refuse("not a whole number of bytes"));
         }
         let extra = u64::try_from(numerator / denominator).map_err(|_| refuse("too large"))?;
