@@ -1,10 +1,17 @@
-//! A device on a regular file or a block device: positional I/O with O_DIRECT
-//! where the file system allows it, buffered I/O with `fdatasync` where it does not.
+//! A device on a regular file or a block device: positional I/O, either with
+//! O_DIRECT where the file system allows it (buffered with `fdatasync` where it
+//! does not), or through the page cache by choice ([`FileIo::Buffered`], what
+//! nbdkit's file plugin does).
 //!
 //! Batches are executed in submission order, synchronously, at `submit`; `wait`
-//! hands back the completions. Trim punches a hole in a regular file, issues
-//! `BLKDISCARD` on a block device, and falls back to writing zeroes where neither
-//! is supported ([`FileDevice::trim_method`] says which is in use).
+//! hands back the completions. Reads into a caller's buffer
+//! ([`BlockDevice::read_into`], also through `&self`) and writes from a borrowed
+//! slice ([`BlockDevice::write_blocks`]) go straight to `pread`/`pwrite` without
+//! an intermediate buffer (with O_DIRECT, only when the caller's buffer is
+//! aligned). Trim punches a hole in a regular file, issues `BLKDISCARD` on a
+//! block device, and falls back to writing zeroes where neither is supported
+//! ([`FileDevice::trim_method`] says which is in use) — or is ignored, as the
+//! contract allows, with [`TrimPolicy::Ignore`].
 
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
@@ -14,7 +21,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::batches::CompletedBatches;
-use crate::{validate_request, BatchTicket, BlockDevice, DeviceError, DeviceInfo, IoCompletion, IoOp, IoRequest};
+use crate::{
+    validate_request, validate_span, BatchTicket, BlockDevice, DeviceError, DeviceInfo, IoCompletion, IoOp, IoRequest,
+};
 
 /// Alignment of the buffers handed to O_DIRECT I/O: 4 KiB satisfies every logical
 /// sector size in use (512 and 4096 bytes).
@@ -46,6 +55,62 @@ pub enum TrimMethod {
     WriteZeroes,
 }
 
+/// How a [`FileDevice`] reaches the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FileIo {
+    /// O_DIRECT, bypassing the page cache, where the file system accepts it;
+    /// buffered where it refuses it (tmpfs, some FUSE file systems).
+    #[default]
+    Direct,
+    /// Through the page cache with `pread`/`pwrite`; a flush is `fdatasync`
+    /// (`fsync` on a block device).
+    Buffered,
+}
+
+/// What a [`FileDevice`] does with a trim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TrimPolicy {
+    /// Carry it out ([`TrimMethod`]): the range reads back as zeroes on a
+    /// regular file.
+    #[default]
+    Forward,
+    /// Nothing: the blocks keep their old contents, as the [`BlockDevice`]
+    /// contract allows. For a file whose trims are frequent and worthless, such
+    /// as a staging log on ext4, where each punched hole costs a journal
+    /// transaction only for the log to allocate the space again.
+    Ignore,
+}
+
+/// How [`FileDevice::open_with_options`] opens a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileOptions {
+    /// Direct or buffered I/O.
+    pub io: FileIo,
+    /// What trims do.
+    pub trims: TrimPolicy,
+    /// The block size (a power of two of at least 512 bytes).
+    pub block_size_bytes: u32,
+}
+
+impl Default for FileOptions {
+    fn default() -> Self {
+        Self { io: FileIo::Direct, trims: TrimPolicy::Forward, block_size_bytes: DEFAULT_BLOCK_SIZE_BYTES }
+    }
+}
+
+impl FileOptions {
+    /// Buffered I/O with trims carried out and 4 KiB blocks.
+    pub fn buffered() -> Self {
+        Self { io: FileIo::Buffered, ..Self::default() }
+    }
+
+    /// The same options with trims handled as `trims` says.
+    pub fn with_trims(mut self, trims: TrimPolicy) -> Self {
+        self.trims = trims;
+        self
+    }
+}
+
 /// A regular file or block device used as a [`BlockDevice`].
 #[derive(Debug)]
 pub struct FileDevice {
@@ -55,6 +120,7 @@ pub struct FileDevice {
     kind: FileKind,
     direct: bool,
     trim_method: TrimMethod,
+    trims: TrimPolicy,
     batches: CompletedBatches,
     opened: Instant,
 }
@@ -87,8 +153,24 @@ impl FileDevice {
     /// Opens an existing file or block device whose size is a whole number of
     /// `block_size_bytes` blocks.
     pub fn open_with_block_size(path: &Path, block_size_bytes: u32) -> Result<Self, DeviceError> {
+        Self::open_with_options(path, FileOptions { block_size_bytes, ..FileOptions::default() })
+    }
+
+    /// Opens an existing file or block device with 4 KiB blocks through the
+    /// page cache, trims carried out.
+    pub fn open_buffered(path: &Path) -> Result<Self, DeviceError> {
+        Self::open_with_options(path, FileOptions::buffered())
+    }
+
+    /// Opens an existing file or block device whose size is a whole, non-zero
+    /// number of blocks, as `options` say.
+    pub fn open_with_options(path: &Path, options: FileOptions) -> Result<Self, DeviceError> {
+        let block_size_bytes = options.block_size_bytes;
         check_block_size(path, block_size_bytes)?;
-        let (file, direct) = open_preferring_direct(path)?;
+        let (file, direct) = match options.io {
+            FileIo::Direct => open_preferring_direct(path)?,
+            FileIo::Buffered => (open_buffered(path)?, false),
+        };
         let metadata = file.metadata().map_err(|error| os_error(path, 0, "stat", &error))?;
         let kind = if metadata.file_type().is_block_device() { FileKind::BlockDevice } else { FileKind::Regular };
         if kind == FileKind::Regular && !metadata.file_type().is_file() {
@@ -124,6 +206,7 @@ impl FileDevice {
             kind,
             direct,
             trim_method,
+            trims: options.trims,
             batches: CompletedBatches::default(),
             opened: Instant::now(),
         })
@@ -190,18 +273,25 @@ impl FileDevice {
     }
 
     fn read_at(&self, offset_bytes: u64, length_bytes: usize) -> std::io::Result<Vec<u8>> {
-        if !self.direct {
-            let mut data = vec![0; length_bytes];
-            self.file.read_exact_at(&mut data, offset_bytes)?;
-            return Ok(data);
+        let mut data = vec![0; length_bytes];
+        self.read_at_into(offset_bytes, &mut data)?;
+        Ok(data)
+    }
+
+    /// Reads into `buffer`: in place when buffered or when the buffer suits
+    /// O_DIRECT, else through an aligned bounce buffer.
+    fn read_at_into(&self, offset_bytes: u64, buffer: &mut [u8]) -> std::io::Result<()> {
+        if !self.direct || is_direct_aligned(buffer) {
+            return self.file.read_exact_at(buffer, offset_bytes);
         }
-        let mut buffer = AlignedBuffer::zeroed(length_bytes);
-        self.file.read_exact_at(buffer.as_mut_slice(), offset_bytes)?;
-        Ok(buffer.as_slice().to_vec())
+        let mut bounce = AlignedBuffer::zeroed(buffer.len());
+        self.file.read_exact_at(bounce.as_mut_slice(), offset_bytes)?;
+        buffer.copy_from_slice(bounce.as_slice());
+        Ok(())
     }
 
     fn write_at(&self, offset_bytes: u64, data: &[u8]) -> std::io::Result<()> {
-        if !self.direct {
+        if !self.direct || is_direct_aligned(data) {
             return self.file.write_all_at(data, offset_bytes);
         }
         let mut buffer = AlignedBuffer::zeroed(data.len());
@@ -210,6 +300,10 @@ impl FileDevice {
     }
 
     fn trim(&mut self, block: u64, offset_bytes: u64, length_bytes: usize) -> Result<(), DeviceError> {
+        if self.trims == TrimPolicy::Ignore {
+            // The contract lets a trimmed block read back as anything.
+            return Ok(());
+        }
         let outcome = match self.trim_method {
             TrimMethod::PunchHole => punch_hole(&self.file, offset_bytes, length_bytes),
             TrimMethod::Discard => discard(&self.file, offset_bytes, length_bytes),
@@ -272,6 +366,47 @@ impl BlockDevice for FileDevice {
     fn now_ns(&self) -> u64 {
         u64::try_from(self.opened.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
+
+    fn read_into(&mut self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
+        validate_span(&self.info, block, buffer.len())?;
+        let offset_bytes = block * u64::from(self.info.block_size_bytes);
+        match self.read_at_into(offset_bytes, buffer) {
+            Ok(()) => Ok(()),
+            Err(error) if self.direct && error.raw_os_error() == Some(libc::EINVAL) => {
+                // Refused O_DIRECT I/O: reopen buffered, as `perform` does.
+                self.file = open_buffered(&self.path)?;
+                self.direct = false;
+                self.read_at_into(offset_bytes, buffer).map_err(|error| os_error(&self.path, block, "read", &error))
+            }
+            Err(error) => Err(os_error(&self.path, block, "read", &error)),
+        }
+    }
+
+    fn write_blocks(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
+        validate_span(&self.info, block, data.len())?;
+        let offset_bytes = block * u64::from(self.info.block_size_bytes);
+        self.with_direct_fallback(block, "write", |device| device.write_at(offset_bytes, data).map(|()| Vec::new()))
+            .map(drop)
+    }
+
+    fn supports_shared_reads(&self) -> bool {
+        true
+    }
+
+    /// Reads through `&self`: `pread` needs no exclusive access. (An O_DIRECT
+    /// refusal cannot reopen the file here; it is reported as an error, and
+    /// the first read through `&mut self` — a volume's open reads its
+    /// superblock that way — has already settled the mode.)
+    fn read_into_shared(&self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
+        validate_span(&self.info, block, buffer.len())?;
+        let offset_bytes = block * u64::from(self.info.block_size_bytes);
+        self.read_at_into(offset_bytes, buffer).map_err(|error| os_error(&self.path, block, "read", &error))
+    }
+}
+
+/// Whether `bytes` may be handed to O_DIRECT I/O as it is.
+fn is_direct_aligned(bytes: &[u8]) -> bool {
+    (bytes.as_ptr() as usize).is_multiple_of(DIRECT_ALIGNMENT_BYTES) && bytes.len().is_multiple_of(DIRECT_ALIGNMENT_BYTES)
 }
 
 /// A zeroed buffer whose start is aligned for O_DIRECT, carved out of a slightly
@@ -456,6 +591,75 @@ mod tests {
         device.write_blocks(2, &pattern(5, 4096)).unwrap();
         device.flush().unwrap();
         assert_eq!(device.read_blocks(2, 1).unwrap(), pattern(5, 4096));
+    }
+
+    fn buffered_file(directory: &Path, name: &str, length_bytes: u64) -> PathBuf {
+        let path = directory.join(name);
+        File::create(&path).unwrap().set_len(length_bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn buffered_device_reads_back_writes_and_trims_to_zeroes() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = buffered_file(directory.path(), "disk", 16 * 4096);
+        let mut device = FileDevice::open_buffered(&path).unwrap();
+        assert!(!device.is_direct());
+        assert_eq!(device.info().block_count, 16);
+        let data = pattern(4, 2 * 4096);
+        device.write_blocks(3, &data).unwrap();
+        assert_eq!(device.read_blocks(3, 2).unwrap(), data);
+        device.trim_blocks(4, 1).unwrap();
+        assert_eq!(device.read_blocks(4, 1).unwrap(), vec![0; 4096]);
+        device.flush().unwrap();
+    }
+
+    #[test]
+    fn buffered_device_refuses_bad_sizes_and_requests() {
+        let directory = tempfile::tempdir().unwrap();
+        let odd = buffered_file(directory.path(), "odd", 4096 + 1);
+        assert!(matches!(FileDevice::open_buffered(&odd), Err(DeviceError::Invalid { .. })));
+        let missing = directory.path().join("missing");
+        let error = FileDevice::open_buffered(&missing).unwrap_err();
+        assert!(error.to_string().contains("missing"), "{error}");
+        let path = buffered_file(directory.path(), "disk", 4 * 4096);
+        let mut device = FileDevice::open_buffered(&path).unwrap();
+        assert!(matches!(device.read_blocks(3, 2), Err(DeviceError::OutOfRange { .. })));
+        let mut buffer = vec![0; 2 * 4096];
+        assert!(matches!(device.read_into(3, &mut buffer), Err(DeviceError::OutOfRange { .. })));
+        assert!(matches!(device.read_into_shared(3, &mut buffer), Err(DeviceError::OutOfRange { .. })));
+        assert!(matches!(device.read_into(0, &mut buffer[..100]), Err(DeviceError::Invalid { .. })));
+        assert!(matches!(device.write_blocks(3, &buffer), Err(DeviceError::OutOfRange { .. })));
+    }
+
+    #[test]
+    fn ignored_trims_keep_the_contents() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = buffered_file(directory.path(), "flash", 8 * 4096);
+        let mut device =
+            FileDevice::open_with_options(&path, FileOptions::buffered().with_trims(TrimPolicy::Ignore)).unwrap();
+        device.write_blocks(2, &pattern(7, 4096)).unwrap();
+        device.trim_blocks(2, 1).unwrap();
+        assert_eq!(device.read_blocks(2, 1).unwrap(), pattern(7, 4096));
+    }
+
+    #[test]
+    fn reads_into_caller_buffers_in_either_mode() {
+        let directory = tempfile::tempdir().unwrap();
+        for io in [FileIo::Buffered, FileIo::Direct] {
+            let path = buffered_file(directory.path(), &format!("{io:?}"), 16 * 4096);
+            let mut device = FileDevice::open_with_options(&path, FileOptions { io, ..FileOptions::default() }).unwrap();
+            let data = pattern(11, 3 * 4096);
+            device.write_blocks(5, &data).unwrap();
+            // An unaligned buffer works too (through a bounce buffer with O_DIRECT).
+            let mut storage = vec![0u8; 3 * 4096 + 1];
+            device.read_into(5, &mut storage[1..]).unwrap();
+            assert_eq!(&storage[1..], &data[..]);
+            assert!(device.supports_shared_reads());
+            let mut shared = vec![0u8; 4096];
+            device.read_into_shared(6, &mut shared).unwrap();
+            assert_eq!(&shared[..], &data[4096..2 * 4096]);
+        }
     }
 
     #[test]

@@ -29,7 +29,7 @@ mod stats;
 
 pub use crash::{CrashDevice, CrashImage, CrashPoint, CrashReport, PendingWrites, Tear, TornWrite};
 pub use fault::{Fault, FaultDevice, FaultOp, FaultPlan, FaultRule, FaultTrigger, InjectedFault};
-pub use file::{FileDevice, FileKind, TrimMethod, DEFAULT_BLOCK_SIZE_BYTES};
+pub use file::{FileDevice, FileIo, FileKind, FileOptions, TrimMethod, TrimPolicy, DEFAULT_BLOCK_SIZE_BYTES};
 pub use latch::LatchDevice;
 pub use memory::MemoryDevice;
 pub use raid::{ParityMismatch, RaidConfig, RaidDevice, RaidLevel, RebuildReport, DEFAULT_STRIPE_UNIT_BYTES};
@@ -206,6 +206,46 @@ pub trait BlockDevice {
     fn trim_blocks(&mut self, block: u64, block_count: u32) -> Result<(), DeviceError> {
         single(self.execute(vec![IoRequest::trim(block, block_count)])?).map(drop)
     }
+
+    /// Reads `buffer.len()` bytes (a whole, non-zero number of blocks) at
+    /// `block` into `buffer`; a device that does not store payload fills it
+    /// with zeroes. The default executes a read request and copies its data;
+    /// devices that can read in place override it, so a caller's buffer is
+    /// filled without an intermediate allocation.
+    fn read_into(&mut self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
+        let block_count = block_count_of(&self.info(), buffer.len())?;
+        let data = single(self.execute(vec![IoRequest::read(block, block_count)])?)?;
+        copy_read_data(&data, buffer);
+        Ok(())
+    }
+
+    /// Whether [`BlockDevice::read_into_shared`] works: reads through a shared
+    /// reference, which several threads may issue at once while no request
+    /// goes through `&mut self`.
+    fn supports_shared_reads(&self) -> bool {
+        false
+    }
+
+    /// Reads as [`BlockDevice::read_into`] through a shared reference. Devices
+    /// whose [`BlockDevice::supports_shared_reads`] is false refuse with
+    /// [`DeviceError::Invalid`].
+    fn read_into_shared(&self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
+        let _ = (block, buffer);
+        Err(DeviceError::Invalid {
+            device: self.info().name,
+            detail: "this device does not serve reads through a shared reference".into(),
+        })
+    }
+}
+
+/// Copies a read's data into a caller's buffer (zeroes where the device
+/// returned no payload).
+fn copy_read_data(data: &[u8], buffer: &mut [u8]) {
+    if data.is_empty() {
+        buffer.fill(0);
+    } else {
+        buffer.copy_from_slice(data);
+    }
 }
 
 impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
@@ -223,6 +263,18 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
     }
     fn now_ns(&self) -> u64 {
         (**self).now_ns()
+    }
+    fn read_into(&mut self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
+        (**self).read_into(block, buffer)
+    }
+    fn write_blocks(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
+        (**self).write_blocks(block, data)
+    }
+    fn supports_shared_reads(&self) -> bool {
+        (**self).supports_shared_reads()
+    }
+    fn read_into_shared(&self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
+        (**self).read_into_shared(block, buffer)
     }
 }
 
@@ -243,6 +295,15 @@ fn block_count_of(info: &DeviceInfo, length_bytes: usize) -> Result<u32, DeviceE
         device: info.name.clone(),
         detail: format!("{length_bytes} bytes is too large for one request"),
     })
+}
+
+/// Checks that `length_bytes` at `block` is a whole, non-zero number of blocks
+/// inside the device, and returns the block count: the validation of
+/// [`BlockDevice::read_into`] and [`BlockDevice::write_blocks`] overrides.
+pub fn validate_span(info: &DeviceInfo, block: u64, length_bytes: usize) -> Result<u32, DeviceError> {
+    let block_count = block_count_of(info, length_bytes)?;
+    validate_request(info, &IoRequest::read(block, block_count))?;
+    Ok(block_count)
 }
 
 /// Checks a request against a device's geometry: the shared validation every

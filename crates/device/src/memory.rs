@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use crate::{validate_request, BatchTicket, BlockDevice, DeviceError, DeviceInfo, IoCompletion, IoOp, IoRequest};
+use crate::{
+    validate_request, validate_span, BatchTicket, BlockDevice, DeviceError, DeviceInfo, IoCompletion, IoOp, IoRequest,
+};
 
 /// Blocks kept in a `Vec`; every write is immediately durable. A clone is an
 /// independent copy (crash tests restore crash images onto clones).
@@ -103,6 +105,28 @@ impl BlockDevice for MemoryDevice {
 
     fn now_ns(&self) -> u64 {
         u64::try_from(self.opened.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn read_into(&mut self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
+        self.read_into_shared(block, buffer)
+    }
+
+    fn write_blocks(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
+        validate_span(&self.info, block, data.len())?;
+        let start = block as usize * self.info.block_size_bytes as usize;
+        self.data[start..start + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn supports_shared_reads(&self) -> bool {
+        true
+    }
+
+    fn read_into_shared(&self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
+        validate_span(&self.info, block, buffer.len())?;
+        let start = block as usize * self.info.block_size_bytes as usize;
+        buffer.copy_from_slice(&self.data[start..start + buffer.len()]);
+        Ok(())
     }
 }
 

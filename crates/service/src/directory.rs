@@ -13,15 +13,15 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
-use proxima_device::{BlockDevice, RaidConfig, RaidDevice};
+use proxima_device::{BlockDevice, FileDevice, RaidConfig, RaidDevice};
 use proxima_engine::{Layout, Volume, MIN_FLASH_BLOCKS};
 
 use crate::config::{DeviceEntry, RaidChoice, VolumeConfig, CONFIG_FORMAT_VERSION};
-use crate::devices::{DataDevice, FileBacked, IoMode, TrimPolicy, BLOCK_BYTES};
+use crate::devices::{open_file, DataDevice, IoMode, TrimPolicy, BLOCK_BYTES};
 use crate::error::{Result, ServiceError};
 
 /// The engine volume as the service opens it.
-pub type ServiceVolume = Volume<DataDevice, FileBacked>;
+pub type ServiceVolume = Volume<DataDevice, FileDevice>;
 
 /// Name of the lock file inside a volume directory.
 pub const LOCK_FILE_NAME: &str = "proxima.lock";
@@ -134,10 +134,10 @@ pub fn open_locked(directory: &Path, config: VolumeConfig, lock: VolumeLock) -> 
 }
 
 /// Opens the devices a configuration names, checking their sizes against it.
-pub fn open_devices(directory: &Path, config: &VolumeConfig) -> Result<(DataDevice, FileBacked)> {
-    let open = |entry: &DeviceEntry, trims: TrimPolicy| -> Result<FileBacked> {
+pub fn open_devices(directory: &Path, config: &VolumeConfig) -> Result<(DataDevice, FileDevice)> {
+    let open = |entry: &DeviceEntry, trims: TrimPolicy| -> Result<FileDevice> {
         let path = VolumeConfig::resolve(directory, &entry.path);
-        let device = FileBacked::open_with_trims(&path, config.io_mode, trims)?;
+        let device = open_file(&path, config.io_mode, trims)?;
         let size_bytes = device.info().capacity_bytes();
         if size_bytes != entry.size_bytes {
             return Err(ServiceError::DevicePath {
@@ -148,7 +148,7 @@ pub fn open_devices(directory: &Path, config: &VolumeConfig) -> Result<(DataDevi
         Ok(device)
     };
     let mut disks =
-        config.data_disks.iter().map(|entry| open(entry, TrimPolicy::PunchHoles)).collect::<Result<Vec<_>>>()?;
+        config.data_disks.iter().map(|entry| open(entry, TrimPolicy::Forward)).collect::<Result<Vec<_>>>()?;
     let data = match config.raid {
         RaidChoice::None => DataDevice::Single(disks.pop().expect("validated: one disk")),
         RaidChoice::Raid4 | RaidChoice::Raid5 => {
@@ -261,7 +261,7 @@ fn prepare_device(directory: &Path, path: &Path, size_bytes: u64, created: &mut 
     let refuse = |message: String| ServiceError::DevicePath { path: resolved.clone(), message };
     match std::fs::metadata(&resolved) {
         Ok(metadata) if metadata.file_type().is_block_device() => {
-            let device = FileBacked::open(&resolved, IoMode::Buffered)?;
+            let device = open_file(&resolved, IoMode::Buffered, TrimPolicy::Forward)?;
             let size_bytes = device.info().capacity_bytes();
             Ok(DeviceEntry { path: absolute(&resolved), size_bytes })
         }

@@ -25,7 +25,7 @@ pub mod status;
 
 pub use adapter::{SharedVolume, VolumeBackend, VolumeExport};
 pub use config::{RaidChoice, VolumeConfig, CONFIG_FILE_NAME};
-pub use devices::{BufferedFileDevice, DataDevice, FileBacked, IoMode, TrimPolicy};
+pub use devices::{open_file, DataDevice, IoMode, TrimPolicy};
 pub use directory::{create_volume, open_volume, CreateSpec, OpenVolume, ServiceVolume, VolumeLock};
 pub use error::{Result, ServiceError};
 pub use operations::{execute, run_request, Request, Venue};
