@@ -219,6 +219,12 @@ impl PersistentBitmap {
         self.bits = bits;
     }
 
+    /// Blocks of the on-flash tree (pages and index nodes): the most a CP can
+    /// write for this bitmap.
+    pub fn tree_block_count(&self) -> u64 {
+        self.slots.iter().map(|level| level.len() as u64).sum()
+    }
+
     /// Every flash block of the tree.
     pub fn blocks(&self) -> Vec<u64> {
         self.slots.iter().flatten().map(|slot| slot.block).filter(|&block| block != 0).collect()

@@ -4,7 +4,7 @@
 use proxima_device::{BlockDevice, IoRequest};
 
 use crate::codec::{RootSet, Superblock, SUPERBLOCK_SLOTS};
-use crate::error::{DeviceRole, Result};
+use crate::error::{metadata_no_space, DeviceRole, Result};
 use crate::io::{device_error, write_pieces, CheckpointStore};
 use crate::log::LogState;
 use crate::space::SpaceMap;
@@ -59,13 +59,19 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Commits a consistency point: everything done so far becomes durable and
     /// the log restarts empty.
     pub fn commit(&mut self) -> Result<()> {
-        self.guarded(|volume| volume.commit_unguarded())
+        self.guarded(|volume| volume.commit_unguarded().map_err(metadata_no_space))
     }
 
+    /// Step 1 of a CP (docs/format.md) flushes the data device only when
+    /// something was written to it since its last flush: flushing a clean
+    /// device makes nothing more durable, and a staging-only epoch (small
+    /// random writes) leaves it clean.
     fn commit_unguarded(&mut self) -> Result<()> {
         self.scan_step(self.options.scan_pages_per_checkpoint)?;
-        self.data.flush().map_err(device_error(DeviceRole::Data))?;
-        self.log.data_unflushed = false;
+        if self.log.data_unflushed {
+            self.data.flush().map_err(device_error(DeviceRole::Data))?;
+            self.log.data_unflushed = false;
+        }
         let generation = self.generation + 1;
         // The log of the ending epoch is subsumed by this CP.
         for block in std::mem::take(&mut self.log.epoch_blocks) {

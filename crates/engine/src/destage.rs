@@ -281,7 +281,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             let index = run_starts.partition_point(|&(start, _)| start <= logical) - 1;
             run_starts[index].1 + (logical - run_starts[index].0)
         };
-        let mut placed = Vec::new();
+        let mut placed: Vec<PlacedPiece> = Vec::new();
         for group in group_staged_runs(staged.to_vec(), window) {
             let neighbour =
                 placed_neighbour(&self.maps[&id], group.first_logical_block(), group.end_logical_block(), window);
@@ -298,7 +298,21 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 let mut done = 0;
                 while done < run.block_count {
                     let logical = run.logical_block + done;
-                    let (start, got) = self.place_blocks(id, logical, run.block_count - done, range, run_neighbour)?;
+                    let (start, got) =
+                        match self.place_blocks(id, logical, run.block_count - done, range, run_neighbour) {
+                            Ok(run) => run,
+                            Err(error) => {
+                                // All or none: release what this batch took
+                                // (pinned until the next CP), so the refused
+                                // destage leaves the volume as it was.
+                                for piece in &placed {
+                                    for block in piece.data_block..piece.data_block + piece.block_count {
+                                        self.data_space.free(block);
+                                    }
+                                }
+                                return Err(error);
+                            }
+                        };
                     placed.push(PlacedPiece {
                         logical_block: logical,
                         block_count: got,

@@ -77,11 +77,21 @@ pub enum EngineError {
     /// An offset, length or size is out of range or misaligned.
     #[error("invalid range: {0}")]
     InvalidRange(String),
-    /// A device is out of space even after a consistency point.
+    /// A device is out of space even after a consistency point. The request
+    /// was refused before it changed anything it could not finish (what it
+    /// wrote before is mapped and logged): the volume stays usable.
     #[error("{role} is out of space: {detail}")]
     NoSpace {
         /// Which device.
         role: DeviceRole,
+        /// What was being allocated.
+        detail: String,
+    },
+    /// No flash block for metadata (a consistency point's blocks, or a log
+    /// record block) although the flash reserve should have held it. The
+    /// operation was cut short: the volume stops.
+    #[error("flash is out of space for metadata: {detail}")]
+    NoSpaceForMetadata {
         /// What was being allocated.
         detail: String,
     },
@@ -109,6 +119,15 @@ pub enum EngineError {
 
 /// The engine's result type.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+/// Turns an out-of-space error met where the volume cannot stay consistent
+/// (inside a CP, or writing a log block) into one that stops it.
+pub(crate) fn metadata_no_space(error: EngineError) -> EngineError {
+    match error {
+        EngineError::NoSpace { detail, .. } => EngineError::NoSpaceForMetadata { detail },
+        other => other,
+    }
+}
 
 pub(crate) fn corrupt(block: u64, what: &str, detail: impl Into<String>) -> EngineError {
     EngineError::Corrupt { block, what: what.to_string(), detail: detail.into() }

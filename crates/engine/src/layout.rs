@@ -15,7 +15,7 @@ use proxima_device::BlockDevice;
 use crate::codec::{LogRecord, BLOCK_SIZE};
 use crate::destage::NoDestageObserver;
 use crate::error::{DeviceRole, EngineError, Result};
-use crate::io::write_pieces;
+use crate::io::{device_error, write_pieces, MAX_REQUEST_BLOCKS};
 use crate::map::{self, Location};
 use crate::policy::{place_write, staging_is_full, Layout, Placement, WriteContext};
 use crate::volume::Volume;
@@ -98,7 +98,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// Whether the data device keeps the bytes written to it.
     pub(crate) fn data_stores_payload(&self) -> bool {
-        self.options.payload && self.data.info().stores_payload
+        self.data_payload
     }
 
     /// Writes whole blocks from `logical` on, as the layout places them.
@@ -179,18 +179,51 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         Ok(())
     }
 
-    fn write_staged(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
-        let count = payload.block_count();
+    /// Allocates `count` flash blocks for staged data, all or none: on
+    /// failure the blocks taken are released again (pinned until the next CP,
+    /// like any freed block), so a write refused for lack of space leaves the
+    /// volume as it was.
+    fn allocate_staging_blocks(&mut self, count: u64) -> Result<Vec<u64>> {
         let mut blocks = Vec::with_capacity(count as usize);
         for _ in 0..count {
-            blocks.push(self.flash_space.allocate_one("staged data")?);
+            match self.flash_space.allocate_one("staged data") {
+                Ok(block) => blocks.push(block),
+                Err(error) => {
+                    for &block in &blocks {
+                        self.flash_space.free(block);
+                    }
+                    return Err(error);
+                }
+            }
         }
-        let pieces: Vec<(u64, Vec<u8>)> = blocks
-            .iter()
-            .enumerate()
-            .map(|(index, &block)| (block, payload.slice(index as u64, 1).device_bytes(true)))
-            .collect();
-        write_pieces(&mut self.flash, DeviceRole::Flash, pieces)?;
+        Ok(blocks)
+    }
+
+    /// Writes staged blocks to their flash blocks: each run of consecutive
+    /// flash blocks (the next-fit cursor makes the staging log an append, so
+    /// usually the whole write) is one request from the caller's bytes.
+    fn write_staged_payload(&mut self, blocks: &[u64], payload: Payload<'_>) -> Result<()> {
+        let Payload::Bytes(bytes) = payload else {
+            let pieces = blocks.iter().map(|&block| (block, vec![0; BLOCK_SIZE])).collect();
+            return write_pieces(&mut self.flash, DeviceRole::Flash, pieces);
+        };
+        let mut index = 0;
+        while index < blocks.len() {
+            let mut run = 1;
+            while index + run < blocks.len() && blocks[index + run] == blocks[index] + run as u64 {
+                run += 1;
+            }
+            let piece = &bytes[index * BLOCK_SIZE..(index + run) * BLOCK_SIZE];
+            self.flash.write_blocks(blocks[index], piece).map_err(device_error(DeviceRole::Flash))?;
+            index += run;
+        }
+        Ok(())
+    }
+
+    fn write_staged(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
+        let count = payload.block_count();
+        let blocks = self.allocate_staging_blocks(count)?;
+        self.write_staged_payload(&blocks, payload)?;
         for (index, &block) in blocks.iter().enumerate() {
             let logical_block = logical + index as u64;
             let record = LogRecord::Staged {
@@ -276,8 +309,20 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// logs a direct record.
     pub(crate) fn write_direct_piece(&mut self, id: u64, logical: u64, start: u64, payload: Payload<'_>) -> Result<()> {
         let count = payload.block_count();
-        let bytes = payload.device_bytes(self.data_stores_payload());
-        self.write_data_pieces(vec![(start, count, bytes)])?;
+        match payload {
+            Payload::Bytes(bytes) if self.data_stores_payload() => {
+                // Straight from the caller's bytes, in requests of at most
+                // MAX_REQUEST_BLOCKS as the batch path would split them.
+                for (index, piece) in bytes.chunks(MAX_REQUEST_BLOCKS as usize * BLOCK_SIZE).enumerate() {
+                    let block = start + index as u64 * MAX_REQUEST_BLOCKS;
+                    self.data.write_blocks(block, piece).map_err(device_error(DeviceRole::Data))?;
+                }
+            }
+            _ => {
+                let bytes = payload.device_bytes(self.data_stores_payload());
+                self.write_data_pieces(vec![(start, count, bytes)])?;
+            }
+        }
         self.log.data_unflushed = true;
         self.apply_mapping(id, logical, count, Location::Data(start));
         self.push_record(LogRecord::Direct {

@@ -33,7 +33,7 @@ pub use snapshot::SnapshotInfo;
 pub use synthetic::ReadReport;
 pub use volume::{
     BlockStatus, DeviceSpace, EngineStats, ExtentInfo, SpaceReport, StagingFill, Volume, VolumeOptions,
-    MIN_FLASH_BLOCKS,
+    MAX_RECORDS_PER_CHECKPOINT, MIN_FLASH_BLOCKS,
 };
 
 use proxima_device::BlockDevice;

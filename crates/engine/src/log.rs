@@ -5,7 +5,7 @@
 use proxima_device::BlockDevice;
 
 use crate::codec::{decode_log_block, encode_log_block, BlockKind, Header, LogRecord, BLOCK_SIZE, LOG_RECORD_CAPACITY};
-use crate::error::{corrupt, DeviceRole, EngineError, Result};
+use crate::error::{corrupt, metadata_no_space, DeviceRole, EngineError, Result};
 use crate::io::{device_error, read_pieces, write_pieces};
 use crate::map::Location;
 use crate::volume::Volume;
@@ -25,6 +25,10 @@ pub(crate) struct LogState {
     pub data_unflushed: bool,
     /// Records since the last CP.
     pub records_since_checkpoint: u64,
+    /// The last computed bound on the next CP's metadata blocks.
+    pub metadata_bound: u64,
+    /// `records_since_checkpoint` when that bound was computed.
+    pub metadata_bound_at_records: Option<u64>,
 }
 
 impl LogState {
@@ -75,7 +79,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             self.data.flush().map_err(device_error(DeviceRole::Data))?;
             self.log.data_unflushed = false;
         }
-        let next = self.flash_space.allocate_one("log record block")?;
+        let next = self.flash_space.allocate_one("log record block").map_err(metadata_no_space)?;
         self.log.epoch_blocks.push(next);
         let header = self.log_header(self.log.sequence);
         let block = encode_log_block(&header, next, &self.log.pending);

@@ -9,12 +9,12 @@ use serde::Serialize;
 
 use crate::bitmap::{Bitmap, PersistentBitmap};
 use crate::codec::{ExtentRecord, RootSet, SnapshotRecord, SnapshotState, BITS_PER_PAGE, BLOCK_SIZE, WORDS_PER_PAGE};
-use crate::error::{EngineError, Result};
-use crate::io::FlashReader;
-use crate::map::{self, ExtentMap};
+use crate::error::{metadata_no_space, DeviceRole, EngineError, Result};
+use crate::io::{device_error, FlashReader};
+use crate::map::{self, ExtentMap, Location};
 use crate::space::YoungestScan;
 use crate::tree::PersistentTree;
-use crate::volume::{validate_name, ExtentInfo, Volume};
+use crate::volume::{fill_from_segments, map_block_status, request_segments, validate_name, BlockStatus, ExtentInfo, Volume};
 
 /// A snapshot as listed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -319,6 +319,47 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         offset_bytes: u64,
         length_bytes: u64,
     ) -> Result<Vec<u8>> {
+        let mut buffer = Vec::new();
+        let (snapshot_id, id) = self.snapshot_range(snapshot, extent, offset_bytes, length_bytes)?;
+        buffer.resize(length_bytes as usize, 0);
+        self.read_snapshot_range(snapshot_id, id, offset_bytes, &mut buffer)?;
+        Ok(buffer)
+    }
+
+    /// Reads `buffer.len()` bytes of an extent as of a snapshot into `buffer`.
+    pub fn read_snapshot_into(
+        &mut self,
+        snapshot: &str,
+        extent: &str,
+        offset_bytes: u64,
+        buffer: &mut [u8],
+    ) -> Result<()> {
+        let (snapshot_id, id) = self.snapshot_range(snapshot, extent, offset_bytes, buffer.len() as u64)?;
+        self.read_snapshot_range(snapshot_id, id, offset_bytes, buffer)
+    }
+
+    /// Which byte ranges of an extent as of a snapshot are mapped and which
+    /// are holes (block status of a snapshot export).
+    pub fn snapshot_block_status(
+        &mut self,
+        snapshot: &str,
+        extent: &str,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<Vec<BlockStatus>> {
+        let (snapshot_id, id) = self.snapshot_range(snapshot, extent, offset_bytes, length_bytes)?;
+        Ok(map_block_status(&self.snapshot_views[&snapshot_id].maps[&id], offset_bytes, length_bytes))
+    }
+
+    /// Loads a snapshot's extent and checks a byte range of it; returns the
+    /// snapshot's and the extent's ids.
+    fn snapshot_range(
+        &mut self,
+        snapshot: &str,
+        extent: &str,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<(u64, u64)> {
         self.check_usable()?;
         let (snapshot_id, id, record) = self.snapshot_extent(snapshot, extent)?;
         if offset_bytes.checked_add(length_bytes).is_none_or(|end| end > record.size_bytes) {
@@ -327,16 +368,17 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 record.size_bytes
             )));
         }
-        if length_bytes == 0 {
-            return Ok(Vec::new());
-        }
-        let block = BLOCK_SIZE as u64;
-        let first = offset_bytes / block;
-        let end = (offset_bytes + length_bytes).div_ceil(block);
-        let segments = map::segments(&self.snapshot_views[&snapshot_id].maps[&id], first, end - first);
-        let bytes = self.read_segments(&segments)?;
-        let skip = (offset_bytes - first * block) as usize;
-        Ok(bytes[skip..skip + length_bytes as usize].to_vec())
+        Ok((snapshot_id, id))
+    }
+
+    fn read_snapshot_range(&mut self, snapshot_id: u64, id: u64, offset_bytes: u64, buffer: &mut [u8]) -> Result<()> {
+        let map = &self.snapshot_views[&snapshot_id].maps[&id];
+        let segments = request_segments(map, offset_bytes, buffer.len() as u64);
+        let (data, flash) = (&mut self.data, &mut self.flash);
+        fill_from_segments(&segments, offset_bytes, buffer, self.data_payload, |location, destination| match location {
+            Location::Data(block) => data.read_into(block, destination).map_err(device_error(DeviceRole::Data)),
+            Location::Flash(block) => flash.read_into(block, destination).map_err(device_error(DeviceRole::Flash)),
+        })
     }
 
     /// Restores one extent's contents (and size) to those of a snapshot by
@@ -444,7 +486,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.refresh_youngest()?;
         // The log of the current epoch is empty (just committed); its blocks are
         // not in the adopted activemap and stay protected by the safe copies.
-        self.log = crate::log::LogState::new(self.flash_space.allocate_one("log head")?);
+        self.log = crate::log::LogState::new(self.flash_space.allocate_one("log head").map_err(metadata_no_space)?);
         for block in orphaned {
             self.flash_space.free(block);
         }

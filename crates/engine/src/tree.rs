@@ -85,6 +85,27 @@ impl<E: TreeEntry> PersistentTree<E> {
         self.entries.memory_bytes() + slots * (8 + std::mem::size_of::<NodeSlot>()) * 4 / 3
     }
 
+    /// An upper bound on the blocks a persist of this tree can write, however
+    /// many nodes are dirty: every dirty group of level `l` is rewritten as
+    /// `ceil(entries / capacity)` nodes, so a level writes at most its entries
+    /// over the capacity plus one per node it has now (each a group), and the
+    /// level above indexes at most that many.
+    pub fn persist_bound_blocks(&self) -> u64 {
+        let mut below = self.entries.len() as u64;
+        let mut bound = 0;
+        for (level, nodes) in self.levels.iter().enumerate() {
+            let written = below.div_ceil(Self::capacity(level) as u64) + nodes.len() as u64;
+            bound += written;
+            below = written;
+        }
+        // Levels a persist may add on top, each indexing the one below.
+        while below > 1 {
+            below = below.div_ceil(INDEX_CAPACITY as u64);
+            bound += below;
+        }
+        bound
+    }
+
     /// Whether a persist would write anything.
     pub fn is_dirty(&self) -> bool {
         self.dirty

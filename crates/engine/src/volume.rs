@@ -13,7 +13,7 @@ use crate::codec::{
     ExtentRecord, LogRecord, RootSet, SnapshotRecord, Superblock, BLOCK_SIZE, NAME_CAPACITY, SUPERBLOCK_SLOTS,
 };
 use crate::error::{DeviceRole, EngineError, Result};
-use crate::io::{read_pieces, FlashReader};
+use crate::io::{device_error, read_pieces, FlashReader, MAX_REQUEST_BLOCKS};
 use crate::layout::Payload;
 use crate::log::LogState;
 use crate::map::{self, ExtentMap, Location, Segment};
@@ -23,6 +23,11 @@ use crate::space::SpaceMap;
 use crate::tree::PersistentTree;
 
 const BLOCK_BYTES: u64 = BLOCK_SIZE as u64;
+/// Most log records between two CPs (with `records_per_checkpoint` derived):
+/// bounds the replay at open, which reads back every staged block it names.
+pub const MAX_RECORDS_PER_CHECKPOINT: u64 = 65_536;
+/// Records between refreshes of the CP size bound.
+const BOUND_REFRESH_RECORDS: u64 = 64;
 /// Smallest flash device a volume accepts, in blocks.
 pub const MIN_FLASH_BLOCKS: u64 = 64;
 
@@ -66,7 +71,8 @@ pub struct VolumeOptions {
     /// Data-activemap pages a snapshot deletion scan processes per CP.
     pub scan_pages_per_checkpoint: u64,
     /// Take a CP on its own after this many log records (0: derive from the
-    /// flash size).
+    /// flash reserve and the size of the metadata, see
+    /// `checkpoint_if_log_is_long`).
     pub records_per_checkpoint: u64,
 }
 
@@ -236,6 +242,9 @@ pub struct Volume<D: BlockDevice, F: BlockDevice> {
     /// In-place layout: the frame home of each staged block that overwrote a
     /// data-device block (a placement hint, rebuilt as blocks are staged).
     pub(crate) frame_homes: HashMap<(u64, u64), u64>,
+    /// Whether data blocks carry bytes: the option and the data device agree
+    /// (kept so the data path need not ask the device for its info).
+    pub(crate) data_payload: bool,
 }
 
 pub(crate) fn validate_name(name: &str) -> Result<()> {
@@ -307,7 +316,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         data_space: SpaceMap,
         flash_space: SpaceMap,
     ) -> Self {
+        let data_payload = options.payload && data.info().stores_payload;
         Self {
+            data_payload,
             data,
             flash,
             options,
@@ -604,17 +615,54 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// Reads `length_bytes` at `offset_bytes` of extent `id`.
     pub fn read(&mut self, id: u64, offset_bytes: u64, length_bytes: u64) -> Result<Vec<u8>> {
-        self.check_usable()?;
         self.check_range(id, offset_bytes, length_bytes)?;
-        if length_bytes == 0 {
-            return Ok(Vec::new());
+        let mut buffer = vec![0; length_bytes as usize];
+        self.read_into(id, offset_bytes, &mut buffer)?;
+        Ok(buffer)
+    }
+
+    /// Reads `buffer.len()` bytes at `offset_bytes` of extent `id` into
+    /// `buffer`: whole blocks straight from the devices into it, holes zeroed,
+    /// no intermediate buffer.
+    pub fn read_into(&mut self, id: u64, offset_bytes: u64, buffer: &mut [u8]) -> Result<()> {
+        self.check_usable()?;
+        self.check_range(id, offset_bytes, buffer.len() as u64)?;
+        let segments = request_segments(&self.maps[&id], offset_bytes, buffer.len() as u64);
+        let (data, flash) = (&mut self.data, &mut self.flash);
+        fill_from_segments(&segments, offset_bytes, buffer, self.data_payload, |location, destination| match location {
+            Location::Data(block) => data.read_into(block, destination).map_err(device_error(DeviceRole::Data)),
+            Location::Flash(block) => flash.read_into(block, destination).map_err(device_error(DeviceRole::Flash)),
+        })
+    }
+
+    /// Whether both devices serve reads through a shared reference, so that
+    /// [`Volume::read_shared`] works.
+    pub fn supports_shared_reads(&self) -> bool {
+        self.data.supports_shared_reads() && self.flash.supports_shared_reads()
+    }
+
+    /// Reads as [`Volume::read_into`] through `&self`, so that a server may run
+    /// reads of several connections at once under a read lock. Copy-on-write
+    /// makes this safe: a block the map points at is never overwritten while
+    /// the map points at it, and a block it stops pointing at is reused only
+    /// after a CP, which needs `&mut self` — so no block is reused while a
+    /// shared read holds `&self`. Fails with [`EngineError::Unsuitable`] when
+    /// [`Volume::supports_shared_reads`] is false.
+    pub fn read_shared(&self, id: u64, offset_bytes: u64, buffer: &mut [u8]) -> Result<()> {
+        self.check_usable()?;
+        self.check_range(id, offset_bytes, buffer.len() as u64)?;
+        if !self.supports_shared_reads() {
+            return Err(EngineError::Unsuitable("the devices do not serve reads through a shared reference".into()));
         }
-        let first = offset_bytes / BLOCK_BYTES;
-        let end = (offset_bytes + length_bytes).div_ceil(BLOCK_BYTES);
-        let segments = map::segments(&self.maps[&id], first, end - first);
-        let blocks = self.read_segments(&segments)?;
-        let skip = (offset_bytes - first * BLOCK_BYTES) as usize;
-        Ok(blocks[skip..skip + length_bytes as usize].to_vec())
+        let segments = request_segments(&self.maps[&id], offset_bytes, buffer.len() as u64);
+        fill_from_segments(&segments, offset_bytes, buffer, self.data_payload, |location, destination| match location {
+            Location::Data(block) => {
+                self.data.read_into_shared(block, destination).map_err(device_error(DeviceRole::Data))
+            }
+            Location::Flash(block) => {
+                self.flash.read_into_shared(block, destination).map_err(device_error(DeviceRole::Flash))
+            }
+        })
     }
 
     /// Reads the blocks of `segments` (holes as zeroes), concatenated.
@@ -657,23 +705,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// holes, at block granularity (clipped to the request).
     pub fn block_status(&self, id: u64, offset_bytes: u64, length_bytes: u64) -> Result<Vec<BlockStatus>> {
         self.check_range(id, offset_bytes, length_bytes)?;
-        if length_bytes == 0 {
-            return Ok(Vec::new());
-        }
-        let first = offset_bytes / BLOCK_BYTES;
-        let end = (offset_bytes + length_bytes).div_ceil(BLOCK_BYTES);
-        let request_end = offset_bytes + length_bytes;
-        let mut statuses: Vec<BlockStatus> = Vec::new();
-        for segment in map::segments(&self.maps[&id], first, end - first) {
-            let start = (segment.logical_block * BLOCK_BYTES).max(offset_bytes);
-            let stop = ((segment.logical_block + segment.block_count) * BLOCK_BYTES).min(request_end);
-            let allocated = segment.location.is_some();
-            match statuses.last_mut() {
-                Some(last) if last.allocated == allocated => last.length_bytes += stop - start,
-                _ => statuses.push(BlockStatus { offset_bytes: start, length_bytes: stop - start, allocated }),
-            }
-        }
-        Ok(statuses)
+        Ok(map_block_status(&self.maps[&id], offset_bytes, length_bytes))
     }
 
     // ----- writes -----
@@ -683,8 +715,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub fn write(&mut self, id: u64, offset_bytes: u64, bytes: &[u8], fua: bool) -> Result<()> {
         self.check_range(id, offset_bytes, bytes.len() as u64)?;
         self.guarded(|volume| {
-            if !bytes.is_empty() {
-                let first = offset_bytes / BLOCK_BYTES;
+            let first = offset_bytes / BLOCK_BYTES;
+            let aligned = offset_bytes.is_multiple_of(BLOCK_BYTES) && (bytes.len() as u64).is_multiple_of(BLOCK_BYTES);
+            if aligned && !bytes.is_empty() {
+                // Whole blocks: written from the caller's bytes, no merge buffer.
+                volume.write_blocks(id, first, Payload::Bytes(bytes))?;
+            } else if !bytes.is_empty() {
                 let end = (offset_bytes + bytes.len() as u64).div_ceil(BLOCK_BYTES);
                 let mut buffer = volume.partial_block_buffer(id, offset_bytes, bytes.len() as u64, first, end)?;
                 let skip = (offset_bytes - first * BLOCK_BYTES) as usize;
@@ -817,15 +853,63 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     /// Commits when the log holds as many records as a CP should cover.
+    ///
+    /// With `records_per_checkpoint` set, after that many records. Derived (0),
+    /// a CP is due only when the next one might no longer fit in the flash
+    /// reserve, or the log reaches [`MAX_RECORDS_PER_CHECKPOINT`] (bounding
+    /// replay at open). The next CP writes at most `min(6 × records, bound)`
+    /// metadata blocks: a record dirties at most six (a map leaf, its
+    /// ancestors and bitmap pages), and `bound` is what rewriting every tree
+    /// and bitmap of the volume could take ([`Volume::checkpoint_bound_blocks`]).
+    /// The log's own blocks come out of the same reserve. So a volume whose
+    /// metadata is small (a few hundred blocks for a 256 MiB extent aged by
+    /// random writes) commits rarely, and one with much metadata as often as
+    /// before. Any CP frequency is crash-safe: a CP only moves the replay start,
+    /// and what the log holds is replayed; the rule protects space, not data.
     pub(crate) fn checkpoint_if_log_is_long(&mut self) -> Result<()> {
-        let records_limit = match self.options.records_per_checkpoint {
-            0 => (self.flash_reserve_blocks() / 6).max(8),
-            limit => limit,
+        let records = self.log.records_since_checkpoint;
+        let due = match self.options.records_per_checkpoint {
+            0 => records >= MAX_RECORDS_PER_CHECKPOINT || self.checkpoint_would_crowd_the_reserve(),
+            limit => records >= limit,
         };
-        if self.log.records_since_checkpoint >= records_limit {
+        if due {
             return self.commit();
         }
         Ok(())
+    }
+
+    /// Whether the metadata the next CP may write, plus this epoch's log
+    /// blocks, reaches the flash reserve.
+    fn checkpoint_would_crowd_the_reserve(&mut self) -> bool {
+        let reserve = self.flash_reserve_blocks();
+        let records = self.log.records_since_checkpoint;
+        let log_blocks = self.log.epoch_blocks.len() as u64 + 2;
+        let by_records = records.saturating_mul(6);
+        if by_records + log_blocks < reserve {
+            return false;
+        }
+        // The structural bound costs a walk over the extents: refresh it every
+        // BOUND_REFRESH_RECORDS records, and add six blocks per record since.
+        if self.log.metadata_bound_at_records.is_none_or(|at| records >= at + BOUND_REFRESH_RECORDS) {
+            self.log.metadata_bound = self.checkpoint_bound_blocks();
+            self.log.metadata_bound_at_records = Some(records);
+        }
+        let since = records - self.log.metadata_bound_at_records.unwrap_or(records);
+        let by_structure = self.log.metadata_bound + 6 * since;
+        by_records.min(by_structure) + log_blocks >= reserve
+    }
+
+    /// An upper bound on the metadata blocks one CP can write, however much
+    /// is dirty: every extent map, the extent and snapshot tables and the four
+    /// bitmaps rewritten whole.
+    pub fn checkpoint_bound_blocks(&self) -> u64 {
+        let maps: u64 = self.maps.values().map(ExtentMap::persist_bound_blocks).sum();
+        let tables = self.extents.persist_bound_blocks() + self.snapshots.persist_bound_blocks();
+        let bitmaps: u64 = [&self.data_space, &self.flash_space]
+            .iter()
+            .map(|space| space.active().tree_block_count() + space.summary().tree_block_count())
+            .sum();
+        maps + tables + bitmaps
     }
 
     /// Space accounting.
@@ -864,6 +948,85 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 }
 
+/// The segments of the blocks that bytes `[offset_bytes, offset_bytes +
+/// length_bytes)` touch (none for an empty range).
+pub(crate) fn request_segments(map: &ExtentMap, offset_bytes: u64, length_bytes: u64) -> Vec<Segment> {
+    if length_bytes == 0 {
+        return Vec::new();
+    }
+    let first = offset_bytes / BLOCK_BYTES;
+    let end = (offset_bytes + length_bytes).div_ceil(BLOCK_BYTES);
+    map::segments(map, first, end - first)
+}
+
+/// Fills `buffer` with the bytes from `offset_bytes` on of the logical range
+/// `segments` cover: holes (and data blocks of a data device without payload,
+/// when `data_payload` is false) as zeroes, mapped blocks through
+/// `read_blocks(location, whole blocks)`. Whole blocks are read straight into
+/// `buffer`, in requests of at most [`MAX_REQUEST_BLOCKS`]; a partly covered
+/// block at either end goes through one block on the stack.
+pub(crate) fn fill_from_segments(
+    segments: &[Segment],
+    offset_bytes: u64,
+    buffer: &mut [u8],
+    data_payload: bool,
+    mut read_blocks: impl FnMut(Location, &mut [u8]) -> Result<()>,
+) -> Result<()> {
+    let request_end = offset_bytes + buffer.len() as u64;
+    for segment in segments {
+        let low = (segment.logical_block * BLOCK_BYTES).max(offset_bytes);
+        let high = ((segment.logical_block + segment.block_count) * BLOCK_BYTES).min(request_end);
+        if low >= high {
+            continue;
+        }
+        let location = match segment.location {
+            Some(Location::Data(_)) if !data_payload => None,
+            other => other,
+        };
+        let Some(location) = location else {
+            buffer[(low - offset_bytes) as usize..(high - offset_bytes) as usize].fill(0);
+            continue;
+        };
+        let mut at = low;
+        while at < high {
+            let block_location = location.offset(at / BLOCK_BYTES - segment.logical_block);
+            let within_block = (at % BLOCK_BYTES) as usize;
+            let destination_at = (at - offset_bytes) as usize;
+            if within_block == 0 && high - at >= BLOCK_BYTES {
+                let whole_blocks = ((high - at) / BLOCK_BYTES).min(MAX_REQUEST_BLOCKS);
+                let length = (whole_blocks * BLOCK_BYTES) as usize;
+                read_blocks(block_location, &mut buffer[destination_at..destination_at + length])?;
+                at += length as u64;
+            } else {
+                let mut block = [0u8; BLOCK_SIZE];
+                read_blocks(block_location, &mut block)?;
+                let length = (BLOCK_SIZE - within_block).min((high - at) as usize);
+                buffer[destination_at..destination_at + length]
+                    .copy_from_slice(&block[within_block..within_block + length]);
+                at += length as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Block status of `[offset, offset + length)` of an extent's map: runs of
+/// mapped and hole blocks, clipped to the request.
+pub(crate) fn map_block_status(map: &ExtentMap, offset_bytes: u64, length_bytes: u64) -> Vec<BlockStatus> {
+    let request_end = offset_bytes + length_bytes;
+    let mut statuses: Vec<BlockStatus> = Vec::new();
+    for segment in request_segments(map, offset_bytes, length_bytes) {
+        let start = (segment.logical_block * BLOCK_BYTES).max(offset_bytes);
+        let stop = ((segment.logical_block + segment.block_count) * BLOCK_BYTES).min(request_end);
+        let allocated = segment.location.is_some();
+        match statuses.last_mut() {
+            Some(last) if last.allocated == allocated => last.length_bytes += stop - start,
+            _ => statuses.push(BlockStatus { offset_bytes: start, length_bytes: stop - start, allocated }),
+        }
+    }
+    statuses
+}
+
 fn check_size(size_bytes: u64) -> Result<()> {
     if !size_bytes.is_multiple_of(BLOCK_BYTES) {
         return Err(EngineError::InvalidRange(format!("size {size_bytes} is not a multiple of {BLOCK_SIZE} bytes")));
@@ -871,7 +1034,13 @@ fn check_size(size_bytes: u64) -> Result<()> {
     Ok(())
 }
 
-/// Errors after which the in-memory state may differ from the disk.
+/// Errors after which the in-memory state may differ from the disk. Running
+/// out of space is not one: every allocation that can fail for lack of space
+/// in a request's path either takes all it needs before changing anything
+/// (staged blocks, a destage batch's blocks, which are released again on
+/// failure) or ends a piece that is already complete (a large write's next
+/// range); inside a CP or a log block write it is
+/// [`EngineError::NoSpaceForMetadata`], which stops the volume.
 fn stops_the_volume(error: &EngineError) -> bool {
     !matches!(
         error,
@@ -882,6 +1051,7 @@ fn stops_the_volume(error: &EngineError) -> bool {
             | EngineError::InvalidName { .. }
             | EngineError::InvalidRange(_)
             | EngineError::StagingFull { .. }
+            | EngineError::NoSpace { .. }
     )
 }
 

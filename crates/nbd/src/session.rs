@@ -452,10 +452,11 @@ impl<'b, B: Backend> Session<'b, B> {
         };
         let export = &attachment.export;
         if self.config.worker_count == 0 {
+            let mut scratch = Scratch::default();
             loop {
-                match self.read_request(reader, &limits, &replies)? {
+                match self.read_request(reader, &limits, &replies, &mut scratch)? {
                     NextRequest::Execute(work) => {
-                        execute_guarded(export, work, &replies).map_err(|error| self.io_error(error))?
+                        execute_guarded(export, work, &replies, &mut scratch).map_err(|error| self.io_error(error))?
                     }
                     NextRequest::Answered => {}
                     NextRequest::End(end) => return Ok(end),
@@ -476,23 +477,26 @@ impl<'b, B: Backend> Session<'b, B> {
         };
         std::thread::scope(|scope| {
             for _ in 0..self.config.worker_count {
-                scope.spawn(|| loop {
-                    let next = {
-                        let mut reader = reader.lock().unwrap_or_else(PoisonError::into_inner);
-                        if stopping.load(Ordering::SeqCst) {
-                            break;
-                        }
-                        self.read_request(&mut **reader, &limits, &replies)
-                    };
-                    match next {
-                        Ok(NextRequest::Execute(work)) => {
-                            if let Err(error) = execute_guarded(export, work, &replies) {
-                                finish(Err(self.io_error(error)));
+                scope.spawn(|| {
+                    let mut scratch = Scratch::default();
+                    loop {
+                        let next = {
+                            let mut reader = reader.lock().unwrap_or_else(PoisonError::into_inner);
+                            if stopping.load(Ordering::SeqCst) {
+                                break;
                             }
+                            self.read_request(&mut **reader, &limits, &replies, &mut scratch)
+                        };
+                        match next {
+                            Ok(NextRequest::Execute(work)) => {
+                                if let Err(error) = execute_guarded(export, work, &replies, &mut scratch) {
+                                    finish(Err(self.io_error(error)));
+                                }
+                            }
+                            Ok(NextRequest::Answered) => {}
+                            Ok(NextRequest::End(end)) => finish(Ok(end)),
+                            Err(error) => finish(Err(error)),
                         }
-                        Ok(NextRequest::Answered) => {}
-                        Ok(NextRequest::End(end)) => finish(Ok(end)),
-                        Err(error) => finish(Err(error)),
                     }
                 });
             }
@@ -507,6 +511,7 @@ impl<'b, B: Backend> Session<'b, B> {
         reader: &mut R,
         limits: &RequestLimits,
         replies: &ReplyWriter<'_, W>,
+        scratch: &mut Scratch,
     ) -> Result<NextRequest, SessionError> {
         let mut header_bytes = [0u8; REQUEST_HEADER_LENGTH_BYTES];
         if let FrameRead::EndOfStream = self.read_frame(reader, &mut header_bytes, "request header")? {
@@ -515,12 +520,11 @@ impl<'b, B: Backend> Session<'b, B> {
         let header = RequestHeader::decode(&header_bytes).map_err(|error| self.protocol_error(error.to_string()))?;
         match validate_request(&header, limits) {
             Verdict::Execute(command) => {
-                let mut payload = Vec::new();
                 if command == Command::Write {
-                    payload = vec![0u8; header.length_bytes as usize];
-                    self.read_body(reader, &mut payload, "write payload")?;
+                    let payload = Scratch::sized(&mut scratch.payload, header.length_bytes as usize);
+                    self.read_body(reader, payload, "write payload")?;
                 }
-                Ok(NextRequest::Execute(Work { header, command, payload }))
+                Ok(NextRequest::Execute(Work { header, command }))
             }
             Verdict::Reject(rejection) => {
                 if header.command() == Some(Command::Write) {
@@ -689,11 +693,44 @@ enum NextRequest {
     End(SessionEnd),
 }
 
-/// A validated request ready to execute.
+/// A validated request ready to execute (a write's payload is in the
+/// worker's [`Scratch`]).
 struct Work {
     header: RequestHeader,
     command: Command,
+}
+
+/// Scratch buffers a worker keeps above this size are released after the
+/// request (a rare 32 MiB write need not pin 32 MiB per worker).
+const RETAINED_SCRATCH_BYTES: usize = 4 << 20;
+
+/// A worker's buffers, reused from request to request, so that a write's
+/// payload and a read's reply are neither allocated nor zeroed per request
+/// (zeroed only where a buffer grows; the export or the transport overwrites
+/// every byte used).
+#[derive(Debug, Default)]
+struct Scratch {
     payload: Vec<u8>,
+    reply: Vec<u8>,
+}
+
+impl Scratch {
+    /// The first `length` bytes of `buffer`, grown if needed; their old
+    /// contents are to be overwritten.
+    fn sized(buffer: &mut Vec<u8>, length: usize) -> &mut [u8] {
+        if buffer.len() < length {
+            buffer.resize(length, 0);
+        }
+        &mut buffer[..length]
+    }
+
+    fn release_if_large(&mut self) {
+        for buffer in [&mut self.payload, &mut self.reply] {
+            if buffer.capacity() > RETAINED_SCRATCH_BYTES {
+                *buffer = Vec::new();
+            }
+        }
+    }
 }
 
 /// Writes whole replies to the transport, one at a time.
@@ -735,9 +772,16 @@ impl<W: Write> ReplyWriter<'_, W> {
 
 /// Executes a request, turning a panic of the export (a bug) into an `EIO` reply
 /// so that one bad request cannot take the connection's other requests with it.
-fn execute_guarded<E: Export, W: Write>(export: &E, work: Work, replies: &ReplyWriter<'_, W>) -> io::Result<()> {
+fn execute_guarded<E: Export, W: Write>(
+    export: &E,
+    work: Work,
+    replies: &ReplyWriter<'_, W>,
+    scratch: &mut Scratch,
+) -> io::Result<()> {
     let cookie = work.header.cookie;
-    match catch_unwind(AssertUnwindSafe(|| execute(export, work, replies))) {
+    let outcome = catch_unwind(AssertUnwindSafe(|| execute(export, work, replies, scratch)));
+    scratch.release_if_large();
+    match outcome {
         Ok(result) => result,
         Err(_) => {
             error!(connection = %replies.connection, cookie, "export panicked while executing a request");
@@ -746,14 +790,19 @@ fn execute_guarded<E: Export, W: Write>(export: &E, work: Work, replies: &ReplyW
     }
 }
 
-fn execute<E: Export, W: Write>(export: &E, work: Work, replies: &ReplyWriter<'_, W>) -> io::Result<()> {
+fn execute<E: Export, W: Write>(
+    export: &E,
+    work: Work,
+    replies: &ReplyWriter<'_, W>,
+    scratch: &mut Scratch,
+) -> io::Result<()> {
     let header = work.header;
     let (offset, length) = (header.offset_bytes, u64::from(header.length_bytes));
     let fua = header.flags & COMMAND_FLAG_FUA != 0;
     let result = match work.command {
-        Command::Read => return execute_read(export, &header, replies),
+        Command::Read => return execute_read(export, &header, replies, &mut scratch.reply),
         Command::BlockStatus => return execute_block_status(export, &header, replies),
-        Command::Write => export.write(offset, &work.payload, fua),
+        Command::Write => export.write(offset, &scratch.payload[..length as usize], fua),
         Command::Flush => export.flush(),
         Command::Trim if length == 0 => Ok(()),
         Command::Trim => export.trim(offset, length, fua),
@@ -783,6 +832,7 @@ fn execute_read<E: Export, W: Write>(
     export: &E,
     header: &RequestHeader,
     replies: &ReplyWriter<'_, W>,
+    reply_buffer: &mut Vec<u8>,
 ) -> io::Result<()> {
     let length = header.length_bytes as usize;
     if length == 0 {
@@ -799,7 +849,7 @@ fn execute_read<E: Export, W: Write>(
     // The reply header goes in front of the data in one buffer, so the data is
     // read once and sent with a single write.
     let prefix_length = if replies.structured { 28 } else { SIMPLE_REPLY_HEADER_LENGTH_BYTES };
-    let mut buffer = vec![0u8; prefix_length + length];
+    let buffer = Scratch::sized(reply_buffer, prefix_length + length);
     match export.read(header.offset_bytes, &mut buffer[prefix_length..]) {
         Ok(()) => {
             if replies.structured {
@@ -809,7 +859,7 @@ fn execute_read<E: Export, W: Write>(
             } else {
                 buffer[..prefix_length].copy_from_slice(&encode_simple_reply(header.cookie, 0));
             }
-            replies.send(&buffer)
+            replies.send(buffer)
         }
         Err(error) => {
             warn!(connection = %replies.connection, cookie = header.cookie, "NBD_CMD_READ failed: {error}");

@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use proxima_nbd::{Server, ServerConfig, ShutdownHandle};
@@ -121,7 +121,7 @@ fn start_proxima(scratch: &Path, size_bytes: u64) -> Target {
     let mut open = open_volume(&directory).expect("open the volume");
     open.volume.create_extent(EXPORT_NAME, size_bytes).expect("create the extent");
     let lock = open.lock;
-    let volume = Arc::new(Mutex::new(open.volume));
+    let volume = Arc::new(RwLock::new(open.volume));
     let socket = scratch.join("pv.sock");
     let mut server = Server::new(Arc::new(VolumeBackend::new(volume)), ServerConfig::default());
     server.bind_unix(&socket).expect("bind the Proxima socket");

@@ -2,8 +2,14 @@
 //! its own name, and every extent of every live snapshot a read-only export
 //! `EXTENT@SNAPSHOT`.
 //!
-//! All exports share one volume behind one mutex. Each request runs whole under
-//! the lock and is replied to only after the engine call returns, so:
+//! All exports share one volume behind one reader-writer lock. Reads of the
+//! active extents run under the read lock, several at once, through
+//! `Volume::read_shared` (the devices read through `&self`; copy-on-write means
+//! no block a read resolved is reused while the read lock is held, since reuse
+//! needs a CP and a CP needs the write lock). Everything else — writes, trims,
+//! flushes, snapshot reads (which may load a snapshot's map), management — runs
+//! whole under the write lock, and each request is replied to only after the
+//! engine call returns, so:
 //! - a write completed (replied to) on any connection is in the volume's state
 //!   before any later request on any connection sees the volume, and
 //! - `Volume::flush` makes durable every write the volume has accepted,
@@ -11,10 +17,13 @@
 //!
 //! A FLUSH on one connection therefore covers the writes completed on all of
 //! them, which is what `NBD_FLAG_CAN_MULTI_CONN` promises: every export
-//! advertises it. (A future adapter that let requests run outside the lock, or
-//! kept per-connection state, would have to re-establish this.)
+//! advertises it. Concurrent FLUSHes are coalesced (group commit): each
+//! completed write takes a sequence number under the write lock, a flush
+//! records the sequence it made durable, and a FLUSH that finds every write
+//! completed before it already durable returns without another `fdatasync`.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use proxima_device::DeviceError;
 use proxima_engine::EngineError;
@@ -28,18 +37,28 @@ use crate::directory::ServiceVolume;
 const ZERO_PIECE_BYTES: u64 = 1 << 20;
 
 /// A volume shared by the server's connections (and its control socket).
-pub type SharedVolume = Arc<Mutex<ServiceVolume>>;
+pub type SharedVolume = Arc<RwLock<ServiceVolume>>;
+
+/// Write sequence numbers for coalescing flushes (group commit).
+#[derive(Debug, Default)]
+struct FlushSequence {
+    /// Writes (and trims, zeroings) completed, counted under the write lock.
+    completed: AtomicU64,
+    /// `completed` as of the last successful flush, set under the write lock.
+    durable: AtomicU64,
+}
 
 /// The [`Backend`] serving a volume's extents and snapshots.
 #[derive(Debug, Clone)]
 pub struct VolumeBackend {
     volume: SharedVolume,
+    flushes: Arc<FlushSequence>,
 }
 
 impl VolumeBackend {
     /// A backend over `volume`.
     pub fn new(volume: SharedVolume) -> Self {
-        Self { volume }
+        Self { volume, flushes: Arc::default() }
     }
 
     /// The shared volume.
@@ -48,15 +67,24 @@ impl VolumeBackend {
     }
 }
 
-/// Locks the volume. A panic inside an engine call poisons the mutex; the
-/// volume's memory may then disagree with its devices, so every later request
-/// fails instead of guessing.
-fn lock<'a>(volume: &'a SharedVolume, export: &str) -> Result<MutexGuard<'a, ServiceVolume>, BackendError> {
-    volume.lock().map_err(|_| BackendError::Io {
+fn poisoned(export: &str) -> BackendError {
+    BackendError::Io {
         export: export.to_owned(),
         offset_bytes: 0,
         message: "the volume stopped after an internal failure; restart the server".to_owned(),
-    })
+    }
+}
+
+/// Locks the volume for a change. A panic inside an engine call poisons the
+/// lock; the volume's memory may then disagree with its devices, so every
+/// later request fails instead of guessing.
+fn lock<'a>(volume: &'a SharedVolume, export: &str) -> Result<RwLockWriteGuard<'a, ServiceVolume>, BackendError> {
+    volume.write().map_err(|_| poisoned(export))
+}
+
+/// Locks the volume for a read, shared with other readers.
+fn lock_shared<'a>(volume: &'a SharedVolume, export: &str) -> Result<RwLockReadGuard<'a, ServiceVolume>, BackendError> {
+    volume.read().map_err(|_| poisoned(export))
 }
 
 /// What an export addresses.
@@ -133,7 +161,7 @@ impl Backend for VolumeBackend {
             }
         };
         drop(volume);
-        Some(VolumeExport { volume: Arc::clone(&self.volume), info, target })
+        Some(VolumeExport { volume: Arc::clone(&self.volume), flushes: Arc::clone(&self.flushes), info, target })
     }
 
     /// Flushes and commits a CP: what a clean shutdown leaves needs no log replay.
@@ -148,6 +176,7 @@ impl Backend for VolumeBackend {
 #[derive(Debug)]
 pub struct VolumeExport {
     volume: SharedVolume,
+    flushes: Arc<FlushSequence>,
     info: ExportInfo,
     target: Target,
 }
@@ -155,7 +184,9 @@ pub struct VolumeExport {
 /// Maps an engine error to the NBD error the client sees.
 fn backend_error(export: &str, offset_bytes: u64, length_bytes: u64, error: EngineError) -> BackendError {
     match error {
-        EngineError::NoSpace { .. } | EngineError::Device { source: DeviceError::NoSpace { .. }, .. } => {
+        EngineError::NoSpace { .. }
+        | EngineError::NoSpaceForMetadata { .. }
+        | EngineError::Device { source: DeviceError::NoSpace { .. }, .. } => {
             BackendError::NoSpace { export: export.to_owned(), offset_bytes, length_bytes }
         }
         EngineError::InvalidRange(reason) => BackendError::InvalidArgument { export: export.to_owned(), reason },
@@ -181,15 +212,46 @@ impl VolumeExport {
         let mut done = 0;
         while done < length_bytes {
             let piece = (length_bytes - done).min(ZERO_PIECE_BYTES);
-            let mut volume = lock(&self.volume, &self.info.name)?;
-            volume
-                .write(id, offset_bytes + done, &zeroes[..piece as usize], false)
-                .map_err(self.fail(offset_bytes, length_bytes))?;
+            self.change(offset_bytes, length_bytes, |volume| {
+                volume.write(id, offset_bytes + done, &zeroes[..piece as usize], false)
+            })?;
             done += piece;
         }
         if fua {
-            lock(&self.volume, &self.info.name)?.flush().map_err(self.fail(offset_bytes, length_bytes))?;
+            self.flush_covering(offset_bytes, length_bytes)?;
         }
+        Ok(())
+    }
+
+    /// Runs a change (write, trim, zeroing) under the write lock and counts it
+    /// as completed for flush coalescing.
+    fn change(
+        &self,
+        offset_bytes: u64,
+        length_bytes: u64,
+        operation: impl FnOnce(&mut ServiceVolume) -> Result<(), EngineError>,
+    ) -> Result<(), BackendError> {
+        let mut volume = lock(&self.volume, &self.info.name)?;
+        let outcome = operation(&mut volume);
+        // Counted even when it failed: a failed write may have changed part of
+        // its range, which a later FLUSH must cover too.
+        self.flushes.completed.fetch_add(1, Ordering::SeqCst);
+        outcome.map_err(self.fail(offset_bytes, length_bytes))
+    }
+
+    /// Makes durable every change completed before this call, unless a flush
+    /// that started after them already did.
+    fn flush_covering(&self, offset_bytes: u64, length_bytes: u64) -> Result<(), BackendError> {
+        let needed = self.flushes.completed.load(Ordering::SeqCst);
+        let mut volume = lock(&self.volume, &self.info.name)?;
+        if self.flushes.durable.load(Ordering::SeqCst) >= needed {
+            return Ok(());
+        }
+        // Under the write lock no change runs, so everything counted so far is
+        // in the volume and becomes durable with this flush.
+        let covered = self.flushes.completed.load(Ordering::SeqCst);
+        volume.flush().map_err(self.fail(offset_bytes, length_bytes))?;
+        self.flushes.durable.fetch_max(covered, Ordering::SeqCst);
         Ok(())
     }
 }
@@ -201,32 +263,34 @@ impl Export for VolumeExport {
 
     fn read(&self, offset_bytes: u64, buffer: &mut [u8]) -> Result<(), BackendError> {
         let length_bytes = buffer.len() as u64;
-        let mut volume = lock(&self.volume, &self.info.name)?;
-        let bytes = match &self.target {
-            Target::Extent { id } => volume.read(*id, offset_bytes, length_bytes),
-            Target::Snapshot { snapshot, extent } => volume.read_snapshot(snapshot, extent, offset_bytes, length_bytes),
+        match &self.target {
+            Target::Extent { id } => {
+                let volume = lock_shared(&self.volume, &self.info.name)?;
+                if volume.supports_shared_reads() {
+                    return volume.read_shared(*id, offset_bytes, buffer).map_err(self.fail(offset_bytes, length_bytes));
+                }
+                drop(volume);
+                lock(&self.volume, &self.info.name)?.read_into(*id, offset_bytes, buffer)
+            }
+            Target::Snapshot { snapshot, extent } => {
+                lock(&self.volume, &self.info.name)?.read_snapshot_into(snapshot, extent, offset_bytes, buffer)
+            }
         }
-        .map_err(self.fail(offset_bytes, length_bytes))?;
-        drop(volume);
-        buffer.copy_from_slice(&bytes);
-        Ok(())
+        .map_err(self.fail(offset_bytes, length_bytes))
     }
 
     fn write(&self, offset_bytes: u64, data: &[u8], fua: bool) -> Result<(), BackendError> {
         let id = self.extent_id()?;
-        let mut volume = lock(&self.volume, &self.info.name)?;
-        volume.write(id, offset_bytes, data, fua).map_err(self.fail(offset_bytes, data.len() as u64))
+        self.change(offset_bytes, data.len() as u64, |volume| volume.write(id, offset_bytes, data, fua))
     }
 
     fn flush(&self) -> Result<(), BackendError> {
-        let mut volume = lock(&self.volume, &self.info.name)?;
-        volume.flush().map_err(self.fail(0, 0))
+        self.flush_covering(0, 0)
     }
 
     fn trim(&self, offset_bytes: u64, length_bytes: u64, fua: bool) -> Result<(), BackendError> {
         let id = self.extent_id()?;
-        let mut volume = lock(&self.volume, &self.info.name)?;
-        volume.trim(id, offset_bytes, length_bytes, fua).map_err(self.fail(offset_bytes, length_bytes))
+        self.change(offset_bytes, length_bytes, |volume| volume.trim(id, offset_bytes, length_bytes, fua))
     }
 
     fn write_zeroes(&self, offset_bytes: u64, length_bytes: u64, options: ZeroOptions) -> Result<(), BackendError> {
@@ -234,10 +298,9 @@ impl Export for VolumeExport {
         if !options.no_hole {
             // Whole blocks become holes (reading as zeroes); partial edge blocks
             // are rewritten with zeroes. Always fast.
-            let mut volume = lock(&self.volume, &self.info.name)?;
-            return volume
-                .write_zeroes(id, offset_bytes, length_bytes, options.fua)
-                .map_err(self.fail(offset_bytes, length_bytes));
+            return self.change(offset_bytes, length_bytes, |volume| {
+                volume.write_zeroes(id, offset_bytes, length_bytes, options.fua)
+            });
         }
         if options.fast_zero {
             // Keeping the range allocated means writing zero blocks: not faster
@@ -252,15 +315,16 @@ impl Export for VolumeExport {
     }
 
     fn block_status(&self, offset_bytes: u64, length_bytes: u64) -> Result<Vec<StatusExtent>, BackendError> {
-        let Target::Extent { id } = &self.target else {
-            // The engine answers allocation for the active extents only; a
-            // snapshot's ranges are reported as data, which is always correct.
-            return Ok(vec![StatusExtent { length_bytes, state: AllocationState::Data }]);
-        };
-        let volume = lock(&self.volume, &self.info.name)?;
-        let statuses =
-            volume.block_status(*id, offset_bytes, length_bytes).map_err(self.fail(offset_bytes, length_bytes))?;
-        drop(volume);
+        let statuses = match &self.target {
+            Target::Extent { id } => lock_shared(&self.volume, &self.info.name)?.block_status(*id, offset_bytes, length_bytes),
+            Target::Snapshot { snapshot, extent } => lock(&self.volume, &self.info.name)?.snapshot_block_status(
+                snapshot,
+                extent,
+                offset_bytes,
+                length_bytes,
+            ),
+        }
+        .map_err(self.fail(offset_bytes, length_bytes))?;
         let mut extents = Vec::with_capacity(statuses.len());
         for status in statuses {
             let state = if status.allocated { AllocationState::Data } else { AllocationState::Hole };

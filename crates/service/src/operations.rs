@@ -262,7 +262,7 @@ fn answer(stream: UnixStream, volume: &SharedVolume, config: &VolumeConfig) -> s
         Err(error) => json!({ "ok": false, "usage": true, "error": format!("malformed control request: {error}") }),
         Ok(request) => {
             info!(operation = request.name(), "control request");
-            let mut guard = volume.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut guard = volume.write().unwrap_or_else(PoisonError::into_inner);
             match execute(&mut guard, config, &request, Venue::Server) {
                 Ok(result) => json!({ "ok": true, "result": result }),
                 Err(error) => json!({ "ok": false, "usage": error.is_usage(), "error": error.to_string() }),

@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use proxima_nbd::{Backend, ExportInfo, Server, ServerConfig, ServerSummary, ShutdownHandle, DEFAULT_TCP_ADDRESS};
 use tracing::warn;
@@ -50,7 +50,7 @@ pub fn serve(directory: &Path, options: &ServeOptions, ready: impl FnOnce(&Serve
     let open = open_volume(directory)?;
     let config = open.config.clone();
     let lock = open.lock;
-    let volume = Arc::new(Mutex::new(open.volume));
+    let volume = Arc::new(RwLock::new(open.volume));
     let backend = Arc::new(VolumeBackend::new(Arc::clone(&volume)));
     let mut server = Server::new(Arc::clone(&backend), options.server.clone());
     if let Some(socket) = &options.socket {
