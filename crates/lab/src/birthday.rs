@@ -31,8 +31,40 @@
 //! exactly with integer arithmetic (counting assignments, while they fit in `u128`),
 //! with a numerically stable dynamic programme over bins (all terms positive, so no
 //! cancellation), and with the paper's recursive formula in log space.
+//!
+//! # The clash window and the sweep model
+//!
+//! The fixed bins are the paper's simplification. What the geometry gives is a
+//! *clash window*: the heads finish request `i` (its transfer takes `x_i` of a
+//! revolution from its start angle `θ_i`) and need the switching time `s_ij` to
+//! move to request `j`'s track, so `j` can follow `i` in the same sweep only when
+//! `θ_j − θ_i ≥ w_ij = x_i + s_ij` (angles in revolutions). Within a 100,000-LBN
+//! span of a surface-serpentine drive the switch is a seek over tens of cylinders,
+//! not a head switch, so `s_ij` has a distribution ([`clash_windows_for_span`]
+//! derives it from the model's mapping and seek curve). Since either request may
+//! be served first, a pair clashes when `|θ_i − θ_j| < w`: the window is
+//! two-sided, and the clash probability per pair is `2w`, where two requests share
+//! one of `B` bins with probability `1/B`. Matching the two gives the effective
+//! bin count `B = 1 / (2 E[w])` ([`effective_bin_count`]).
+//!
+//! The sweep model uses the window distribution directly and follows the drive's
+//! shortest-positioning-time-first choice. From a request just started, another
+//! request `j` at uniform angle is reached after `w_j + ((θ_j − θ_i − w_j) mod 1)`,
+//! which is `w_j + U_j` with `U_j` uniform on `[0, 1)` whatever `w_j` is. The
+//! scheduler takes the nearest, so with `m` requests left the step to the next
+//! start is `S_m = min_j (w_j + U_j)`, with `P(S_m > t) = G(t)^m` where
+//! `G(t) = P(w + U > t)`. From the first request's completion to the last one's
+//! (equal transfers) the drive spends `S_{D−1} + … + S_1`; the strand's extra
+//! revolutions are the whole revolutions in that time, which is how the
+//! simulation counts them. [`sweep_extra_revolution_distributions`] computes the
+//! sum by discrete convolution on a grid of the revolution, deterministically.
+//! It assumes the requests still waiting are spread uniformly in angle at every
+//! step (the scheduler's earlier choices leave them slightly clustered behind the
+//! heads, which the model ignores).
 
 use std::collections::HashMap;
+
+use proxima_disk::{DiskModel, DiskOp, TrackExtent};
 
 /// Probability that the largest bin holds exactly `largest_load` of `request_count`
 /// requests thrown uniformly into `bin_count` bins: the paper's `Q_k(n, b)`.
@@ -135,6 +167,263 @@ pub fn total_variation_distance(first: &[f64], second: &[f64]) -> f64 {
     let length = first.len().max(second.len());
     let value_at = |distribution: &[f64], index: usize| distribution.get(index).copied().unwrap_or(0.0);
     0.5 * (0..length).map(|index| (value_at(first, index) - value_at(second, index)).abs()).sum::<f64>()
+}
+
+/// The distribution of the clash window `w` between two requests of a strand, in
+/// revolutions: the transfer of the first request plus the switching time to the
+/// second one's track (see the module documentation).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClashWindows {
+    /// `(window in revolutions, probability)`; probabilities sum to 1.
+    entries: Vec<(f64, f64)>,
+}
+
+impl ClashWindows {
+    /// A window distribution from `(window in revolutions, weight)` pairs; the
+    /// weights are normalised.
+    ///
+    /// # Panics
+    /// If a window is negative or not finite, a weight is negative, or all weights
+    /// are zero.
+    pub fn new(weighted_windows: Vec<(f64, f64)>) -> ClashWindows {
+        let total: f64 = weighted_windows.iter().map(|(_, weight)| *weight).sum();
+        assert!(total > 0.0 && total.is_finite(), "clash windows need a positive total weight");
+        for (window, weight) in &weighted_windows {
+            assert!(window.is_finite() && *window >= 0.0, "clash window {window} must be finite and ≥ 0");
+            assert!(*weight >= 0.0, "clash window weight {weight} must be ≥ 0");
+        }
+        let entries = weighted_windows.into_iter().map(|(window, weight)| (window, weight / total)).collect();
+        ClashWindows { entries }
+    }
+
+    /// `(window in revolutions, probability)` pairs.
+    pub fn entries(&self) -> &[(f64, f64)] {
+        &self.entries
+    }
+
+    /// `E[w]` in revolutions.
+    pub fn mean_revolutions(&self) -> f64 {
+        self.entries.iter().map(|(window, probability)| window * probability).sum()
+    }
+
+    /// The largest window, in revolutions.
+    pub fn max_revolutions(&self) -> f64 {
+        self.entries.iter().map(|(window, _)| *window).fold(0.0, f64::max)
+    }
+
+    /// `G(t) = P(w + U > t)` with `U` uniform on `[0, 1)`: the probability that one
+    /// waiting request is not yet reachable `t` revolutions after the last start.
+    pub fn unreached_probability(&self, time_revolutions: f64) -> f64 {
+        self.entries
+            .iter()
+            .map(|(window, probability)| probability * (1.0 - (time_revolutions - window)).clamp(0.0, 1.0))
+            .sum()
+    }
+}
+
+/// Derives the clash windows of a strand within `span_lbn` LBNs from the drive's
+/// geometry and timing queries only, for `base_count` span positions spread evenly
+/// over the disk (the zones differ in sectors per track, hence in how many tracks
+/// and cylinders a span covers).
+///
+/// For each position, the span's tracks are found with [`DiskModel::track_of`];
+/// a request lands on a track in proportion to the span's sectors there. A pair on
+/// tracks `a`, `b` has window `x_a + s_ab / T_rev`: `x_a` the transfer of
+/// `block_sectors` on track `a` (`block_sectors / SPT_a` of a revolution), `s_ab`
+/// the seek over their cylinder distance (with the write settle for writes), a head
+/// switch on the same cylinder, nothing on the same track.
+///
+/// # Panics
+/// If `span_lbn` or `block_sectors` is 0 or the span does not fit on the disk, or
+/// `base_count` is 0.
+pub fn clash_windows_for_span(
+    model: &DiskModel,
+    span_lbn: u64,
+    block_sectors: u32,
+    base_count: u32,
+    op: DiskOp,
+) -> Vec<ClashWindows> {
+    assert!(span_lbn > 0 && block_sectors > 0 && base_count > 0, "a span, a block and a position are needed");
+    assert!(span_lbn <= model.sector_count(), "the span {span_lbn} does not fit on the disk");
+    span_bases(model, span_lbn, block_sectors, base_count)
+        .map(|base| clash_windows_at(model, base, span_lbn, block_sectors, op))
+        .collect()
+}
+
+/// `base_count` block-aligned span starts: the middles of equal slices of the
+/// possible bases.
+fn span_bases(model: &DiskModel, span_lbn: u64, block_sectors: u32, base_count: u32) -> impl Iterator<Item = u64> {
+    let base_range = u128::from(model.sector_count() - span_lbn);
+    (0..u128::from(base_count)).map(move |index| {
+        let base = (base_range * (2 * index + 1) / (2 * u128::from(base_count))) as u64;
+        base - base % u64::from(block_sectors)
+    })
+}
+
+/// The mean switching time between the tracks of two requests within `span_lbn`
+/// LBNs, over the same span positions as [`clash_windows_for_span`], in
+/// nanoseconds: the part of the mean clash window that is not transfer.
+pub fn mean_switching_ns_for_span(model: &DiskModel, span_lbn: u64, base_count: u32, op: DiskOp) -> f64 {
+    assert!(span_lbn > 0 && base_count > 0, "a span and a position are needed");
+    assert!(span_lbn <= model.sector_count(), "the span {span_lbn} does not fit on the disk");
+    let transfer_free: f64 = span_bases(model, span_lbn, 1, base_count)
+        .map(|base| {
+            let tracks = span_tracks(model, base, span_lbn);
+            let total: f64 = tracks.iter().map(|(_, sectors)| *sectors as f64).sum();
+            let mut mean_ns = 0.0;
+            for (first, first_sectors) in &tracks {
+                for (second, second_sectors) in &tracks {
+                    let weight = *first_sectors as f64 * *second_sectors as f64 / (total * total);
+                    mean_ns += weight * switching_ns(model, first, second, op) as f64;
+                }
+            }
+            mean_ns
+        })
+        .sum();
+    transfer_free / f64::from(base_count)
+}
+
+/// The clash windows of a span starting at `base`.
+fn clash_windows_at(model: &DiskModel, base: u64, span_lbn: u64, block_sectors: u32, op: DiskOp) -> ClashWindows {
+    let tracks = span_tracks(model, base, span_lbn);
+    let revolution_ns = model.revolution_ns() as f64;
+    let mut weighted = Vec::with_capacity(tracks.len() * tracks.len());
+    for (first, first_sectors) in &tracks {
+        let transfer = f64::from(block_sectors) / f64::from(first.sectors_per_track);
+        for (second, second_sectors) in &tracks {
+            let switch_ns = switching_ns(model, first, second, op);
+            let weight = *first_sectors as f64 * *second_sectors as f64;
+            weighted.push((transfer + switch_ns as f64 / revolution_ns, weight));
+        }
+    }
+    ClashWindows::new(weighted)
+}
+
+/// The tracks holding `[base, base + span_lbn)`, each with the span's sectors on it.
+fn span_tracks(model: &DiskModel, base: u64, span_lbn: u64) -> Vec<(TrackExtent, u64)> {
+    let end = base + span_lbn;
+    let mut tracks = Vec::new();
+    let mut lbn = base;
+    while lbn < end {
+        let track = model.track_of(lbn).expect("an LBN of the span lies on the disk");
+        let track_end = track.first_lbn + u64::from(track.sector_count);
+        assert!(track_end > lbn, "a track holds the LBN it was looked up by");
+        tracks.push((track, track_end.min(end) - lbn));
+        lbn = track_end;
+    }
+    tracks
+}
+
+/// The time the heads need between two tracks: a seek across cylinders, a head
+/// switch between surfaces of one cylinder, nothing on the same track.
+fn switching_ns(model: &DiskModel, from: &TrackExtent, to: &TrackExtent, op: DiskOp) -> u64 {
+    let distance = from.cylinder.abs_diff(to.cylinder);
+    let settle = if op == DiskOp::Write { model.write_settle_ns() } else { 0 };
+    if distance > 0 {
+        model.seek_ns(distance, op)
+    } else if from.surface != to.surface {
+        model.head_switch_ns() + settle
+    } else {
+        0
+    }
+}
+
+/// The bin count whose per-pair collision probability `1/B` equals the two-sided
+/// clash probability `2 E[w]`, averaged over the span positions.
+///
+/// # Panics
+/// If `windows` is empty or every window is 0.
+pub fn effective_bin_count(windows: &[ClashWindows]) -> f64 {
+    assert!(!windows.is_empty(), "at least one span position");
+    let mean = windows.iter().map(ClashWindows::mean_revolutions).sum::<f64>() / windows.len() as f64;
+    assert!(mean > 0.0, "a clash window of zero gives no bins");
+    1.0 / (2.0 * mean)
+}
+
+/// The sweep model's distribution of extra revolutions for strands of
+/// `1..=strand_size_max` requests, averaged over the span positions: element
+/// `D − 1` is the distribution for a strand of `D`, indexed by extra revolutions.
+///
+/// Each step `S_m` is discretised into cells of `1 / cells_per_revolution`
+/// revolution (each cell's mass placed at its middle), and the steps are
+/// convolved; the error in any probability is of the order of `D` cells.
+///
+/// # Panics
+/// If `windows` is empty, `strand_size_max` is 0 or `cells_per_revolution` < 2.
+pub fn sweep_extra_revolution_distributions(
+    windows: &[ClashWindows],
+    strand_size_max: u32,
+    cells_per_revolution: u32,
+) -> Vec<Vec<f64>> {
+    assert!(!windows.is_empty(), "at least one span position");
+    let mut sums: Vec<Vec<f64>> = vec![Vec::new(); strand_size_max as usize];
+    for position in windows {
+        let distributions = sweep_for_position(position, strand_size_max, cells_per_revolution);
+        for (sum, distribution) in sums.iter_mut().zip(distributions) {
+            if sum.len() < distribution.len() {
+                sum.resize(distribution.len(), 0.0);
+            }
+            for (total, probability) in sum.iter_mut().zip(distribution) {
+                *total += probability / windows.len() as f64;
+            }
+        }
+    }
+    sums
+}
+
+/// The sweep model for one window distribution (see
+/// [`sweep_extra_revolution_distributions`]).
+fn sweep_for_position(windows: &ClashWindows, strand_size_max: u32, cells_per_revolution: u32) -> Vec<Vec<f64>> {
+    assert!(strand_size_max >= 1, "a strand has at least one request");
+    assert!(cells_per_revolution >= 2, "at least two cells per revolution");
+    let cell = 1.0 / f64::from(cells_per_revolution);
+    // G(t) at the cell boundaries, up to where it reaches 0 (t = 1 + max window).
+    let boundary_count = ((1.0 + windows.max_revolutions()) / cell).ceil() as usize + 1;
+    let unreached: Vec<f64> =
+        (0..=boundary_count).map(|index| windows.unreached_probability(index as f64 * cell)).collect();
+    // elapsed[c]: probability that the steps so far sum to cell c (their cell
+    // indices added; the half-cell midpoints are added when reading it out).
+    let mut elapsed = vec![1.0];
+    let mut distributions = vec![vec![1.0]];
+    for remaining in 1..strand_size_max {
+        let step: Vec<f64> =
+            unreached.windows(2).map(|pair| pair[0].powi(remaining as i32) - pair[1].powi(remaining as i32)).collect();
+        elapsed = convolve(&elapsed, &step);
+        distributions.push(whole_revolutions(&elapsed, remaining, cells_per_revolution));
+    }
+    distributions
+}
+
+/// Folds a distribution over summed cell indices of `step_count` steps into whole
+/// revolutions, each step's mass at the middle of its cell.
+fn whole_revolutions(elapsed: &[f64], step_count: u32, cells_per_revolution: u32) -> Vec<f64> {
+    let mut revolutions = Vec::new();
+    for (cells, probability) in elapsed.iter().enumerate() {
+        // (cells + step_count / 2) / cells_per_revolution, floored, in integers.
+        let whole = (2 * cells + step_count as usize) / (2 * cells_per_revolution as usize);
+        if revolutions.len() <= whole {
+            revolutions.resize(whole + 1, 0.0);
+        }
+        revolutions[whole] += probability;
+    }
+    revolutions
+}
+
+/// Discrete convolution of two probability vectors, dropping negligible tails.
+fn convolve(first: &[f64], second: &[f64]) -> Vec<f64> {
+    let mut result = vec![0.0; first.len() + second.len() - 1];
+    for (index, a) in first.iter().enumerate() {
+        if *a == 0.0 {
+            continue;
+        }
+        for (offset, b) in second.iter().enumerate() {
+            result[index + offset] += a * b;
+        }
+    }
+    while result.len() > 1 && result[result.len() - 1] < 1e-18 {
+        result.pop();
+    }
+    result
 }
 
 /// Counts the assignments of `request_count` labelled requests to `bin_count` bins

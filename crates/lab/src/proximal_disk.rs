@@ -24,11 +24,12 @@ use proxima_disk::{DiskModel, DiskOp};
 use serde::Serialize;
 
 use crate::birthday::{
-    bin_count_for_track_switch, distribution_mean, distribution_mode, extra_revolution_distribution,
+    bin_count_for_track_switch, clash_windows_for_span, distribution_mean, distribution_mode, effective_bin_count,
+    extra_revolution_distribution, mean_switching_ns_for_span, sweep_extra_revolution_distributions,
     total_variation_distance,
 };
 use crate::closed_loop::measure_op_ms;
-use crate::placement::{IssueOrder, Placement, PROXIMAL_SPAN_LBN, TRACK_APPROXIMATE_SPAN_LBN};
+use crate::placement::{block_sectors, IssueOrder, Placement, PROXIMAL_SPAN_LBN, TRACK_APPROXIMATE_SPAN_LBN};
 use crate::plot::{GroupedBarChart, LineChart, Series};
 use crate::progress::Progress;
 use crate::strands::{run_strands, StrandConfig, StrandResult, StrandStart};
@@ -44,12 +45,12 @@ const FIGURE_1_STRAND_SIZE_MAX: u32 = 16;
 const HEADLINE_STRAND_SIZE: u32 = 8;
 /// Queue depths of the issue-order comparison.
 const ORDER_QUEUE_DEPTHS: [u32; 4] = [1, 2, 4, 8];
-/// Strand sizes whose extra revolutions are compared with the birthday model.
-const APPENDIX_STRAND_SIZES: [u32; 6] = [4, 6, 8, 10, 12, 16];
-/// The bin counts searched when fitting the birthday model to the simulation.
-const FITTED_BINS_MIN: f64 = 1.0;
-const FITTED_BINS_MAX: f64 = 20.0;
-const FITTED_BINS_STEP: f64 = 0.01;
+/// Strand sizes whose extra revolutions are compared with the birthday models.
+const APPENDIX_STRAND_SIZES: std::ops::RangeInclusive<u32> = 2..=16;
+/// Span positions over the disk whose clash windows the derived models average.
+pub const SPAN_POSITIONS: u32 = 8;
+/// Grid of the sweep model's convolution (cells per revolution).
+pub const SWEEP_CELLS_PER_REVOLUTION: u32 = 512;
 
 /// The paper's figures (seed 000), quoted in the report.
 mod paper {
@@ -87,6 +88,7 @@ pub fn run(options: &ReproduceOptions, progress: &mut dyn Progress) -> Result<Ex
     order.table.write_csv(&out.join("issue_order.csv"))?;
     order.chart.write_svg(&out.join("issue_order.svg"))?;
     appendix.table.write_csv(&out.join("appendix_a.csv"))?;
+    appendix.distance_table.write_csv(&out.join("appendix_a_total_variation.csv"))?;
     appendix.distribution_table.write_csv(&out.join("appendix_a_distribution.csv"))?;
     appendix.chart.write_svg(&out.join("appendix_a.svg"))?;
 
@@ -295,20 +297,83 @@ fn issue_order(runner: &Runner<'_>, progress: &mut dyn Progress) -> Result<Issue
     Ok(IssueOrderEffect { rows, table, chart })
 }
 
+/// The models of Appendix A set beside the simulation, in column order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AppendixModel {
+    /// The paper's formula with `B = 6` bins.
+    PaperSixBins,
+    /// The paper's formula with `B = 7` bins (its "H ≈ 7" read as the bin count).
+    PaperSevenBins,
+    /// The paper's formula with the literal `B = SPT / H = T_rev / t_seek(1 cylinder)`.
+    GeometryBins,
+    /// The paper's formula with the derived effective bins `B = 1 / (2 E[w])`.
+    EffectiveBins,
+    /// The sweep model over the derived clash-window distribution.
+    Sweep,
+}
+
+impl AppendixModel {
+    const ALL: [AppendixModel; 5] = [
+        AppendixModel::PaperSixBins,
+        AppendixModel::PaperSevenBins,
+        AppendixModel::GeometryBins,
+        AppendixModel::EffectiveBins,
+        AppendixModel::Sweep,
+    ];
+
+    /// The model's suffix in CSV columns and JSON keys.
+    fn key(self) -> &'static str {
+        match self {
+            AppendixModel::PaperSixBins => "paper_b6",
+            AppendixModel::PaperSevenBins => "paper_b7",
+            AppendixModel::GeometryBins => "geometry_bins",
+            AppendixModel::EffectiveBins => "effective_bins",
+            AppendixModel::Sweep => "sweep",
+        }
+    }
+
+    /// A human label with the model's parameters.
+    fn label(self, geometry_bins: f64, effective_bins: f64) -> String {
+        match self {
+            AppendixModel::PaperSixBins => "paper, B = 6".into(),
+            AppendixModel::PaperSevenBins => "paper, B = 7".into(),
+            AppendixModel::GeometryBins => format!("paper, B = SPT/H = {geometry_bins:.2}"),
+            AppendixModel::EffectiveBins => format!("paper, effective B = {effective_bins:.2}"),
+            AppendixModel::Sweep => "sweep model".into(),
+        }
+    }
+}
+
 struct AppendixRow {
     strand_size: u32,
     simulated: Vec<f64>,
-    geometry_model: Vec<f64>,
-    fitted_model: Vec<f64>,
+    /// One distribution per [`AppendixModel::ALL`] entry.
+    models: Vec<Vec<f64>>,
+}
+
+impl AppendixRow {
+    fn model(&self, which: AppendixModel) -> &[f64] {
+        let index = AppendixModel::ALL.iter().position(|model| *model == which).expect("every model has a column");
+        &self.models[index]
+    }
+
+    fn distance(&self, which: AppendixModel) -> f64 {
+        total_variation_distance(&self.simulated, self.model(which))
+    }
 }
 
 struct AppendixA {
-    /// `B = T_rev / t_seek(1 cylinder)`.
+    /// `B = T_rev / t_seek(1 cylinder)`, the paper's `SPT / H` read literally.
     geometry_bins: f64,
-    /// The `B` minimising the summed total variation distance over the strand sizes.
-    fitted_bins: f64,
+    /// `B = 1 / (2 E[w])` from the derived clash windows.
+    effective_bins: f64,
+    /// `E[w]`, the mean clash window, in milliseconds.
+    mean_window_ms: f64,
+    /// The mean switching time between two requests of the span, in milliseconds.
+    mean_switch_ms: f64,
     rows: Vec<AppendixRow>,
     table: Table,
+    distance_table: Table,
     distribution_table: Table,
     chart: GroupedBarChart,
 }
@@ -322,113 +387,103 @@ impl AppendixA {
 fn appendix_a(runner: &Runner<'_>, progress: &mut dyn Progress) -> Result<AppendixA, LabError> {
     let model = runner.model;
     let geometry_bins = bin_count_for_track_switch(model.revolution_ns(), model.seek_ns(1, DiskOp::Read).max(1));
-    let total: u64 = APPENDIX_STRAND_SIZES.iter().map(|&size| u64::from(size) * u64::from(runner.strand_count)).sum();
+    let windows = clash_windows_for_span(model, PROXIMAL_SPAN_LBN, block_sectors(model), SPAN_POSITIONS, DiskOp::Read);
+    let effective_bins = effective_bin_count(&windows);
+    let strand_size_max = *APPENDIX_STRAND_SIZES.end();
+    let sweep = sweep_extra_revolution_distributions(&windows, strand_size_max, SWEEP_CELLS_PER_REVOLUTION);
+    let revolution_ms = model.revolution_ns() as f64 / 1e6;
+    let mean_window_ms = revolution_ms / (2.0 * effective_bins);
+    let mean_switch_ms = mean_switching_ns_for_span(model, PROXIMAL_SPAN_LBN, SPAN_POSITIONS, DiskOp::Read) / 1e6;
+    let total: u64 = APPENDIX_STRAND_SIZES.map(|size| u64::from(size) * u64::from(runner.strand_count)).sum();
     progress.start_phase("Appendix A (extra revolutions)", total);
-    let mut simulated = Vec::new();
+    let mut rows = Vec::new();
     for strand_size in APPENDIX_STRAND_SIZES {
         let placement = Placement::Span { span_lbn: PROXIMAL_SPAN_LBN };
         let result =
             runner.strands(placement, strand_size, strand_size, IssueOrder::Ascending, StrandStart::Idle, progress)?;
-        simulated.push((strand_size, result.extra_revolutions_distribution));
+        let models = AppendixModel::ALL
+            .iter()
+            .map(|which| match which {
+                AppendixModel::PaperSixBins => extra_revolution_distribution(strand_size, 6.0),
+                AppendixModel::PaperSevenBins => extra_revolution_distribution(strand_size, 7.0),
+                AppendixModel::GeometryBins => extra_revolution_distribution(strand_size, geometry_bins),
+                AppendixModel::EffectiveBins => extra_revolution_distribution(strand_size, effective_bins.max(1.0)),
+                AppendixModel::Sweep => sweep[strand_size as usize - 1].clone(),
+            })
+            .collect();
+        rows.push(AppendixRow { strand_size, simulated: result.extra_revolutions_distribution, models });
     }
-    let fitted_bins = fit_bins(&simulated);
-    let rows: Vec<AppendixRow> = simulated
-        .into_iter()
-        .map(|(strand_size, simulated)| AppendixRow {
-            strand_size,
-            geometry_model: extra_revolution_distribution(strand_size, geometry_bins),
-            fitted_model: extra_revolution_distribution(strand_size, fitted_bins),
-            simulated,
-        })
-        .collect();
-    let mut table = Table::new(&[
-        "strand_size",
-        "p_no_extra_simulated",
-        "p_no_extra_model_geometry",
-        "p_no_extra_model_fitted",
-        "mode_simulated",
-        "mode_model_geometry",
-        "mode_model_fitted",
-        "mean_simulated",
-        "mean_model_geometry",
-        "mean_model_fitted",
-        "total_variation_geometry",
-        "total_variation_fitted",
-    ]);
-    let mut distribution_table =
-        Table::new(&["strand_size", "extra_revolutions", "simulated", "model_geometry", "model_fitted"]);
-    for row in &rows {
-        let first = |distribution: &[f64]| distribution.first().copied().unwrap_or(0.0);
-        table.push_row(vec![
-            row.strand_size.to_string(),
-            format!("{:.4}", first(&row.simulated)),
-            format!("{:.4}", first(&row.geometry_model)),
-            format!("{:.4}", first(&row.fitted_model)),
-            distribution_mode(&row.simulated).to_string(),
-            distribution_mode(&row.geometry_model).to_string(),
-            distribution_mode(&row.fitted_model).to_string(),
-            format!("{:.3}", distribution_mean(&row.simulated)),
-            format!("{:.3}", distribution_mean(&row.geometry_model)),
-            format!("{:.3}", distribution_mean(&row.fitted_model)),
-            format!("{:.4}", total_variation_distance(&row.simulated, &row.geometry_model)),
-            format!("{:.4}", total_variation_distance(&row.simulated, &row.fitted_model)),
-        ]);
-        let length = row.simulated.len().max(row.geometry_model.len());
-        for extra in 0..length {
-            let at = |distribution: &[f64]| distribution.get(extra).copied().unwrap_or(0.0);
-            distribution_table.push_row(vec![
-                row.strand_size.to_string(),
-                extra.to_string(),
-                format!("{:.4}", at(&row.simulated)),
-                format!("{:.4}", at(&row.geometry_model)),
-                format!("{:.4}", at(&row.fitted_model)),
-            ]);
-        }
-    }
-    let chart = appendix_chart(model, &rows, geometry_bins, fitted_bins);
-    Ok(AppendixA { geometry_bins, fitted_bins, rows, table, distribution_table, chart })
+    let (table, distance_table, distribution_table) = appendix_tables(&rows);
+    let chart = appendix_chart(model, &rows, geometry_bins, effective_bins);
+    Ok(AppendixA {
+        geometry_bins,
+        effective_bins,
+        mean_window_ms,
+        mean_switch_ms,
+        rows,
+        table,
+        distance_table,
+        distribution_table,
+        chart,
+    })
 }
 
-/// The bar chart of the strand of 8: simulated beside both birthday models.
-fn appendix_chart(model: &DiskModel, rows: &[AppendixRow], geometry_bins: f64, fitted_bins: f64) -> GroupedBarChart {
+/// `appendix_a.csv` (per strand size: no extra revolution, mode and mean for the
+/// simulation and every model), `appendix_a_total_variation.csv` and
+/// `appendix_a_distribution.csv`.
+fn appendix_tables(rows: &[AppendixRow]) -> (Table, Table, Table) {
+    let mut summary_columns = vec!["strand_size".to_string()];
+    for statistic in ["p_no_extra", "mode", "mean"] {
+        summary_columns.push(format!("{statistic}_simulated"));
+        summary_columns.extend(AppendixModel::ALL.iter().map(|which| format!("{statistic}_{}", which.key())));
+    }
+    let mut distance_columns = vec!["strand_size".to_string()];
+    distance_columns.extend(AppendixModel::ALL.iter().map(|which| format!("total_variation_{}", which.key())));
+    let mut distribution_columns = vec!["strand_size".to_string(), "extra_revolutions".into(), "simulated".into()];
+    distribution_columns.extend(AppendixModel::ALL.iter().map(|which| which.key().to_string()));
+    let table_of = |columns: &[String]| Table::new(&columns.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut summary = table_of(&summary_columns);
+    let mut distance = table_of(&distance_columns);
+    let mut distribution = table_of(&distribution_columns);
+    let first = |values: &[f64]| values.first().copied().unwrap_or(0.0);
+    for row in rows {
+        let all: Vec<&[f64]> =
+            std::iter::once(row.simulated.as_slice()).chain(row.models.iter().map(Vec::as_slice)).collect();
+        let mut cells = vec![row.strand_size.to_string()];
+        cells.extend(all.iter().map(|values| format!("{:.4}", first(values))));
+        cells.extend(all.iter().map(|values| distribution_mode(values).to_string()));
+        cells.extend(all.iter().map(|values| format!("{:.3}", distribution_mean(values))));
+        summary.push_row(cells);
+        let mut cells = vec![row.strand_size.to_string()];
+        cells.extend(AppendixModel::ALL.iter().map(|which| format!("{:.4}", row.distance(*which))));
+        distance.push_row(cells);
+        let length = all.iter().map(|values| values.len()).max().unwrap_or(0);
+        for extra in 0..length {
+            let mut cells = vec![row.strand_size.to_string(), extra.to_string()];
+            cells.extend(all.iter().map(|values| format!("{:.4}", values.get(extra).copied().unwrap_or(0.0))));
+            distribution.push_row(cells);
+        }
+    }
+    (summary, distance, distribution)
+}
+
+/// The bar chart of the strand of 8: simulated beside the paper's model with the
+/// literal geometric bins and the two derived models.
+fn appendix_chart(model: &DiskModel, rows: &[AppendixRow], geometry_bins: f64, effective_bins: f64) -> GroupedBarChart {
     let row = rows.iter().find(|row| row.strand_size == HEADLINE_STRAND_SIZE).unwrap_or(&rows[0]);
-    let length = row.simulated.len().max(row.geometry_model.len()).min(8);
+    let shown = [AppendixModel::GeometryBins, AppendixModel::EffectiveBins, AppendixModel::Sweep];
+    let length = row.simulated.len().max(row.model(AppendixModel::GeometryBins).len()).min(8);
     let take =
         |distribution: &[f64]| (0..length).map(|extra| distribution.get(extra).copied().unwrap_or(0.0)).collect();
+    let mut series = vec![("simulated".to_string(), take(&row.simulated))];
+    series.extend(shown.iter().map(|which| (which.label(geometry_bins, effective_bins), take(row.model(*which)))));
     GroupedBarChart {
         title: format!("Appendix A: extra revolutions, strand of {} ({})", row.strand_size, model.name()),
         x_label: "extra revolutions".into(),
         y_label: "probability".into(),
         categories: (0..length).map(|extra| extra.to_string()).collect(),
-        series: vec![
-            ("simulated".into(), take(&row.simulated)),
-            (format!("birthday model, B = {geometry_bins:.2} (geometry)"), take(&row.geometry_model)),
-            (format!("birthday model, B = {fitted_bins:.2} (fitted)"), take(&row.fitted_model)),
-        ],
+        series,
     }
-}
-
-/// The bin count in `[FITTED_BINS_MIN, FITTED_BINS_MAX]` whose birthday
-/// distributions are nearest the simulated ones (summed total variation).
-fn fit_bins(simulated: &[(u32, Vec<f64>)]) -> f64 {
-    let steps = ((FITTED_BINS_MAX - FITTED_BINS_MIN) / FITTED_BINS_STEP).round() as u32;
-    let distance = |bins: f64| -> f64 {
-        simulated
-            .iter()
-            .map(|(strand_size, distribution)| {
-                total_variation_distance(distribution, &extra_revolution_distribution(*strand_size, bins))
-            })
-            .sum()
-    };
-    let mut best = (f64::INFINITY, FITTED_BINS_MIN);
-    for step in 0..=steps {
-        let bins = FITTED_BINS_MIN + f64::from(step) * FITTED_BINS_STEP;
-        let candidate = distance(bins);
-        if candidate < best.0 {
-            best = (candidate, bins);
-        }
-    }
-    best.1
 }
 
 /// The figures printed as the JSON line and quoted in the report.
@@ -451,15 +506,27 @@ struct Headline {
     ascending_qd1_op: f64,
     random_order_qd1_op: f64,
     birthday_bins_geometry: f64,
-    birthday_bins_fitted: f64,
-    no_extra_revolution_d6_model_geometry: f64,
-    no_extra_revolution_d6_model_fitted: f64,
+    birthday_bins_effective: f64,
+    mean_switch_ms: f64,
+    mean_clash_window_ms: f64,
+    no_extra_revolution_d6_paper_b6: f64,
+    no_extra_revolution_d6_paper_b7: f64,
+    no_extra_revolution_d6_geometry_bins: f64,
+    no_extra_revolution_d6_effective_bins: f64,
+    no_extra_revolution_d6_sweep: f64,
     no_extra_revolution_d6_simulated: f64,
-    most_likely_extra_revolutions_d8_model_geometry: usize,
-    most_likely_extra_revolutions_d8_model_fitted: usize,
+    most_likely_extra_revolutions_d8_paper_b7: usize,
+    most_likely_extra_revolutions_d8_geometry_bins: usize,
+    most_likely_extra_revolutions_d8_effective_bins: usize,
+    most_likely_extra_revolutions_d8_sweep: usize,
     most_likely_extra_revolutions_d8_simulated: usize,
-    total_variation_d8_geometry: f64,
-    total_variation_d8_fitted: f64,
+    total_variation_d6_geometry_bins: f64,
+    total_variation_d6_effective_bins: f64,
+    total_variation_d6_sweep: f64,
+    total_variation_d8_geometry_bins: f64,
+    total_variation_d8_effective_bins: f64,
+    total_variation_d8_sweep: f64,
+    total_variation_max_sweep: f64,
 }
 
 impl Headline {
@@ -472,7 +539,7 @@ impl Headline {
         order: &IssueOrderEffect,
         appendix: &AppendixA,
     ) -> Headline {
-        let empty = AppendixRow { strand_size: 0, simulated: vec![], geometry_model: vec![], fitted_model: vec![] };
+        let empty = AppendixRow { strand_size: 0, simulated: vec![], models: vec![vec![]; AppendixModel::ALL.len()] };
         let d6 = appendix.row(6).unwrap_or(&empty);
         let d8 = appendix.row(HEADLINE_STRAND_SIZE).unwrap_or(&empty);
         let first = |distribution: &[f64]| distribution.first().copied().unwrap_or(0.0);
@@ -496,15 +563,31 @@ impl Headline {
             ascending_qd1_op: order_at(1).1,
             random_order_qd1_op: order_at(1).2,
             birthday_bins_geometry: appendix.geometry_bins,
-            birthday_bins_fitted: appendix.fitted_bins,
-            no_extra_revolution_d6_model_geometry: first(&d6.geometry_model),
-            no_extra_revolution_d6_model_fitted: first(&d6.fitted_model),
+            birthday_bins_effective: appendix.effective_bins,
+            mean_switch_ms: appendix.mean_switch_ms,
+            mean_clash_window_ms: appendix.mean_window_ms,
+            no_extra_revolution_d6_paper_b6: first(d6.model(AppendixModel::PaperSixBins)),
+            no_extra_revolution_d6_paper_b7: first(d6.model(AppendixModel::PaperSevenBins)),
+            no_extra_revolution_d6_geometry_bins: first(d6.model(AppendixModel::GeometryBins)),
+            no_extra_revolution_d6_effective_bins: first(d6.model(AppendixModel::EffectiveBins)),
+            no_extra_revolution_d6_sweep: first(d6.model(AppendixModel::Sweep)),
             no_extra_revolution_d6_simulated: first(&d6.simulated),
-            most_likely_extra_revolutions_d8_model_geometry: distribution_mode(&d8.geometry_model),
-            most_likely_extra_revolutions_d8_model_fitted: distribution_mode(&d8.fitted_model),
+            most_likely_extra_revolutions_d8_paper_b7: distribution_mode(d8.model(AppendixModel::PaperSevenBins)),
+            most_likely_extra_revolutions_d8_geometry_bins: distribution_mode(d8.model(AppendixModel::GeometryBins)),
+            most_likely_extra_revolutions_d8_effective_bins: distribution_mode(d8.model(AppendixModel::EffectiveBins)),
+            most_likely_extra_revolutions_d8_sweep: distribution_mode(d8.model(AppendixModel::Sweep)),
             most_likely_extra_revolutions_d8_simulated: distribution_mode(&d8.simulated),
-            total_variation_d8_geometry: total_variation_distance(&d8.simulated, &d8.geometry_model),
-            total_variation_d8_fitted: total_variation_distance(&d8.simulated, &d8.fitted_model),
+            total_variation_d6_geometry_bins: d6.distance(AppendixModel::GeometryBins),
+            total_variation_d6_effective_bins: d6.distance(AppendixModel::EffectiveBins),
+            total_variation_d6_sweep: d6.distance(AppendixModel::Sweep),
+            total_variation_d8_geometry_bins: d8.distance(AppendixModel::GeometryBins),
+            total_variation_d8_effective_bins: d8.distance(AppendixModel::EffectiveBins),
+            total_variation_d8_sweep: d8.distance(AppendixModel::Sweep),
+            total_variation_max_sweep: appendix
+                .rows
+                .iter()
+                .map(|row| row.distance(AppendixModel::Sweep))
+                .fold(0.0, f64::max),
         }
     }
 }
@@ -569,24 +652,34 @@ fn render_summary(headline: &Headline) -> String {
         format!("{:.3}/{:.3}", headline.ascending_qd1_op, headline.random_order_qd1_op),
     );
     line(
-        "App. A P(no extra revolution), D = 6, model",
+        "App. A P(no extra rev.), D = 6: paper B = 6 / 7",
         format!("{:.2}", paper::NO_EXTRA_REVOLUTION_D6),
-        format!("{:.3}", headline.no_extra_revolution_d6_model_geometry),
+        format!("{:.3}/{:.3}", headline.no_extra_revolution_d6_paper_b6, headline.no_extra_revolution_d6_paper_b7),
     );
     line(
-        "App. A P(no extra revolution), D = 6, simulated",
+        "App. A P(no extra rev.), D = 6: sweep / simulated",
         "-".into(),
-        format!("{:.3}", headline.no_extra_revolution_d6_simulated),
+        format!("{:.3}/{:.3}", headline.no_extra_revolution_d6_sweep, headline.no_extra_revolution_d6_simulated),
     );
     line(
-        "App. A most likely extra revolutions, D = 8, model",
+        "App. A likeliest extra revs, D = 8: B=7/sweep/sim.",
         paper::MOST_LIKELY_EXTRA_REVOLUTIONS_D8.to_string(),
-        headline.most_likely_extra_revolutions_d8_model_geometry.to_string(),
+        format!(
+            "{}/{}/{}",
+            headline.most_likely_extra_revolutions_d8_paper_b7,
+            headline.most_likely_extra_revolutions_d8_sweep,
+            headline.most_likely_extra_revolutions_d8_simulated
+        ),
     );
     line(
-        "App. A most likely extra revolutions, D = 8, simulated",
+        "App. A TV at D = 8: SPT/H bins / effective B / sweep",
         "-".into(),
-        headline.most_likely_extra_revolutions_d8_simulated.to_string(),
+        format!(
+            "{:.2}/{:.2}/{:.2}",
+            headline.total_variation_d8_geometry_bins,
+            headline.total_variation_d8_effective_bins,
+            headline.total_variation_d8_sweep
+        ),
     );
     text
 }
@@ -670,43 +763,71 @@ fn render_report(
          matters only through the host's FIFO when fewer requests are outstanding than the strand holds.\n"
     );
     let _ = writeln!(text, "![Issue order](issue_order.svg)\n\n{}", order.table.to_markdown());
+    render_appendix(&mut text, model, appendix);
+    let _ = writeln!(
+        text,
+        "## Files\n\n`figure1.csv`, `figure2.csv`, `issue_order.csv`, `appendix_a.csv`, \
+         `appendix_a_total_variation.csv`, `appendix_a_distribution.csv` and one SVG per figure, \
+         regenerated by the command above."
+    );
+    text
+}
+
+/// The Appendix A section of the report: the paper's model, the derived ones and
+/// the simulation side by side.
+fn render_appendix(text: &mut String, model: &DiskModel, appendix: &AppendixA) {
     let _ = writeln!(text, "## Appendix A: extra revolutions and the birthday model\n");
     let _ = writeln!(
         text,
         "Simulated: proximal strands (100,000 LBNs, all outstanding, idle drive); a strand's extra \
          revolutions are the whole revolutions between the completion of its first request and that of \
-         its last, `⌊(t_last − t_first) / T_rev⌋`. Model: `Q_k(D, B)`, the probability that the fullest of \
-         `B` bins holds exactly `k` of the `D` requests, read as `k − 1` extra revolutions, with a \
-         fractional `B` taken as the mixture of its two integer neighbours. `B = SPT / H = T_rev / t_switch` \
-         = {:.2} from the model's one-cylinder seek ({:.3} ms) — the paper's \"H ≈ 7\"; the best fit to the \
-         simulation is B = {:.2}. Paper: P(no extra revolution) ≈ {:.2} at D = 6; two extra revolutions \
-         most likely at D = 8.\n",
-        appendix.geometry_bins,
-        model.seek_ns(1, DiskOp::Read) as f64 / 1e6,
-        appendix.fitted_bins,
-        paper::NO_EXTRA_REVOLUTION_D6
+         its last, `⌊(t_last − t_first) / T_rev⌋`: the `k − 1` of a strand that needs `k` revolutions once \
+         the heads are on it, which is what the birthday model's `k` requests in one bin mean.\n"
     );
     let _ = writeln!(
         text,
-        "Reading of the paper's figures under the model as restored: with B = 6 bins P(no extra \
-         revolution at D = 6) = {:.4}, with B = 7 it is {:.4}; the paper's 0.02 lies between (B ≈ 6.3). \
-         At D = 8 the most likely outcome is {} extra revolutions for B = 6 and {} for B = 7, as the paper \
-         says. The fixed bins undercount conflicts: two requests closer than one switch time collide in \
-         either order (probability 2/B per pair on a circle) but share a bin only with probability 1/B, \
-         which is why the simulation is matched by about half the geometric bin count.\n",
+        "Models, none fitted to the simulation (docs/proximal-disk.md gives the derivations):\n\n\
+         - *paper, B = 6* and *paper, B = 7*: the paper's formula `Q_k(D, B)` with the bin count its \
+           \"H ≈ 7\" most plausibly stands for. P(no extra revolution at D = 6) is {:.4} for B = 6 and \
+           {:.4} for B = 7; the paper's ≈ 0.02 is the B = 6 value rounded (a switch of 0.6–0.7 ms in a \
+           4 ms revolution gives 6.x bins, taken whole). Read literally, H ≈ 7 sectors would give \
+           hundreds of bins and almost never an extra revolution.\n\
+         - *paper, B = SPT/H*: the formula with the literal bin count from this drive, \
+           `T_rev / t_seek(1 cylinder)` = {:.3} / {:.4} ms = {:.2}.\n\
+         - *paper, effective B*: the formula with `B = 1 / (2 E[w])` = {:.2}, where the clash window `w` \
+           is the transfer of one request plus the switching time to the other's track (mean switch \
+           {:.3} ms, mean window {:.3} ms over the span's distribution of cylinder distances, from the \
+           model's mapping and seek curve at {} span positions), and the factor 2 is the two-sided \
+           clash of a random service order.\n\
+         - *sweep model*: the scheduler's sweep over the same window distribution: with `m` requests \
+           left the next start is `min_j (w_j + U_j)`, `U_j` uniform, and the extra revolutions are the \
+           whole revolutions in the sum of the `D − 1` steps, computed by convolution on a grid of {} \
+           cells per revolution.\n",
         extra_revolution_distribution(6, 6.0)[0],
         extra_revolution_distribution(6, 7.0)[0],
-        distribution_mode(&extra_revolution_distribution(8, 6.0)),
-        distribution_mode(&extra_revolution_distribution(8, 7.0)),
+        model.revolution_ns() as f64 / 1e6,
+        model.seek_ns(1, DiskOp::Read) as f64 / 1e6,
+        appendix.geometry_bins,
+        appendix.effective_bins,
+        appendix.mean_switch_ms,
+        appendix.mean_window_ms,
+        SPAN_POSITIONS,
+        SWEEP_CELLS_PER_REVOLUTION,
     );
-    let _ = writeln!(text, "![Appendix A](appendix_a.svg)\n\n{}", appendix.table.to_markdown());
-    let _ = writeln!(text, "Full distributions in `appendix_a_distribution.csv`.\n");
+    let _ = writeln!(text, "![Appendix A](appendix_a.svg)\n");
     let _ = writeln!(
         text,
-        "## Files\n\n`figure1.csv`, `figure2.csv`, `issue_order.csv`, `appendix_a.csv`, \
-         `appendix_a_distribution.csv` and one SVG per figure, regenerated by the command above."
+        "Total variation distance between the simulated distribution of extra revolutions and each \
+         model's (`appendix_a_total_variation.csv`):\n\n{}",
+        appendix.distance_table.to_markdown()
     );
-    text
+    let _ = writeln!(
+        text,
+        "Probability of no extra revolution, most likely and mean number of extra revolutions \
+         (`appendix_a.csv`):\n\n{}",
+        appendix.table.to_markdown()
+    );
+    let _ = writeln!(text, "Full distributions in `appendix_a_distribution.csv`.\n");
 }
 
 /// The default output directory for this experiment, relative to the working directory.
