@@ -709,6 +709,67 @@ mod tests {
     }
 
     #[test]
+    fn sweep_model_by_hand_for_a_constant_window_of_a_quarter_revolution() {
+        // w = 1/4. D = 2: the one step is 1/4 + U, past a revolution with probability 1/4.
+        // D = 3: the steps sum to 1/2 + U + M with M = min(U1, U2), density 2(1 − m):
+        // P(U + M < 1/2) = ∫₀^½ 2(1 − m)(½ − m) dm = 5/24, P(U + M ≥ 3/2) = 1/24.
+        let windows = [ClashWindows::new(vec![(0.25, 1.0)])];
+        assert_close(effective_bin_count(&windows), 2.0, 1e-15, "B = 1 / (2 · 1/4)");
+        let sweep = sweep_extra_revolution_distributions(&windows, 3, 2048);
+        assert_eq!(sweep[0], vec![1.0], "a single request has no extra revolution");
+        assert_close(sweep[1][0], 0.75, 1e-12, "D = 2, none extra");
+        assert_close(sweep[1][1], 0.25, 1e-12, "D = 2, one extra");
+        assert_close(sweep[2][0], 5.0 / 24.0, 1e-3, "D = 3, none extra");
+        assert_close(sweep[2][1], 0.75, 2e-3, "D = 3, one extra");
+        assert_close(sweep[2][2], 1.0 / 24.0, 1e-3, "D = 3, two extra");
+    }
+
+    #[test]
+    fn unequal_windows_mix_the_reachability_of_each() {
+        // Half the pairs need 0.1 revolution, half 0.3: G(t) = ½ (1 − (t − 0.1)) + ½ · 1 at t = 0.2.
+        let windows = ClashWindows::new(vec![(0.1, 1.0), (0.3, 1.0)]);
+        assert_close(windows.mean_revolutions(), 0.2, 1e-15, "mean window");
+        assert_close(windows.unreached_probability(0.2), 0.95, 1e-15, "G(0.2)");
+        assert_close(windows.unreached_probability(1.3), 0.0, 1e-15, "G past the largest window plus a turn");
+        assert_close(effective_bin_count(&[windows]), 2.5, 1e-12, "B = 1 / (2 · 0.2)");
+    }
+
+    #[test]
+    fn sweep_distributions_sum_to_one_and_grow_with_the_strand() {
+        let windows = [ClashWindows::new(vec![(0.05, 1.0), (0.2, 2.0), (0.3, 1.0)])];
+        let sweep = sweep_extra_revolution_distributions(&windows, 12, 512);
+        for (index, distribution) in sweep.iter().enumerate() {
+            assert_close(distribution.iter().sum(), 1.0, 1e-9, &format!("D = {}", index + 1));
+        }
+        let means: Vec<f64> = sweep.iter().map(|distribution| distribution_mean(distribution)).collect();
+        assert!(means.windows(2).all(|pair| pair[1] > pair[0]), "mean extra revolutions grow: {means:?}");
+    }
+
+    #[test]
+    fn clash_windows_of_a_two_track_span_by_hand() {
+        // A span of exactly the first two tracks of the Cheetah 15K.5: a request lands on
+        // either with its share of the span's sectors; a pair on one track clashes over the
+        // transfer only, a pair across the two over the transfer plus the move between them.
+        let model = DiskModel::builtin("cheetah15k5").expect("the built-in Cheetah 15K.5 loads");
+        let first = model.track_of(0).expect("LBN 0 is on the disk");
+        let second = model.track_of(u64::from(first.sector_count)).expect("the second track is on the disk");
+        let span = u64::from(first.sector_count) + u64::from(second.sector_count);
+        let windows = clash_windows_at(&model, 0, span, 8, DiskOp::Read);
+        let revolution_ns = model.revolution_ns() as f64;
+        let move_ns = if first.cylinder == second.cylinder {
+            model.head_switch_ns()
+        } else {
+            model.seek_ns(first.cylinder.abs_diff(second.cylinder), DiskOp::Read)
+        } as f64;
+        let share = f64::from(first.sector_count) / span as f64;
+        let transfer = share * 8.0 / f64::from(first.sectors_per_track)
+            + (1.0 - share) * 8.0 / f64::from(second.sectors_per_track);
+        let across = 2.0 * share * (1.0 - share);
+        assert_close(windows.mean_revolutions(), transfer + across * move_ns / revolution_ns, 1e-12, "E[w]");
+        assert_eq!(windows.entries().len(), 4, "four ordered pairs of tracks");
+    }
+
+    #[test]
     fn total_variation_distance_of_disjoint_and_equal_distributions() {
         assert_close(total_variation_distance(&[1.0, 0.0], &[0.0, 1.0]), 1.0, 0.0, "disjoint");
         assert_close(total_variation_distance(&[0.5, 0.5], &[0.5, 0.5, 0.0]), 0.0, 0.0, "equal");
