@@ -26,7 +26,14 @@ fn same_seed_same_output() {
     let second = tempfile::tempdir().unwrap();
     let headline = run(first.path(), 7);
     assert_eq!(headline, run(second.path(), 7));
-    for file in ["figure1.csv", "figure2.csv", "issue_order.csv", "appendix_a.csv", "appendix_a_distribution.csv"] {
+    for file in [
+        "figure1.csv",
+        "figure2.csv",
+        "issue_order.csv",
+        "appendix_a.csv",
+        "appendix_a_total_variation.csv",
+        "appendix_a_distribution.csv",
+    ] {
         let one = std::fs::read_to_string(first.path().join(file)).unwrap();
         let two = std::fs::read_to_string(second.path().join(file)).unwrap();
         assert_eq!(one, two, "{file} differs between runs with the same seed");
