@@ -9,9 +9,11 @@
 //!   idle drive and to a busy one (queued behind a random read, the "non-empty
 //!   queue" the paper found the scheduler needs).
 //! - The issue order: ascending LBN against a random permutation.
-//! - Appendix A: the birthday model's distribution of extra revolutions beside the
-//!   simulated one, with the total variation distance, for the bin count derived
-//!   from the drive's geometry and for the one that fits the simulation best.
+//! - Appendix A: the distribution of extra revolutions for strands of 2…16, simulated
+//!   and from the birthday models (the paper's formula with B = 6, 7 and the literal
+//!   `SPT / H`; the effective bins and the sweep model derived from the drive's clash
+//!   windows, see [`crate::birthday`]), with the total variation distance of each.
+//!   No parameter is fitted to the simulation.
 //!
 //! Each figure is written as CSV and SVG; `report.md` puts the paper's values
 //! beside ours with the seed and the command.
