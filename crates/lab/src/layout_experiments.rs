@@ -195,9 +195,12 @@ own submission when the drive was idle in between (the paper: \"the difference b
 last two I/Os\"). The first I/O of a drive in a batch therefore includes the seek from the random position.
 - **Disk I/Os per revolution**: the revolution time over the mean service time of every I/O but each drive's \
 first in a batch, pooled over drives and batches: the I/Os a drive retires per revolution once positioned (the \
-paper adds an average seek to price a batch).
+paper adds an average seek to price a batch). For layouts that write each update at once (no batches) every \
+I/O counts, positioning included.
 - **Batch response time**: first submission to last completion of the batch's disk I/O, on any drive.
 - **Utilisation** of a drive: its time with a request outstanding over the batches' response time.
+- Drives acknowledge writes once the data is in their cache and write it to the medium right after; the next \
+request waits for that, so the medium time shows in the service time of the I/O that follows.
 - **Random-update throughput**: user updates per second of array busy time (time during which any drive had a \
 request outstanding) over the whole aging, final destage included; staging writes to flash proceed alongside \
 the disks and are not counted.

@@ -188,6 +188,13 @@ impl BatchSummary {
         ratio(count as f64 * revolution_ns as f64, service as f64)
     }
 
+    /// I/Os retired per revolution counting every I/O, positioning included: the
+    /// figure for I/O that comes one update at a time rather than in batches.
+    pub fn ios_per_revolution_with_positioning(&self, revolution_ns: u64) -> f64 {
+        let service: u64 = self.disks.iter().map(|disk| disk.service_ns).sum();
+        ratio(self.disk_io_count() as f64 * revolution_ns as f64, service as f64)
+    }
+
     /// Figures of the members in `members` (e.g. the data disks), pooled.
     pub fn role(&self, members: std::ops::Range<usize>) -> RoleFigures {
         let disks = &self.disks[members.start.min(self.disks.len())..members.end.min(self.disks.len())];
@@ -256,6 +263,8 @@ mod tests {
         assert_eq!(summary.io_amplification(), 1.0);
         // Positioned I/Os: 2 ns, then 4 and 2 ns: 3 I/Os in 8 ns, 3 per 8-ns revolution.
         assert_eq!(summary.ios_per_revolution(8), 3.0);
+        // All six I/Os: 8 + 2 + 8 + 8 + 4 + 2 = 32 ns, 1.5 per revolution.
+        assert_eq!(summary.ios_per_revolution_with_positioning(8), 1.5);
         let data = summary.role(0..1);
         assert_eq!(data.ios_per_batch, 2.5);
         assert_eq!(data.service_ms_per_io, 24.0 / 5.0 / 1e6);

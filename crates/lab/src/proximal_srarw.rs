@@ -64,7 +64,8 @@ const HEADLINE_KEYS: [&str; 3] = ["proximal", "in_place", "write_anywhere"];
 pub struct LayoutFigures {
     /// User updates per second of array busy time.
     pub random_update_iops: f64,
-    /// Disk I/Os retired per revolution once positioned.
+    /// Disk I/Os retired per revolution: once positioned, in destage batches; with
+    /// the positioning, for layouts that write each update at once.
     pub ios_per_revolution: f64,
     /// Serial-read bandwidth after aging over fresh.
     pub aged_to_fresh: f64,
@@ -131,11 +132,16 @@ pub fn run(options: &ReproduceOptions, progress: &mut dyn Progress) -> Result<Ex
         extent_count = extents;
         let flash_gb = full_size_array_bytes as f64 * candidate.staging_percent / 100.0 / 1e9;
         let array_dollars = paper::DISK_DOLLARS * (DATA_DISK_COUNT + 1) as f64 + flash_gb * paper::FLASH_DOLLARS_PER_GB;
-        let batches_or_all = if aging.batches.batch_count > 0 { &aging.batches } else { &aging.all_io };
+        let revolution_ns = settings.revolution_ns();
+        let ios_per_revolution = if aging.batches.batch_count > 0 {
+            aging.batches.ios_per_revolution(revolution_ns)
+        } else {
+            aging.all_io.ios_per_revolution_with_positioning(revolution_ns)
+        };
         let random_update_iops = aging.random_update_iops();
         let figures = LayoutFigures {
             random_update_iops,
-            ios_per_revolution: batches_or_all.ios_per_revolution(settings.revolution_ns()),
+            ios_per_revolution,
             aged_to_fresh: ratio(reads.aged.mb_s_per_disk(), reads.fresh.mb_s_per_disk()),
             dollars_per_iops: ratio(array_dollars, random_update_iops),
         };

@@ -9,6 +9,8 @@
 //!    batch (one extent's staged blocks) is measured ([`crate::measure`]), with
 //!    the heads moved to random positions before it. Whatever is still staged at
 //!    the end is destaged too, unmeasured, so reads find the aged layout on disk.
+//!    A frame array without a cache writes each update at once to its fixed
+//!    place; the heads are moved to random positions before each such update.
 //! 3. **Read**: every extent, in random order, in requests of up to 974 blocks
 //!    (the paper's indirect-block fan-out); the heads are moved to random
 //!    positions before each extent, as a full-size array read in random extent
@@ -373,6 +375,13 @@ impl LabVolume {
     }
 
     fn update(&mut self, extent: u64, block: u64, aging: &mut AgingFigures) -> Result<(), LabError> {
+        if self.updates_in_place_at_once() {
+            // The update goes at once to its fixed home, a random place on the
+            // full-size array: the heads start from a random place too.
+            let logs = take_member_logs(self.volume.data_device_mut());
+            aging.absorb(&logs);
+            randomise_arms(self.volume.data_device_mut(), &mut self.arms);
+        }
         if self.staging_blocks > 0 {
             let fill = self.volume.staging_fill();
             if fill.used_blocks + 1 > fill.capacity_blocks {
@@ -401,6 +410,13 @@ impl LabVolume {
         let mut observer = BatchObserver { arms: &mut self.arms, aging, measured };
         self.volume.destage_observed(&mut observer).map_err(engine_error)?;
         Ok(())
+    }
+
+    /// Whether each update is written at once to its fixed place (a frame array
+    /// without a cache). Write-anywhere updates also go at once, but to the holes
+    /// after a rolling cursor, near one another at any scale.
+    fn updates_in_place_at_once(&self) -> bool {
+        self.spec.layout == Layout::InPlace && self.staging_blocks == 0
     }
 
     /// Reads every extent in random order, in requests of up to 974 blocks.
