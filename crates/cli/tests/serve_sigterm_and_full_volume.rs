@@ -1,7 +1,8 @@
 //! The server's edges: SIGTERM flushes and commits (the server exits 0, fsck
 //! finds no log left to replay, the data is there after a restart); a second
 //! `proxima serve` on the same volume is refused; and a thinly provisioned
-//! extent larger than the volume gets ENOSPC when the volume fills.
+//! extent larger than the volume gets ENOSPC when the volume fills, after
+//! which the server keeps serving it.
 
 mod service_support;
 
@@ -47,4 +48,15 @@ fn a_full_volume_answers_enospc() {
         .unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     assert!(text.contains("No space left on device"), "{text}");
+
+    // The volume keeps serving: once the extent is trimmed (and a CP makes
+    // the freed space allocatable), writes succeed and read back.
+    let output = run(Command::new("qemu-io")
+        .args(["-f", "raw", "-c", "discard 0 64M", "-c", "write -P 0x71 16M 2M", "-c", "read -P 0x71 16M 2M"])
+        .arg(volume.uri("thin")));
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(!text.contains("verification failed") && !text.contains("error"), "{text}");
+    assert!(volume.stop_server().success(), "{}", volume.server_log());
+    let fsck = last_json_line(&run(&mut volume.command(&["fsck", "--json"], 1)));
+    assert_eq!(fsck["findings"], serde_json::json!([]), "{fsck}");
 }

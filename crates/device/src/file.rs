@@ -406,7 +406,8 @@ impl BlockDevice for FileDevice {
 
 /// Whether `bytes` may be handed to O_DIRECT I/O as it is.
 fn is_direct_aligned(bytes: &[u8]) -> bool {
-    (bytes.as_ptr() as usize).is_multiple_of(DIRECT_ALIGNMENT_BYTES) && bytes.len().is_multiple_of(DIRECT_ALIGNMENT_BYTES)
+    (bytes.as_ptr() as usize).is_multiple_of(DIRECT_ALIGNMENT_BYTES)
+        && bytes.len().is_multiple_of(DIRECT_ALIGNMENT_BYTES)
 }
 
 /// A zeroed buffer whose start is aligned for O_DIRECT, carved out of a slightly
@@ -648,7 +649,8 @@ mod tests {
         let directory = tempfile::tempdir().unwrap();
         for io in [FileIo::Buffered, FileIo::Direct] {
             let path = buffered_file(directory.path(), &format!("{io:?}"), 16 * 4096);
-            let mut device = FileDevice::open_with_options(&path, FileOptions { io, ..FileOptions::default() }).unwrap();
+            let mut device =
+                FileDevice::open_with_options(&path, FileOptions { io, ..FileOptions::default() }).unwrap();
             let data = pattern(11, 3 * 4096);
             device.write_blocks(5, &data).unwrap();
             // An unaligned buffer works too (through a bounce buffer with O_DIRECT).

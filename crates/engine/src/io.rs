@@ -30,7 +30,8 @@ pub(crate) fn read_pieces<D: BlockDevice>(device: &mut D, role: DeviceRole, piec
         }
     }
     let completions = device.execute(requests).map_err(device_error(role))?;
-    let mut bytes = Vec::new();
+    let total: usize = completions.iter().map(|completion| completion.result.as_ref().map_or(0, Vec::len)).sum();
+    let mut bytes = Vec::with_capacity(total);
     for completion in completions {
         let data = completion.result.map_err(device_error(role))?;
         bytes.extend_from_slice(&data);
@@ -72,6 +73,11 @@ pub(crate) fn write_requests(pieces: Vec<(u64, u64, Vec<u8>)>) -> Vec<IoRequest>
     let mut requests = Vec::new();
     for (block, count, data) in pieces {
         assert!(data.is_empty() || data.len() as u64 == count * BLOCK_SIZE as u64, "whole blocks or none");
+        if count <= MAX_REQUEST_BLOCKS {
+            // One request: hand the bytes over rather than copy them.
+            requests.push(IoRequest::write(block, count as u32, data));
+            continue;
+        }
         let mut done = 0;
         while done < count {
             let this = (count - done).min(MAX_REQUEST_BLOCKS);

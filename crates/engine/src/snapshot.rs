@@ -14,7 +14,9 @@ use crate::io::{device_error, FlashReader};
 use crate::map::{self, ExtentMap, Location};
 use crate::space::YoungestScan;
 use crate::tree::PersistentTree;
-use crate::volume::{fill_from_segments, map_block_status, request_segments, validate_name, BlockStatus, ExtentInfo, Volume};
+use crate::volume::{
+    fill_from_segments, map_block_status, request_segments, validate_name, BlockStatus, ExtentInfo, Volume,
+};
 
 /// A snapshot as listed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

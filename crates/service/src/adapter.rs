@@ -267,7 +267,9 @@ impl Export for VolumeExport {
             Target::Extent { id } => {
                 let volume = lock_shared(&self.volume, &self.info.name)?;
                 if volume.supports_shared_reads() {
-                    return volume.read_shared(*id, offset_bytes, buffer).map_err(self.fail(offset_bytes, length_bytes));
+                    return volume
+                        .read_shared(*id, offset_bytes, buffer)
+                        .map_err(self.fail(offset_bytes, length_bytes));
                 }
                 drop(volume);
                 lock(&self.volume, &self.info.name)?.read_into(*id, offset_bytes, buffer)
@@ -316,13 +318,12 @@ impl Export for VolumeExport {
 
     fn block_status(&self, offset_bytes: u64, length_bytes: u64) -> Result<Vec<StatusExtent>, BackendError> {
         let statuses = match &self.target {
-            Target::Extent { id } => lock_shared(&self.volume, &self.info.name)?.block_status(*id, offset_bytes, length_bytes),
-            Target::Snapshot { snapshot, extent } => lock(&self.volume, &self.info.name)?.snapshot_block_status(
-                snapshot,
-                extent,
-                offset_bytes,
-                length_bytes,
-            ),
+            Target::Extent { id } => {
+                lock_shared(&self.volume, &self.info.name)?.block_status(*id, offset_bytes, length_bytes)
+            }
+            Target::Snapshot { snapshot, extent } => {
+                lock(&self.volume, &self.info.name)?.snapshot_block_status(snapshot, extent, offset_bytes, length_bytes)
+            }
         }
         .map_err(self.fail(offset_bytes, length_bytes))?;
         let mut extents = Vec::with_capacity(statuses.len());

@@ -9,11 +9,11 @@
 
 use std::path::Path;
 
+pub use proxima_device::TrimPolicy;
 use proxima_device::{
     BatchTicket, BlockDevice, DeviceError, DeviceInfo, FileDevice, FileIo, FileOptions, IoCompletion, IoRequest,
     RaidDevice,
 };
-pub use proxima_device::TrimPolicy;
 use serde::{Deserialize, Serialize};
 
 /// Block size of every Proxima device.

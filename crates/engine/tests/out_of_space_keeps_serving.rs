@@ -1,0 +1,69 @@
+//! Running out of space refuses the request that needed the space and keeps
+//! the volume serving: what was written before reads back, fsck is clean,
+//! and once space is freed (a trim, then a CP) writes succeed again. Both
+//! ways in: a large write straight to the data device, and small staged writes
+//! whose destage finds no room on the data device.
+
+mod common;
+
+use common::{assert_clean, memory_volume, pattern, BLOCK};
+use proxima_engine::EngineError;
+
+const MIB: usize = 1 << 20;
+
+#[test]
+fn a_large_write_past_the_end_of_the_data_device_is_refused_and_the_volume_serves_on() {
+    // 8 MiB of data blocks under a 64 MiB thin extent.
+    let mut volume = memory_volume(2048, 512);
+    let id = volume.create_extent("thin", 64 * MIB as u64).unwrap();
+    volume.write(id, 0, &pattern(1, MIB), false).unwrap();
+    let error = volume.write(id, MIB as u64, &pattern(2, 16 * MIB), false).unwrap_err();
+    assert!(matches!(error, EngineError::NoSpace { .. }), "{error}");
+    // Refused again, not stopped: the same error, not `Failed`.
+    let again = volume.write(id, 20 * MIB as u64, &pattern(3, MIB), false).unwrap_err();
+    assert!(matches!(again, EngineError::NoSpace { .. }), "{again}");
+    assert_eq!(volume.read(id, 0, MIB as u64).unwrap(), pattern(1, MIB));
+    volume.flush().unwrap();
+    assert_clean(&mut volume);
+
+    volume.trim(id, 0, 64 * MIB as u64, false).unwrap();
+    volume.commit().unwrap();
+    volume.write(id, 32 * MIB as u64, &pattern(4, 4 * MIB), true).unwrap();
+    assert_eq!(volume.read(id, 32 * MIB as u64, 4 * MIB as u64).unwrap(), pattern(4, 4 * MIB));
+    assert_eq!(volume.read(id, 0, BLOCK as u64).unwrap(), vec![0; BLOCK]);
+    assert_clean(&mut volume);
+}
+
+#[test]
+fn staged_writes_whose_destage_finds_no_room_are_refused_and_the_volume_serves_on() {
+    // 1 MiB of data blocks, so the staging area (flash) outgrows it.
+    let mut volume = memory_volume(256, 1024);
+    let id = volume.create_extent("thin", 16 * MIB as u64).unwrap();
+    let mut written = Vec::new();
+    let mut refused = None;
+    for index in 0..2048u64 {
+        let offset = index * 2 * BLOCK as u64;
+        match volume.write(id, offset, &pattern(index, BLOCK), false) {
+            Ok(()) => written.push(index),
+            Err(error) => {
+                refused = Some(error);
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("the data device fills");
+    assert!(matches!(refused, EngineError::NoSpace { .. }), "{refused}");
+    for &index in &written {
+        let offset = index * 2 * BLOCK as u64;
+        assert_eq!(volume.read(id, offset, BLOCK as u64).unwrap(), pattern(index, BLOCK), "block {index}");
+    }
+    volume.flush().unwrap();
+    assert_clean(&mut volume);
+
+    volume.trim(id, 0, 16 * MIB as u64, false).unwrap();
+    volume.commit().unwrap();
+    volume.write(id, 0, &pattern(9, 8 * BLOCK), true).unwrap();
+    volume.destage().unwrap();
+    assert_eq!(volume.read(id, 0, 8 * BLOCK as u64).unwrap(), pattern(9, 8 * BLOCK));
+    assert_clean(&mut volume);
+}
