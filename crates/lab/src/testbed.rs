@@ -345,7 +345,7 @@ impl TestbedConfig {
         let invalid = |message: String| LabError::InvalidParameter { parameter: "scale", message };
         let unit_blocks = self.stripe_unit_bytes / BLOCK_SIZE_BYTES;
         if self.window_blocks_per_disk == 0
-            || self.window_blocks_per_disk % unit_blocks != 0
+            || !self.window_blocks_per_disk.is_multiple_of(unit_blocks)
             || self.window_blocks_per_disk > self.drive_block_count()
         {
             return Err(invalid(format!(
