@@ -219,6 +219,16 @@ pub trait BlockDevice {
         Ok(())
     }
 
+    /// Writes `pieces` (each a whole number of blocks), one after the other,
+    /// from `block` on: a gathered write, as one request. The default copies
+    /// them into one request; a file device issues one `pwritev`.
+    fn write_gathered(&mut self, block: u64, pieces: &[&[u8]]) -> Result<(), DeviceError> {
+        match pieces {
+            [single] => self.write_blocks(block, single),
+            _ => self.write_blocks(block, &pieces.concat()),
+        }
+    }
+
     /// Whether [`BlockDevice::read_into_shared`] works: reads through a shared
     /// reference, which several threads may issue at once while no request
     /// goes through `&mut self`.
@@ -269,6 +279,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
     }
     fn write_blocks(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
         (**self).write_blocks(block, data)
+    }
+    fn write_gathered(&mut self, block: u64, pieces: &[&[u8]]) -> Result<(), DeviceError> {
+        (**self).write_gathered(block, pieces)
     }
     fn supports_shared_reads(&self) -> bool {
         (**self).supports_shared_reads()

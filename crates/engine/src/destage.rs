@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::codec::{LogRecord, BLOCK_SIZE};
 use crate::error::{DeviceRole, Result};
-use crate::io::{device_error, read_pieces, write_requests};
+use crate::io::{device_error, read_pieces, write_requests, MAX_REQUEST_BLOCKS};
 use crate::map::{self, ExtentMap, Location};
 use crate::policy::{choose_destage_range, group_staged_runs, hint_in_range, Layout, RangeChoice, StagedRun};
 use crate::volume::Volume;
@@ -130,6 +130,10 @@ fn placed_neighbour(map: &ExtentMap, logical: u64, end: u64, window_blocks: u64)
     }
 }
 
+/// Free or foreign flash blocks a destage read reads through rather than
+/// start another request.
+const FLASH_READ_GAP_BLOCKS: u64 = 16;
+
 impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Moves every staged block to the data device and commits; returns the
     /// blocks moved.
@@ -181,8 +185,13 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         observer.before_batch(&mut self.data);
         let runs = staged_runs(&self.maps[&id]);
         let flash_pieces: Vec<(u64, u64)> = runs.iter().map(|&(_, count, block)| (block, count)).collect();
-        let flash_request_count = flash_pieces.len() as u64;
-        let staged_bytes = read_pieces(&mut self.flash, DeviceRole::Flash, &flash_pieces)?;
+        let (staged_bytes, flash_request_count) = if self.data_payload {
+            self.read_staged_in_flash_order(&runs)?
+        } else {
+            // Payload-less (the laboratory): one request per staged run, as a
+            // simulated flash device times them.
+            (read_pieces(&mut self.flash, DeviceRole::Flash, &flash_pieces)?, flash_pieces.len() as u64)
+        };
         let staged: Vec<StagedRun> =
             runs.iter().map(|&(logical_block, block_count, _)| StagedRun { logical_block, block_count }).collect();
         let placed = self.place_extent(id, &staged)?;
@@ -220,6 +229,51 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         };
         observer.after_batch(&mut self.data, &report);
         Ok(report)
+    }
+
+    /// Reads an extent's staged runs (`(logical, count, flash block)`, in
+    /// logical order) into one buffer in logical order, issuing the reads in
+    /// flash order: the staging log was appended in time order, so runs that
+    /// random writes scattered logically lie in long consecutive stretches of
+    /// flash, each read with one request (gaps of up to
+    /// [`FLASH_READ_GAP_BLOCKS`] read through and dropped). Returns the bytes
+    /// and the number of flash requests.
+    fn read_staged_in_flash_order(&mut self, runs: &[(u64, u64, u64)]) -> Result<(Vec<u8>, u64)> {
+        let mut positions: Vec<(u64, u64, u64)> = Vec::with_capacity(runs.len());
+        let mut buffer_block = 0;
+        for &(_, count, flash_block) in runs {
+            positions.push((flash_block, count, buffer_block));
+            buffer_block += count;
+        }
+        positions.sort_unstable();
+        let mut staged = vec![0u8; (buffer_block * BLOCK_BYTES) as usize];
+        let mut scratch = Vec::new();
+        let mut request_count = 0;
+        let mut index = 0;
+        while index < positions.len() {
+            let first = positions[index].0;
+            let mut end = index + 1;
+            let mut stretch_end = first + positions[index].1;
+            while end < positions.len()
+                && positions[end].0 >= stretch_end
+                && positions[end].0 - stretch_end <= FLASH_READ_GAP_BLOCKS
+                && positions[end].0 + positions[end].1 - first <= MAX_REQUEST_BLOCKS
+            {
+                stretch_end = positions[end].0 + positions[end].1;
+                end += 1;
+            }
+            scratch.resize(((stretch_end - first) * BLOCK_BYTES) as usize, 0);
+            self.flash.read_into(first, &mut scratch).map_err(device_error(DeviceRole::Flash))?;
+            request_count += 1;
+            for &(flash_block, count, buffer_block) in &positions[index..end] {
+                let from = ((flash_block - first) * BLOCK_BYTES) as usize;
+                let to = (buffer_block * BLOCK_BYTES) as usize;
+                let length = (count * BLOCK_BYTES) as usize;
+                staged[to..to + length].copy_from_slice(&scratch[from..from + length]);
+            }
+            index = end;
+        }
+        Ok((staged, request_count))
     }
 
     fn frame_homes_forget(&mut self, id: u64, logical: u64, count: u64) {

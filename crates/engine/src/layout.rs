@@ -224,6 +224,61 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let count = payload.block_count();
         let blocks = self.allocate_staging_blocks(count)?;
         self.write_staged_payload(&blocks, payload)?;
+        self.map_staged_blocks(id, logical, &blocks, payload)?;
+        self.stats.staged_blocks_written += count;
+        Ok(())
+    }
+
+    /// Whether the layout stages a write of `count` whole blocks at `logical`
+    /// of extent `id` (the decision `write_blocks` takes).
+    pub(crate) fn would_stage(&self, id: u64, logical: u64, count: u64) -> bool {
+        let segments = map::segments(&self.maps[&id], logical, count);
+        let context = WriteContext {
+            block_count: count,
+            previous: segments[0].location,
+            overwrites_data_blocks: segments.iter().all(|segment| matches!(segment.location, Some(Location::Data(_)))),
+        };
+        place_write(&self.options.layout_parameters(), &context) == Placement::Stage
+            && count <= self.staging_capacity_blocks()
+    }
+
+    /// Stages several whole-block writes as one append to the staging log:
+    /// their flash blocks are allocated together (consecutive, by next-fit),
+    /// written with one gathered request per run of consecutive blocks, then
+    /// mapped and logged write by write, in order. Returns `Ok(false)`, having
+    /// changed nothing, when the staging area has no room for all of them at
+    /// once (the caller writes them one by one).
+    pub(crate) fn write_staged_group(&mut self, writes: &[(u64, u64, &[u8])]) -> Result<bool> {
+        let total: u64 = writes.iter().map(|&(_, _, bytes)| (bytes.len() / BLOCK_SIZE) as u64).sum();
+        if !self.make_staging_room(total)? {
+            return Ok(false);
+        }
+        let blocks = self.allocate_staging_blocks(total)?;
+        let pieces: Vec<&[u8]> = writes.iter().flat_map(|&(_, _, bytes)| bytes.chunks(BLOCK_SIZE)).collect();
+        let mut index = 0;
+        while index < blocks.len() {
+            let mut run = 1;
+            while index + run < blocks.len() && blocks[index + run] == blocks[index] + run as u64 {
+                run += 1;
+            }
+            self.flash
+                .write_gathered(blocks[index], &pieces[index..index + run])
+                .map_err(device_error(DeviceRole::Flash))?;
+            index += run;
+        }
+        let mut at = 0;
+        for &(id, logical, bytes) in writes {
+            let count = bytes.len() / BLOCK_SIZE;
+            self.map_staged_blocks(id, logical, &blocks[at..at + count], Payload::Bytes(bytes))?;
+            at += count;
+        }
+        self.stats.staged_blocks_written += total;
+        Ok(true)
+    }
+
+    /// Maps staged blocks `[logical, logical + blocks.len())` of extent `id`
+    /// to their (written) flash blocks and logs a staged record for each.
+    fn map_staged_blocks(&mut self, id: u64, logical: u64, blocks: &[u64], payload: Payload<'_>) -> Result<()> {
         for (index, &block) in blocks.iter().enumerate() {
             let logical_block = logical + index as u64;
             let record = LogRecord::Staged {
@@ -240,7 +295,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             self.apply_mapping(id, logical_block, 1, Location::Flash(block));
             self.push_record(record)?;
         }
-        self.stats.staged_blocks_written += count;
         Ok(())
     }
 

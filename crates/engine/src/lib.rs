@@ -32,7 +32,7 @@ pub use policy::{Layout, LayoutParameters, Placement, WriteContext};
 pub use snapshot::SnapshotInfo;
 pub use synthetic::ReadReport;
 pub use volume::{
-    BlockStatus, DeviceSpace, EngineStats, ExtentInfo, SpaceReport, StagingFill, Volume, VolumeOptions,
+    BatchedWrite, BlockStatus, DeviceSpace, EngineStats, ExtentInfo, SpaceReport, StagingFill, Volume, VolumeOptions,
     MAX_RECORDS_PER_CHECKPOINT, MIN_FLASH_BLOCKS,
 };
 

@@ -195,6 +195,19 @@ pub struct SpaceReport {
     pub generation: u64,
 }
 
+/// One write of [`Volume::write_batch`].
+#[derive(Debug, Clone, Copy)]
+pub struct BatchedWrite<'a> {
+    /// The extent.
+    pub extent_id: u64,
+    /// Where in the extent.
+    pub offset_bytes: u64,
+    /// What.
+    pub bytes: &'a [u8],
+    /// Durable on return.
+    pub fua: bool,
+}
+
 /// A state of allocated or hole for a byte range (block status).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct BlockStatus {
@@ -729,6 +742,83 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             }
             volume.finish_update(fua)
         })
+    }
+
+    /// Writes several requests, as [`Volume::write`] each, in order, and
+    /// returns each one's outcome. Consecutive writes that the layout stages
+    /// (block-aligned, below the staging threshold) are staged together: their
+    /// flash blocks are allocated at once and written with one gathered
+    /// request per run, so many small random writes — of one connection or of
+    /// several — become one append to the staging log, and their log records
+    /// share log blocks. With FUA on any of them, the batch is made durable
+    /// once, after all of them.
+    pub fn write_batch(&mut self, writes: &[BatchedWrite<'_>]) -> Vec<Result<()>> {
+        let mut outcomes: Vec<Option<Result<()>>> = writes.iter().map(|_| None).collect();
+        let mut index = 0;
+        while index < writes.len() {
+            let group_end = self.stageable_run_end(writes, index);
+            if group_end - index >= 2 {
+                let group: Vec<(u64, u64, &[u8])> = writes[index..group_end]
+                    .iter()
+                    .map(|write| (write.extent_id, write.offset_bytes / BLOCK_BYTES, write.bytes))
+                    .collect();
+                match self.guarded(|volume| volume.write_staged_group(&group)) {
+                    Ok(true) => {
+                        for outcome in &mut outcomes[index..group_end] {
+                            *outcome = Some(Ok(()));
+                        }
+                        index = group_end;
+                        continue;
+                    }
+                    // No room for all at once, or refused before any change:
+                    // write them one by one below.
+                    Ok(false) | Err(EngineError::NoSpace { .. }) => {}
+                    Err(error) => {
+                        // The volume stopped; each write reports it.
+                        outcomes[index] = Some(Err(error));
+                        index += 1;
+                        continue;
+                    }
+                }
+            }
+            let write = &writes[index];
+            outcomes[index] = Some(self.write(write.extent_id, write.offset_bytes, write.bytes, false));
+            index += 1;
+        }
+        let fua = writes.iter().zip(&outcomes).any(|(write, outcome)| write.fua && matches!(outcome, Some(Ok(()))));
+        let finish = self.guarded(|volume| volume.finish_update(fua));
+        outcomes
+            .into_iter()
+            .zip(writes)
+            .map(|(outcome, write)| {
+                let outcome = outcome.expect("every write has an outcome");
+                match (&outcome, &finish) {
+                    (Ok(()), Err(error)) if write.fua => Err(EngineError::Failed(error.to_string())),
+                    _ => outcome,
+                }
+            })
+            .collect()
+    }
+
+    /// The end of the run of writes from `start` on that can be staged as
+    /// one group (valid, block-aligned, each staged by the layout).
+    fn stageable_run_end(&self, writes: &[BatchedWrite<'_>], start: usize) -> usize {
+        let mut end = start;
+        while end < writes.len() {
+            let write = &writes[end];
+            let length = write.bytes.len() as u64;
+            let stageable = self.check_usable().is_ok()
+                && self.check_range(write.extent_id, write.offset_bytes, length).is_ok()
+                && length > 0
+                && write.offset_bytes.is_multiple_of(BLOCK_BYTES)
+                && length.is_multiple_of(BLOCK_BYTES)
+                && self.would_stage(write.extent_id, write.offset_bytes / BLOCK_BYTES, length / BLOCK_BYTES);
+            if !stageable {
+                break;
+            }
+            end += 1;
+        }
+        end
     }
 
     /// Makes `[offset, offset + length)` read as zeroes. Whole blocks become

@@ -17,19 +17,33 @@
 //!
 //! A FLUSH on one connection therefore covers the writes completed on all of
 //! them, which is what `NBD_FLAG_CAN_MULTI_CONN` promises: every export
-//! advertises it. Concurrent FLUSHes are coalesced (group commit): each
+//! advertises it.
+//!
+//! Small writes are combined across connections: each one is queued, and
+//! whichever writer holds the write lock executes every queued write in one
+//! `Volume::write_batch` (staged together as one append to the staging log)
+//! before releasing it; a writer that then gets the lock and finds its write
+//! done returns at once. Each write is still in the volume before its reply.
+//! When no write has come for [`IDLE_DESTAGE_AFTER`], a background thread
+//! destages whatever the staging area holds (idle destage, as write-back
+//! caches flush when idle), so reads after a burst of random writes find the
+//! extents back in their runs.
+//!
+//! Concurrent FLUSHes are coalesced (group commit): each
 //! completed write takes a sequence number under the write lock, a flush
 //! records the sequence it made durable, and a FLUSH that finds every write
 //! completed before it already durable returns without another `fdatasync`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use proxima_device::DeviceError;
-use proxima_engine::EngineError;
+use proxima_engine::{BatchedWrite, EngineError};
 use proxima_nbd::backend::push_status_extent;
 use proxima_nbd::{AllocationState, Backend, BackendError, Export, ExportInfo, StatusExtent, ZeroOptions};
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::directory::ServiceVolume;
 
@@ -48,17 +62,128 @@ struct FlushSequence {
     durable: AtomicU64,
 }
 
+/// Writes up to this size are combined with other connections' writes.
+const COMBINED_WRITE_MAX_BYTES: usize = 64 * 1024;
+
+/// A write waiting for the next holder of the write lock.
+#[derive(Debug)]
+struct QueuedWrite {
+    extent_id: u64,
+    offset_bytes: u64,
+    bytes: Vec<u8>,
+    fua: bool,
+    export: String,
+    outcome: Arc<Mutex<Option<Result<(), BackendError>>>>,
+}
+
+/// How long without a write before the staging area is destaged.
+pub const IDLE_DESTAGE_AFTER: Duration = Duration::from_millis(100);
+
+/// How often the idle destager looks.
+const IDLE_CHECK_INTERVAL: Duration = Duration::from_millis(25);
+
+/// When the last change was made, for the idle destager.
+#[derive(Debug)]
+struct Activity {
+    started: Instant,
+    last_change_ns: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self { started: Instant::now(), last_change_ns: AtomicU64::new(0) }
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn record_change(&self) {
+        self.last_change_ns.store(self.now_ns(), Ordering::Relaxed);
+    }
+
+    fn idle_for(&self) -> Duration {
+        Duration::from_nanos(self.now_ns().saturating_sub(self.last_change_ns.load(Ordering::Relaxed)))
+    }
+}
+
+/// The background thread that destages when writes pause; stopped and
+/// joined when the backend and all its exports are gone.
+#[derive(Debug)]
+struct IdleDestager {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl IdleDestager {
+    fn start(volume: Weak<RwLock<ServiceVolume>>, activity: Arc<Activity>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            while !stopping.load(Ordering::SeqCst) {
+                std::thread::sleep(IDLE_CHECK_INTERVAL);
+                if activity.idle_for() < IDLE_DESTAGE_AFTER {
+                    continue;
+                }
+                let Some(volume) = volume.upgrade() else { return };
+                destage_if_staged(&volume, &activity);
+            }
+        });
+        Self { stop, thread: Some(thread) }
+    }
+}
+
+/// Destages under the write lock if anything is staged and no write came
+/// meanwhile.
+fn destage_if_staged(volume: &RwLock<ServiceVolume>, activity: &Activity) {
+    let Ok(mut volume) = volume.write() else { return };
+    if volume.staging_fill().used_blocks == 0 || activity.idle_for() < IDLE_DESTAGE_AFTER {
+        return;
+    }
+    match volume.destage() {
+        Ok(blocks) => debug!(blocks, "idle destage"),
+        Err(error) => warn!("idle destage failed: {error}"),
+    }
+}
+
+impl Drop for IdleDestager {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// What the exports of one backend share besides the volume.
+#[derive(Debug)]
+struct Shared {
+    flushes: FlushSequence,
+    queued_writes: Mutex<Vec<QueuedWrite>>,
+    activity: Arc<Activity>,
+    /// Declared last: dropped (stopped and joined) after the rest.
+    _idle_destager: IdleDestager,
+}
+
 /// The [`Backend`] serving a volume's extents and snapshots.
 #[derive(Debug, Clone)]
 pub struct VolumeBackend {
     volume: SharedVolume,
-    flushes: Arc<FlushSequence>,
+    shared: Arc<Shared>,
 }
 
 impl VolumeBackend {
     /// A backend over `volume`.
     pub fn new(volume: SharedVolume) -> Self {
-        Self { volume, flushes: Arc::default() }
+        let activity = Arc::new(Activity::new());
+        let idle_destager = IdleDestager::start(Arc::downgrade(&volume), Arc::clone(&activity));
+        let shared = Shared {
+            flushes: FlushSequence::default(),
+            queued_writes: Mutex::default(),
+            activity,
+            _idle_destager: idle_destager,
+        };
+        Self { volume, shared: Arc::new(shared) }
     }
 
     /// The shared volume.
@@ -161,7 +286,7 @@ impl Backend for VolumeBackend {
             }
         };
         drop(volume);
-        Some(VolumeExport { volume: Arc::clone(&self.volume), flushes: Arc::clone(&self.flushes), info, target })
+        Some(VolumeExport { volume: Arc::clone(&self.volume), shared: Arc::clone(&self.shared), info, target })
     }
 
     /// Flushes and commits a CP: what a clean shutdown leaves needs no log replay.
@@ -176,9 +301,13 @@ impl Backend for VolumeBackend {
 #[derive(Debug)]
 pub struct VolumeExport {
     volume: SharedVolume,
-    flushes: Arc<FlushSequence>,
+    shared: Arc<Shared>,
     info: ExportInfo,
     target: Target,
+}
+
+fn take_outcome(outcome: &Mutex<Option<Result<(), BackendError>>>) -> Option<Result<(), BackendError>> {
+    outcome.lock().unwrap_or_else(PoisonError::into_inner).take()
 }
 
 /// Maps an engine error to the NBD error the client sees.
@@ -232,26 +361,68 @@ impl VolumeExport {
         operation: impl FnOnce(&mut ServiceVolume) -> Result<(), EngineError>,
     ) -> Result<(), BackendError> {
         let mut volume = lock(&self.volume, &self.info.name)?;
+        self.shared.activity.record_change();
         let outcome = operation(&mut volume);
         // Counted even when it failed: a failed write may have changed part of
         // its range, which a later FLUSH must cover too.
-        self.flushes.completed.fetch_add(1, Ordering::SeqCst);
+        self.shared.flushes.completed.fetch_add(1, Ordering::SeqCst);
         outcome.map_err(self.fail(offset_bytes, length_bytes))
+    }
+
+    /// Queues a small write and makes sure it is executed: by this thread,
+    /// together with every other queued write, if it is still queued once
+    /// this thread holds the write lock; else it was executed by the holder
+    /// before, and its outcome is waiting.
+    fn combined_write(&self, extent_id: u64, offset_bytes: u64, data: &[u8], fua: bool) -> Result<(), BackendError> {
+        let outcome = Arc::new(Mutex::new(None));
+        let queued = QueuedWrite {
+            extent_id,
+            offset_bytes,
+            bytes: data.to_vec(),
+            fua,
+            export: self.info.name.clone(),
+            outcome: Arc::clone(&outcome),
+        };
+        self.shared.queued_writes.lock().unwrap_or_else(PoisonError::into_inner).push(queued);
+        let mut volume = lock(&self.volume, &self.info.name)?;
+        if let Some(result) = take_outcome(&outcome) {
+            return result;
+        }
+        let batch = std::mem::take(&mut *self.shared.queued_writes.lock().unwrap_or_else(PoisonError::into_inner));
+        let writes: Vec<BatchedWrite<'_>> = batch
+            .iter()
+            .map(|queued| BatchedWrite {
+                extent_id: queued.extent_id,
+                offset_bytes: queued.offset_bytes,
+                bytes: &queued.bytes,
+                fua: queued.fua,
+            })
+            .collect();
+        self.shared.activity.record_change();
+        let results = volume.write_batch(&writes);
+        self.shared.flushes.completed.fetch_add(batch.len() as u64, Ordering::SeqCst);
+        for (queued, result) in batch.iter().zip(results) {
+            let result = result
+                .map_err(|error| backend_error(&queued.export, queued.offset_bytes, queued.bytes.len() as u64, error));
+            *queued.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
+        }
+        drop(volume);
+        take_outcome(&outcome).expect("a write still queued when its thread held the lock was in the batch")
     }
 
     /// Makes durable every change completed before this call, unless a flush
     /// that started after them already did.
     fn flush_covering(&self, offset_bytes: u64, length_bytes: u64) -> Result<(), BackendError> {
-        let needed = self.flushes.completed.load(Ordering::SeqCst);
+        let needed = self.shared.flushes.completed.load(Ordering::SeqCst);
         let mut volume = lock(&self.volume, &self.info.name)?;
-        if self.flushes.durable.load(Ordering::SeqCst) >= needed {
+        if self.shared.flushes.durable.load(Ordering::SeqCst) >= needed {
             return Ok(());
         }
         // Under the write lock no change runs, so everything counted so far is
         // in the volume and becomes durable with this flush.
-        let covered = self.flushes.completed.load(Ordering::SeqCst);
+        let covered = self.shared.flushes.completed.load(Ordering::SeqCst);
         volume.flush().map_err(self.fail(offset_bytes, length_bytes))?;
-        self.flushes.durable.fetch_max(covered, Ordering::SeqCst);
+        self.shared.flushes.durable.fetch_max(covered, Ordering::SeqCst);
         Ok(())
     }
 }
@@ -283,6 +454,9 @@ impl Export for VolumeExport {
 
     fn write(&self, offset_bytes: u64, data: &[u8], fua: bool) -> Result<(), BackendError> {
         let id = self.extent_id()?;
+        if data.len() <= COMBINED_WRITE_MAX_BYTES {
+            return self.combined_write(id, offset_bytes, data, fua);
+        }
         self.change(offset_bytes, data.len() as u64, |volume| volume.write(id, offset_bytes, data, fua))
     }
 
@@ -332,5 +506,66 @@ impl Export for VolumeExport {
             push_status_extent(&mut extents, status.length_bytes, state);
         }
         Ok(extents)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::directory::{create_volume, open_volume, CreateSpec};
+
+    fn backend_with_extent(directory: &std::path::Path) -> (VolumeBackend, crate::VolumeLock) {
+        let spec = CreateSpec { data_disk_bytes: 64 << 20, flash_bytes: 8 << 20, ..CreateSpec::default() };
+        create_volume(directory, &spec).unwrap();
+        let mut open = open_volume(directory).unwrap();
+        open.volume.create_extent("lun0", 16 << 20).unwrap();
+        (VolumeBackend::new(Arc::new(RwLock::new(open.volume))), open.lock)
+    }
+
+    #[test]
+    fn writes_from_many_threads_are_combined_and_read_back() {
+        let directory = tempfile::tempdir().unwrap();
+        let (backend, _lock) = backend_with_extent(directory.path());
+        std::thread::scope(|scope| {
+            for thread in 0..4u8 {
+                let export = backend.open_export("lun0").unwrap();
+                scope.spawn(move || {
+                    for index in 0..64u64 {
+                        let offset = (u64::from(thread) * 64 + index) * 4096;
+                        export.write(offset, &[thread + 1; 4096], index % 16 == 0).unwrap();
+                    }
+                });
+            }
+        });
+        let export = backend.open_export("lun0").unwrap();
+        let mut buffer = vec![0u8; 4096];
+        for thread in 0..4u8 {
+            for index in [0u64, 31, 63] {
+                export.read((u64::from(thread) * 64 + index) * 4096, &mut buffer).unwrap();
+                assert!(buffer.iter().all(|&byte| byte == thread + 1), "thread {thread} block {index}");
+            }
+        }
+        assert!(backend.shared.queued_writes.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_staging_area_is_destaged_once_writes_pause() {
+        let directory = tempfile::tempdir().unwrap();
+        let (backend, _lock) = backend_with_extent(directory.path());
+        let export = backend.open_export("lun0").unwrap();
+        for index in 0..32u64 {
+            export.write(index * 2 * 4096, &[7; 4096], false).unwrap();
+        }
+        assert!(backend.volume().read().unwrap().staging_fill().used_blocks > 0);
+        // Bounded wait: the destager looks every 25 ms after 100 ms idle.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while backend.volume().read().unwrap().staging_fill().used_blocks > 0 {
+            assert!(Instant::now() < deadline, "no idle destage within 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut buffer = vec![0u8; 4096];
+        export.read(62 * 4096, &mut buffer).unwrap();
+        assert!(buffer.iter().all(|&byte| byte == 7));
+        assert!(backend.volume().read().unwrap().stats().destage_count >= 1);
     }
 }

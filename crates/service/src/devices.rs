@@ -104,6 +104,9 @@ impl BlockDevice for DataDevice {
     fn write_blocks(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
         self.device_mut().write_blocks(block, data)
     }
+    fn write_gathered(&mut self, block: u64, pieces: &[&[u8]]) -> Result<(), DeviceError> {
+        self.device_mut().write_gathered(block, pieces)
+    }
     fn supports_shared_reads(&self) -> bool {
         self.device().supports_shared_reads()
     }
