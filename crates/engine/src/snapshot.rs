@@ -156,15 +156,55 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.data_space.youngest = Some(data.clone());
         self.flash_space.youngest = Some(flash.clone());
         self.data_space.youngest_scan = None;
-        if let Some(scan) = &self.scan {
-            if scan.target_id == id {
-                let cursor_page = self.snapshots.get(id).expect("scanned snapshot exists").scan_cursor;
-                let older = self.snapshots.range(..id).next_back().map(|(&older_id, _)| older_id);
-                let older = older.and_then(|older_id| scan.neighbours.get(&older_id)).map(|maps| maps.0.clone());
-                self.data_space.youngest_scan = Some(YoungestScan { cursor_page, older });
+        let youngest = self.snapshots.get(id).expect("youngest exists").clone();
+        if youngest.state == SnapshotState::Deleting {
+            // Whether or not its scan is the one running now (the oldest
+            // deletion runs first), its cursor says which pages it passed.
+            let mut older = Vec::new();
+            for (older_id, scanned_below) in self.holder_chain(self.snapshots.range(..id).rev()) {
+                older.push((self.data_snapmap(older_id)?, scanned_below));
             }
+            self.data_space.youngest_scan = Some(YoungestScan { cursor_page: youngest.scan_cursor, older });
         }
         Ok(())
+    }
+
+    /// Snapshots in the order `snapshots` gives, each with the page below
+    /// which its deletion scan has passed (`None`: live), up to and including
+    /// the first live one.
+    fn holder_chain<'a>(
+        &self,
+        snapshots: impl Iterator<Item = (&'a u64, &'a SnapshotRecord)>,
+    ) -> Vec<(u64, Option<u64>)> {
+        let mut chain = Vec::new();
+        for (&id, record) in snapshots {
+            let live = record.state != SnapshotState::Deleting;
+            chain.push((id, if live { None } else { Some(record.scan_cursor) }));
+            if live {
+                break;
+            }
+        }
+        chain
+    }
+
+    /// The data snapmap of snapshot `id`: from the scan's loaded maps or the
+    /// youngest cache when there, else read from flash.
+    fn data_snapmap(&mut self, id: u64) -> Result<Bitmap> {
+        if let Some(scan) = &self.scan {
+            if scan.target_id == id {
+                return Ok(scan.target.0.clone());
+            }
+            if let Some(maps) = scan.neighbours.get(&id) {
+                return Ok(maps.0.clone());
+            }
+        }
+        if let Some((cached, data, _)) = &self.youngest_cache {
+            if *cached == id {
+                return Ok(data.clone());
+            }
+        }
+        let roots = self.snapshots.get(id).expect("snapshot exists").roots;
+        Ok(self.load_snapmaps(&roots)?.0)
     }
 
     fn ensure_neighbour_loaded(&mut self, id: u64) -> Result<()> {
@@ -195,12 +235,32 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
         let older = self.snapshots.range(..target_id).next_back().map(|(&id, _)| id);
         let younger = self.snapshots.range(target_id + 1..).next().map(|(&id, _)| id);
-        for id in older.into_iter().chain(younger) {
+        // Per page, the neighbours that count are the nearest snapshots that
+        // will still account for its blocks: live ones, or deleting ones whose
+        // scans have not passed the page (a scan never returns to a page).
+        let older_chain = self.holder_chain(self.snapshots.range(..target_id).rev());
+        let younger_chain = self.holder_chain(self.snapshots.range(target_id + 1..));
+        for &(id, _) in older_chain.iter().chain(&younger_chain) {
             self.ensure_neighbour_loaded(id)?;
         }
         let page_count = self.data_space.block_count().div_ceil(BITS_PER_PAGE);
         let end_page = record.scan_cursor.saturating_add(page_budget).min(page_count);
-        let releases = self.exclusive_blocks(true, older, younger, record.scan_cursor, end_page);
+        let mut releases = Vec::new();
+        for page in record.scan_cursor..end_page {
+            let effective = |chain: &[(u64, Option<u64>)]| {
+                chain
+                    .iter()
+                    .find(|(_, scanned_below)| scanned_below.is_none_or(|cursor| page >= cursor))
+                    .map(|&(id, _)| id)
+            };
+            releases.extend(self.exclusive_blocks(
+                true,
+                effective(&older_chain),
+                effective(&younger_chain),
+                page,
+                page + 1,
+            ));
+        }
         for block in releases {
             self.data_space.release_from_summary(block);
         }

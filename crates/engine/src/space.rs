@@ -29,15 +29,20 @@ struct Change {
     value: bool,
 }
 
-/// The state of a snapshot deletion scan that concerns the on-free rule: when
-/// the youngest snapshot is being deleted, blocks on pages the scan has passed
-/// are held only if its older neighbour holds them.
+/// The state of snapshot deletions that concerns the on-free rule: when the
+/// youngest snapshot is being deleted, a block on a page its scan has passed
+/// is held only by an older snapshot that will still account for it — a
+/// live one, or one being deleted whose own scan has not passed that page
+/// yet. (A deleting snapshot whose scan has passed a page never looks at it
+/// again, so it cannot release a block that moves to the summary later.)
 #[derive(Debug, Clone)]
 pub struct YoungestScan {
-    /// Pages below this one were scanned.
+    /// Pages below this one were scanned by the youngest's deletion.
     pub cursor_page: u64,
-    /// The older neighbour's snapmap, if there is one.
-    pub older: Option<Bitmap>,
+    /// The older snapshots, youngest first, down to the first live one: each
+    /// snapmap with the page below which its own deletion scan has passed
+    /// (`None`: live).
+    pub older: Vec<(Bitmap, Option<u64>)>,
 }
 
 /// Free-space maps of one device.
@@ -305,9 +310,20 @@ impl SpaceMap {
         if !youngest.get(block) {
             return false;
         }
+        let page = block / BITS_PER_PAGE;
         match &self.youngest_scan {
-            Some(scan) if block / BITS_PER_PAGE < scan.cursor_page => {
-                scan.older.as_ref().is_some_and(|older| older.get(block))
+            Some(scan) if page < scan.cursor_page => {
+                // The snapshots holding a block the active tree holds are a
+                // run ending at the youngest (010 property): walk it down.
+                for (snapmap, scanned_below) in &scan.older {
+                    if !snapmap.get(block) {
+                        return false;
+                    }
+                    if scanned_below.is_none_or(|cursor| page >= cursor) {
+                        return true;
+                    }
+                }
+                false
             }
             _ => true,
         }

@@ -20,7 +20,7 @@ use common::{pattern, BLOCK};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use proxima_device::{BlockDevice, MemoryDevice, RaidConfig, RaidDevice};
-use proxima_engine::{Layout, Volume, VolumeOptions};
+use proxima_engine::{BatchedWrite, Layout, Volume, VolumeOptions};
 
 const EXTENT_NAMES: [&str; 3] = ["a", "b", "c"];
 const SNAPSHOT_NAMES: [&str; 3] = ["s0", "s1", "s2"];
@@ -30,20 +30,59 @@ const DATA_BLOCKS: u64 = 3 * 32_384;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Create { slot: usize, blocks: u64 },
-    Delete { slot: usize },
-    Resize { slot: usize, blocks: u64 },
-    Write { slot: usize, offset: u64, length: u64, tag: u64, fua: bool },
-    Trim { slot: usize, offset: u64, length: u64 },
-    Read { slot: usize, offset: u64, length: u64 },
+    Create {
+        slot: usize,
+        blocks: u64,
+    },
+    Delete {
+        slot: usize,
+    },
+    Resize {
+        slot: usize,
+        blocks: u64,
+    },
+    Write {
+        slot: usize,
+        offset: u64,
+        length: u64,
+        tag: u64,
+        fua: bool,
+    },
+    /// `(slot, offset, length, tag)` writes through `write_batch`; small
+    /// aligned ones are staged as one group.
+    WriteBatch {
+        writes: Vec<(usize, u64, u64, u64)>,
+        fua: bool,
+    },
+    Trim {
+        slot: usize,
+        offset: u64,
+        length: u64,
+    },
+    Read {
+        slot: usize,
+        offset: u64,
+        length: u64,
+    },
     Flush,
     Commit,
     Destage,
-    SnapshotCreate { slot: usize },
-    SnapshotDelete { slot: usize },
-    SnapshotCheck { slot: usize },
-    RestoreVolume { slot: usize },
-    RestoreExtent { snapshot: usize, slot: usize },
+    SnapshotCreate {
+        slot: usize,
+    },
+    SnapshotDelete {
+        slot: usize,
+    },
+    SnapshotCheck {
+        slot: usize,
+    },
+    RestoreVolume {
+        slot: usize,
+    },
+    RestoreExtent {
+        snapshot: usize,
+        slot: usize,
+    },
     Crash,
     Reopen,
 }
@@ -58,6 +97,15 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         1 => (slot.clone(), 1..=MAX_EXTENT_BLOCKS).prop_map(|(slot, blocks)| Op::Resize { slot, blocks }),
         12 => (slot.clone(), span.clone(), prop_oneof![1..8192u64, 4096..65536u64, 160_000..300_000u64], any::<u64>(), any::<bool>())
             .prop_map(|(slot, offset, length, tag, fua)| Op::Write { slot, offset, length, tag, fua }),
+        4 => (
+            proptest::collection::vec(
+                (slot.clone(), 0..MAX_EXTENT_BLOCKS, prop_oneof![4 => 1..4u64, 1 => 1..60u64], any::<u64>())
+                    .prop_map(|(slot, block, blocks, tag)| (slot, block * BLOCK as u64, blocks * BLOCK as u64, tag)),
+                1..12,
+            ),
+            any::<bool>()
+        )
+            .prop_map(|(writes, fua)| Op::WriteBatch { writes, fua }),
         3 => (slot.clone(), span.clone(), 1..100_000u64).prop_map(|(slot, offset, length)| Op::Trim { slot, offset, length }),
         3 => (slot.clone(), span, 1..200_000u64).prop_map(|(slot, offset, length)| Op::Read { slot, offset, length }),
         3 => Just(Op::Flush),
@@ -134,7 +182,33 @@ impl<D: BlockDevice> Harness<D> {
         Some((name.to_string(), offset, length.min(size - offset)))
     }
 
+    /// Writes through `write_batch`, in order; each must succeed.
+    fn write_batch(&mut self, writes: &[(usize, u64, u64, u64)], fua: bool) -> Result<(), TestCaseError> {
+        let mut planned = Vec::new();
+        for &(slot, offset, length, tag) in writes {
+            let Some((name, offset, length)) = self.clamp(slot, offset, length) else { continue };
+            let id = self.volume().extent_id(&name).unwrap();
+            planned.push((name, id, offset, pattern(tag, length as usize)));
+        }
+        let batch: Vec<BatchedWrite<'_>> = planned
+            .iter()
+            .map(|(_, id, offset, bytes)| BatchedWrite { extent_id: *id, offset_bytes: *offset, bytes, fua })
+            .collect();
+        let outcomes = self.volume().write_batch(&batch);
+        prop_assert!(outcomes.iter().all(Result::is_ok), "write_batch failed: {:?}", outcomes);
+        for (name, _, offset, bytes) in &planned {
+            self.model.update(name, *offset as usize, bytes);
+        }
+        if fua && !planned.is_empty() {
+            self.model.durable_point();
+        }
+        Ok(())
+    }
+
     fn apply(&mut self, op: &Op) -> Result<(), TestCaseError> {
+        if let Op::WriteBatch { writes, fua } = op {
+            return self.write_batch(writes, *fua);
+        }
         match *op {
             Op::Create { slot, blocks } => {
                 let name = EXTENT_NAMES[slot];
@@ -222,6 +296,7 @@ impl<D: BlockDevice> Harness<D> {
             Op::RestoreExtent { snapshot, slot } => {
                 self.restore_extent(SNAPSHOT_NAMES[snapshot], EXTENT_NAMES[slot])?
             }
+            Op::WriteBatch { .. } => unreachable!("applied above"),
             Op::Crash => self.crash()?,
             Op::Reopen => {
                 let (data, flash) = self.volume.take().unwrap().close().unwrap();
