@@ -1082,18 +1082,14 @@ pub(crate) fn fill_from_segments(
         let logical_start = segments[index].logical_block;
         let mut last = index;
         for (later, segment) in segments.iter().enumerate().skip(index + 1) {
-            match segment.location {
-                Some(Location::Data(_)) => {
-                    let keeps_distance = data_block(segment).is_some_and(|block| {
-                        block.checked_sub(first_block) == Some(segment.logical_block - logical_start)
-                    });
-                    if !keeps_distance {
-                        break;
-                    }
-                    last = later;
+            // Staged blocks and holes are skipped: written over the span below.
+            if let Some(Location::Data(_)) = segment.location {
+                let keeps_distance = data_block(segment)
+                    .is_some_and(|block| block.checked_sub(first_block) == Some(segment.logical_block - logical_start));
+                if !keeps_distance {
+                    break;
                 }
-                // Staged blocks and holes are written over the span below.
-                _ => {}
+                last = later;
             }
         }
         let logical_end = segments[last].logical_block + segments[last].block_count;

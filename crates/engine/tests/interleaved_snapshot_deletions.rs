@@ -54,8 +54,14 @@ fn run(layout: Layout, staging_threshold_bytes: u64, deletion_order: &[&str]) {
 
 #[test]
 fn blocks_freed_during_interleaved_deletions_are_reclaimed() {
-    let orders: [&[&str]; 6] =
-        [&["s3", "s2"], &["s3", "s1"], &["s3", "s2", "s1"], &["s3", "s1", "s2"], &["s2", "s3", "s1"], &["s1", "s3", "s2"]];
+    let orders: [&[&str]; 6] = [
+        &["s3", "s2"],
+        &["s3", "s1"],
+        &["s3", "s2", "s1"],
+        &["s3", "s1", "s2"],
+        &["s2", "s3", "s1"],
+        &["s1", "s3", "s2"],
+    ];
     for order in orders {
         run(Layout::Proximal, 0, order);
         run(Layout::Proximal, 168 * 1024, order);
