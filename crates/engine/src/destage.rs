@@ -231,6 +231,60 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         Ok(report)
     }
 
+    /// Allocates `[logical, logical + count)` of extent `id` back where its
+    /// logical neighbours say it belongs — usually the hole its older version
+    /// left — if that block is free: where the predecessor's run would
+    /// continue, or where the successor's run would begin, whichever is free
+    /// and lies in the same allocation range as the neighbour it comes from
+    /// (a continuation into the next range means the neighbour ends a run
+    /// placed elsewhere, as when large writes arrived out of order). Without
+    /// this, a group whose window starts at such a boundary is sent to the
+    /// range after the predecessor's, each misplaced block misleads the next
+    /// destage, and the extent fragments further with every destage
+    /// (measured on a queue-depth-4 fill: 0.10 after 20 000 random writes,
+    /// 0.9 after 300 000).
+    fn allocate_continuation(&mut self, id: u64, logical: u64, count: u64) -> Option<(u64, u64)> {
+        let block_count = self.data_space.block_count();
+        let range_blocks = self.options.allocation_range_blocks;
+        let map = &self.maps[&id];
+        // The nearest data-device blocks before and after, within one range's
+        // worth of logical blocks (staged blocks in between are skipped).
+        let predecessor = map.range(logical.saturating_sub(range_blocks)..logical).rev().find_map(|(&key, run)| {
+            match Location::from_raw(run.location) {
+                Location::Data(block) => {
+                    let last = key + run.count - 1;
+                    Some((block + (last - key), (block + (last - key)).checked_add(logical - last)?))
+                }
+                Location::Flash(_) => None,
+            }
+        });
+        let end = logical + count;
+        let holding_end = map.range(..=end).next_back().filter(|(&key, run)| key + run.count > end);
+        let successor =
+            holding_end.into_iter().chain(map.range(end + 1..end + range_blocks)).find_map(|(&key, run)| {
+                match Location::from_raw(run.location) {
+                    Location::Data(block) if key + run.count > end => {
+                        let first = key.max(end);
+                        let first_block = block + (first - key);
+                        Some((first_block, first_block.checked_sub(first - logical)?))
+                    }
+                    _ => None,
+                }
+            });
+        let candidates = [predecessor, successor].into_iter().flatten().filter(|&(neighbour, candidate)| {
+            candidate < block_count && candidate / range_blocks == neighbour / range_blocks
+        });
+        for (_, candidate) in candidates.collect::<Vec<_>>() {
+            if self.data_space.is_allocatable(candidate) {
+                let end = candidate.saturating_add(count).min(block_count);
+                if let Some(run) = self.data_space.allocate_within(candidate, candidate, end, count) {
+                    return Some(run);
+                }
+            }
+        }
+        None
+    }
+
     /// Reads an extent's staged runs (`(logical, count, flash block)`, in
     /// logical order) into one buffer in logical order, issuing the reads in
     /// flash order: the staging log was appended in time order, so runs that
@@ -421,6 +475,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         neighbour: Option<(u64, u64)>,
     ) -> Result<(u64, u64)> {
         let block_count = self.data_space.block_count();
+        if self.options.layout != Layout::InPlace {
+            if let Some(run) = self.allocate_continuation(id, logical, count) {
+                return Ok(run);
+            }
+        }
         let hint = match (self.options.layout, range) {
             (Layout::InPlace, _) => self
                 .frame_homes
