@@ -480,22 +480,29 @@ impl<'b, B: Backend> Session<'b, B> {
                 scope.spawn(|| {
                     let mut scratch = Scratch::default();
                     loop {
-                        let next = {
+                        let work = {
                             let mut reader = reader.lock().unwrap_or_else(PoisonError::into_inner);
                             if stopping.load(Ordering::SeqCst) {
                                 break;
                             }
-                            self.read_request(&mut **reader, &limits, &replies, &mut scratch)
-                        };
-                        match next {
-                            Ok(NextRequest::Execute(work)) => {
-                                if let Err(error) = execute_guarded(export, work, &replies, &mut scratch) {
-                                    finish(Err(self.io_error(error)));
+                            // The end of the session is recorded before the reader is
+                            // released, so a worker reading after a hard disconnect
+                            // cannot record a clean end of stream in its place.
+                            match self.read_request(&mut **reader, &limits, &replies, &mut scratch) {
+                                Ok(NextRequest::Execute(work)) => work,
+                                Ok(NextRequest::Answered) => continue,
+                                Ok(NextRequest::End(end)) => {
+                                    finish(Ok(end));
+                                    break;
+                                }
+                                Err(error) => {
+                                    finish(Err(error));
+                                    break;
                                 }
                             }
-                            Ok(NextRequest::Answered) => {}
-                            Ok(NextRequest::End(end)) => finish(Ok(end)),
-                            Err(error) => finish(Err(error)),
+                        };
+                        if let Err(error) = execute_guarded(export, work, &replies, &mut scratch) {
+                            finish(Err(self.io_error(error)));
                         }
                     }
                 });
