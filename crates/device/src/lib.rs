@@ -32,7 +32,10 @@ pub use fault::{Fault, FaultDevice, FaultOp, FaultPlan, FaultRule, FaultTrigger,
 pub use file::{FileDevice, FileIo, FileKind, FileOptions, TrimMethod, TrimPolicy, DEFAULT_BLOCK_SIZE_BYTES};
 pub use latch::LatchDevice;
 pub use memory::MemoryDevice;
-pub use raid::{ParityMismatch, RaidConfig, RaidDevice, RaidLevel, RebuildReport, DEFAULT_STRIPE_UNIT_BYTES};
+pub use raid::{
+    zone_block_checksum, ChecksumMismatch, ParityMismatch, RaidConfig, RaidDevice, RaidLevel, RebuildReport,
+    DEFAULT_STRIPE_UNIT_BYTES, NETAPP_ZONE_DATA_BLOCKS,
+};
 pub use simulated::{SimulatedDevice, SimulatedOptions, SimulationHandle};
 pub use stats::{DeviceStats, OperationStats, StatsDevice};
 

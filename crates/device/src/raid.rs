@@ -33,6 +33,26 @@
 //!
 //! With members that store no payload (metadata-only simulation) the same I/O is
 //! issued without data: parity arithmetic is skipped, reads return nothing.
+//!
+//! # Zone checksums
+//!
+//! Optionally ([`RaidConfig::with_zone_checksums`]) every member is cut into
+//! *zones* of N data blocks followed by one checksum block holding each data
+//! block's crc32c (4 bytes per slot, little-endian, in block order; a block of
+//! zeroes has checksum 0, so a blank member is consistent). Member block `m` then
+//! lies at physical block `(m / N)·(N+1) + m mod N`, and its checksum in slot
+//! `m mod N` of physical block `(m / N)·(N+1) + N`. Parity rows are formed over
+//! member blocks, so checksum blocks are per member and outside parity (the parity
+//! member's checksum blocks cover its parity blocks).
+//!
+//! Every member block read is read together with its zone's checksum block and
+//! verified; a mismatch is a detected error like a member read error: the block
+//! is reconstructed from the rest of its row and written back, with its checksum.
+//! Every member block written updates its zone's checksum block, which is read
+//! first unless the batch writes the whole zone. A small update thus costs, on a
+//! data member and on the parity member each, a read and a write of the block and
+//! of its checksum block — usually adjacent on the disk, often one request each.
+//! Without payload the checksum blocks are read and written without data.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -57,6 +77,26 @@ pub struct RaidConfig {
     pub level: RaidLevel,
     /// Stripe unit in bytes (a whole number of blocks; 1 MiB by default).
     pub stripe_unit_bytes: u64,
+    /// Zone checksums: data blocks per checksum block on each member (none by default).
+    #[serde(default)]
+    pub zone_data_blocks: Option<u32>,
+}
+
+/// Data blocks per checksum block in NetApp's zone checksum layout (63 data blocks
+/// and their checksum block make a zone of 64).
+pub const NETAPP_ZONE_DATA_BLOCKS: u32 = 63;
+
+/// Bytes of one block's checksum in a checksum block.
+const CHECKSUM_SLOT_BYTES: usize = 4;
+
+/// The checksum kept for a block: its crc32c, or 0 for a block of zeroes (what a
+/// blank member holds everywhere, checksum blocks included).
+pub fn zone_block_checksum(data: &[u8]) -> u32 {
+    if data.iter().all(|&byte| byte == 0) {
+        0
+    } else {
+        crc32c::crc32c(data)
+    }
 }
 
 /// The default stripe unit: 1 MiB.
@@ -65,17 +105,25 @@ pub const DEFAULT_STRIPE_UNIT_BYTES: u64 = 1 << 20;
 impl RaidConfig {
     /// RAID-4 with a 1 MiB stripe unit.
     pub fn raid4() -> Self {
-        Self { level: RaidLevel::Raid4, stripe_unit_bytes: DEFAULT_STRIPE_UNIT_BYTES }
+        Self { level: RaidLevel::Raid4, stripe_unit_bytes: DEFAULT_STRIPE_UNIT_BYTES, zone_data_blocks: None }
     }
 
     /// RAID-5 with a 1 MiB stripe unit.
     pub fn raid5() -> Self {
-        Self { level: RaidLevel::Raid5, stripe_unit_bytes: DEFAULT_STRIPE_UNIT_BYTES }
+        Self { level: RaidLevel::Raid5, stripe_unit_bytes: DEFAULT_STRIPE_UNIT_BYTES, zone_data_blocks: None }
     }
 
     /// The same configuration with another stripe unit.
     pub fn with_stripe_unit_bytes(mut self, stripe_unit_bytes: u64) -> Self {
         self.stripe_unit_bytes = stripe_unit_bytes;
+        self
+    }
+
+    /// The same configuration with zone checksums: one checksum block after every
+    /// `data_blocks_per_zone` data blocks on each member ([`NETAPP_ZONE_DATA_BLOCKS`]
+    /// as in NetApp's arrays).
+    pub fn with_zone_checksums(mut self, data_blocks_per_zone: u32) -> Self {
+        self.zone_data_blocks = Some(data_blocks_per_zone);
         self
     }
 }
@@ -98,6 +146,15 @@ pub struct ParityMismatch {
     pub member_block: u64,
     /// The member holding that row's parity.
     pub parity_member: usize,
+}
+
+/// A data block whose zone checksum does not match its contents.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChecksumMismatch {
+    /// The member holding the block.
+    pub member: usize,
+    /// The member block (before zone mapping).
+    pub member_block: u64,
 }
 
 /// The location of a logical block.
@@ -150,8 +207,40 @@ enum ReadSource {
     Reconstruct { failed: usize, member_block: u64 },
 }
 
-/// Data and completion time of member blocks read in a batch.
-type ReadResults = BTreeMap<(usize, u64), (Result<Vec<u8>, DeviceError>, u64)>;
+/// Data and completion time of member blocks read in a batch (keyed by member and
+/// member block), and the zone checksum blocks read (keyed by member and zone).
+#[derive(Debug, Default)]
+struct ReadResults {
+    blocks: BTreeMap<(usize, u64), BlockRead>,
+    checksums: BTreeMap<(usize, u64), Result<Vec<u8>, DeviceError>>,
+}
+
+impl ReadResults {
+    fn new() -> Self {
+        Self::default()
+    }
+
+    fn get(&self, key: &(usize, u64)) -> Option<&BlockRead> {
+        self.blocks.get(key)
+    }
+
+    fn contains_key(&self, key: &(usize, u64)) -> bool {
+        self.blocks.contains_key(key)
+    }
+}
+
+/// A member block's data (or error) and the time its read completed.
+type BlockRead = (Result<Vec<u8>, DeviceError>, u64);
+
+/// Per member, blocks to write (member block or zone → data).
+type MemberWrites = Vec<BTreeMap<u64, Vec<u8>>>;
+
+/// What a physical block of a member holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PhysicalBlock {
+    Data { member_block: u64 },
+    Checksum { zone: u64 },
+}
 
 /// Per member, the batch submitted to it (if any) and the runs it holds.
 type MemberBatches = Vec<Option<(BatchTicket, Vec<MemberRun>)>>;
@@ -181,6 +270,10 @@ pub struct RaidDevice<D> {
     members: Vec<StatsDevice<D>>,
     config: RaidConfig,
     unit_blocks: u64,
+    /// Zone checksums: data blocks per zone.
+    zone_data_blocks: Option<u64>,
+    /// Member blocks in use on each member (a whole number of stripe units).
+    member_blocks: u64,
     info: DeviceInfo,
     failed: Option<usize>,
     in_flight: BTreeMap<u64, InFlight>,
@@ -213,8 +306,21 @@ impl<D: BlockDevice> RaidDevice<D> {
             return Err(invalid(format!("stripe unit {unit_bytes} bytes is not a whole number of blocks")));
         }
         let unit_blocks = unit_bytes / u64::from(block_size_bytes);
-        let member_blocks =
-            infos.iter().map(|info| info.block_count).min().expect("members") / unit_blocks * unit_blocks;
+        let zone_data_blocks = config.zone_data_blocks.map(u64::from);
+        if let Some(zone_blocks) = zone_data_blocks {
+            if zone_blocks == 0 || zone_blocks as usize * CHECKSUM_SLOT_BYTES > block_size_bytes as usize {
+                return Err(invalid(format!(
+                    "{zone_blocks} data blocks per zone: a {block_size_bytes}-byte checksum block holds 1 to {}",
+                    block_size_bytes as usize / CHECKSUM_SLOT_BYTES
+                )));
+            }
+        }
+        let physical_blocks = infos.iter().map(|info| info.block_count).min().expect("members");
+        let usable_blocks = match zone_data_blocks {
+            Some(zone_blocks) => physical_blocks / (zone_blocks + 1) * zone_blocks,
+            None => physical_blocks,
+        };
+        let member_blocks = usable_blocks / unit_blocks * unit_blocks;
         if member_blocks == 0 {
             return Err(invalid(format!("members are smaller than one {unit_bytes}-byte stripe unit")));
         }
@@ -227,7 +333,17 @@ impl<D: BlockDevice> RaidDevice<D> {
             stores_payload: infos.iter().all(|info| info.stores_payload),
         };
         let members = members.into_iter().map(StatsDevice::new).collect();
-        Ok(Self { members, config, unit_blocks, info, failed: None, in_flight: BTreeMap::new(), next_ticket: 0 })
+        Ok(Self {
+            members,
+            config,
+            unit_blocks,
+            zone_data_blocks,
+            member_blocks,
+            info,
+            failed: None,
+            in_flight: BTreeMap::new(),
+            next_ticket: 0,
+        })
     }
 
     /// Number of members (data and parity).
@@ -281,10 +397,10 @@ impl<D: BlockDevice> RaidDevice<D> {
     /// the XOR of the surviving members (a stripe unit per batch).
     pub fn rebuild(&mut self, replacement: D) -> Result<RebuildReport, DeviceError> {
         let failed = self.failed.ok_or_else(|| self.invalid("no member has failed".into()))?;
-        let member_blocks = self.info.block_count / (self.members.len() as u64 - 1);
+        let member_blocks = self.member_blocks;
         let replacement_info = replacement.info();
         if replacement_info.block_size_bytes != self.info.block_size_bytes
-            || replacement_info.block_count < member_blocks
+            || replacement_info.block_count < self.physical_block(member_blocks - 1) + 1
         {
             return Err(
                 self.invalid(format!("replacement {} is smaller or differently blocked", replacement_info.name))
@@ -292,7 +408,9 @@ impl<D: BlockDevice> RaidDevice<D> {
         }
         let started_ns = self.now_ns();
         self.members[failed] = StatsDevice::new(replacement);
-        let chunk_blocks = self.unit_blocks.min(u64::from(u32::MAX));
+        // Whole zones per chunk, so that no checksum block is read from the replacement.
+        let zone_blocks = self.zone_data_blocks.unwrap_or(1);
+        let chunk_blocks = self.unit_blocks.div_ceil(zone_blocks) * zone_blocks;
         let mut block = 0;
         while block < member_blocks {
             let block_count = chunk_blocks.min(member_blocks - block) as u32;
@@ -304,19 +422,75 @@ impl<D: BlockDevice> RaidDevice<D> {
     }
 
     fn rebuild_chunk(&mut self, failed: usize, block: u64, block_count: u32) -> Result<(), DeviceError> {
-        let survivors: Vec<usize> = (0..self.members.len()).filter(|&member| member != failed).collect();
-        let tickets = survivors
-            .iter()
-            .map(|&member| self.members[member].submit(vec![IoRequest::read(block, block_count)]))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut xor: Option<Vec<u8>> = None;
-        for (&member, ticket) in survivors.iter().zip(tickets) {
-            let data = single_result(self.members[member].wait(ticket)?)?;
-            xor_into(&mut xor, &data);
+        let blocks = block..block + u64::from(block_count);
+        let rows = self.read_member_rows(blocks.clone(), Some(failed))?;
+        let mut writes: MemberWrites = vec![BTreeMap::new(); self.members.len()];
+        for (member_block, row) in blocks.zip(rows) {
+            let mut xor: Option<Vec<u8>> = None;
+            row.iter().flatten().for_each(|data| xor_into(&mut xor, data));
+            let data = if self.info.stores_payload { xor.unwrap_or_default() } else { Vec::new() };
+            writes[failed].insert(member_block, data);
         }
-        let data = if self.info.stores_payload { xor.unwrap_or_default() } else { Vec::new() };
-        let completions = self.members[failed].execute(vec![IoRequest::write(block, block_count, data)])?;
-        single_result(completions).map(drop)
+        let checksums = self.checksum_writes(&writes, &ReadResults::new())?;
+        let submitted = self.submit_to_members(&[], &writes, &[], &checksums)?;
+        let mut read = ReadResults::new();
+        self.wait_members(submitted, &mut read)?.1
+    }
+
+    /// Reads `blocks` of every member but `skip` (one batch per member, checksums
+    /// verified) and returns, per member block, each member's data (`None` for `skip`).
+    fn read_member_rows(
+        &mut self,
+        blocks: std::ops::Range<u64>,
+        skip: Option<usize>,
+    ) -> Result<Vec<Vec<Option<Vec<u8>>>>, DeviceError> {
+        let reads: Vec<BTreeSet<u64>> = (0..self.members.len())
+            .map(|member| if Some(member) == skip { BTreeSet::new() } else { blocks.clone().collect() })
+            .collect();
+        let submitted = self.submit_to_members(&reads, &[], &[], &[])?;
+        let mut read = ReadResults::new();
+        self.wait_members(submitted, &mut read)?.1?;
+        blocks
+            .map(|member_block| {
+                (0..self.members.len())
+                    .map(|member| {
+                        if Some(member) == skip {
+                            return Ok(None);
+                        }
+                        let (result, _) = read.get(&(member, member_block)).expect("planned read");
+                        result.clone().map(Some)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Reads every block of every member directly and returns the data blocks whose
+    /// zone checksum does not match (empty when consistent, or without zone
+    /// checksums). Needs payload; skips a failed member.
+    pub fn verify_zone_checksums(&mut self) -> Result<Vec<ChecksumMismatch>, DeviceError> {
+        if !self.info.stores_payload {
+            return Err(self.invalid("members store no payload: checksums cannot be verified".into()));
+        }
+        let Some(zone_blocks) = self.zone_data_blocks else { return Ok(Vec::new()) };
+        let block_size = self.info.block_size_bytes as usize;
+        let zone_count = self.member_blocks.div_ceil(zone_blocks);
+        let mut mismatches = Vec::new();
+        for member in (0..self.members.len()).filter(|&member| Some(member) != self.failed) {
+            for zone in 0..zone_count {
+                let zone_bytes = self.members[member].read_blocks(zone * (zone_blocks + 1), zone_blocks as u32 + 1)?;
+                let (data, checksum_block) = zone_bytes.split_at(zone_blocks as usize * block_size);
+                for (slot, block) in data.chunks(block_size).enumerate() {
+                    let member_block = zone * zone_blocks + slot as u64;
+                    if member_block < self.member_blocks
+                        && checksum_slot(checksum_block, slot) != zone_block_checksum(block)
+                    {
+                        mismatches.push(ChecksumMismatch { member, member_block });
+                    }
+                }
+            }
+        }
+        Ok(mismatches)
     }
 
     /// Reads every row of every member and returns the rows whose parity does not
@@ -328,19 +502,14 @@ impl<D: BlockDevice> RaidDevice<D> {
         if !self.info.stores_payload {
             return Err(self.invalid("members store no payload: parity cannot be verified".into()));
         }
-        let member_blocks = self.info.block_count / (self.members.len() as u64 - 1);
-        let block_size = self.info.block_size_bytes as usize;
         let mut mismatches = Vec::new();
-        for stripe in 0..member_blocks / self.unit_blocks {
+        for stripe in 0..self.member_blocks / self.unit_blocks {
             let first = stripe * self.unit_blocks;
-            let mut xor: Option<Vec<u8>> = None;
-            for member in 0..self.members.len() {
-                let data = self.members[member].read_blocks(first, self.unit_blocks as u32)?;
-                xor_into(&mut xor, &data);
-            }
-            let xor = xor.expect("at least two members");
-            for (offset, row) in xor.chunks(block_size).enumerate() {
-                if row.iter().any(|&byte| byte != 0) {
+            let rows = self.read_member_rows(first..first + self.unit_blocks, None)?;
+            for (offset, row) in rows.into_iter().enumerate() {
+                let mut xor: Option<Vec<u8>> = None;
+                row.iter().flatten().for_each(|data| xor_into(&mut xor, data));
+                if xor.expect("at least two members").iter().any(|&byte| byte != 0) {
                     let parity_member = self.parity_member(stripe);
                     mismatches.push(ParityMismatch { member_block: first + offset as u64, parity_member });
                 }
@@ -351,6 +520,94 @@ impl<D: BlockDevice> RaidDevice<D> {
 
     fn invalid(&self, detail: String) -> DeviceError {
         DeviceError::Invalid { device: self.info.name.clone(), detail }
+    }
+
+    /// Where member block `member_block` lies on the member.
+    fn physical_block(&self, member_block: u64) -> u64 {
+        match self.zone_data_blocks {
+            Some(zone_blocks) => member_block / zone_blocks * (zone_blocks + 1) + member_block % zone_blocks,
+            None => member_block,
+        }
+    }
+
+    /// What physical block `physical` of a member holds: a member block, or the
+    /// checksum block of a zone.
+    fn physical_content(&self, physical: u64) -> PhysicalBlock {
+        match self.zone_data_blocks {
+            Some(zone_blocks) if physical % (zone_blocks + 1) == zone_blocks => {
+                PhysicalBlock::Checksum { zone: physical / (zone_blocks + 1) }
+            }
+            Some(zone_blocks) => PhysicalBlock::Data {
+                member_block: physical / (zone_blocks + 1) * zone_blocks + physical % (zone_blocks + 1),
+            },
+            None => PhysicalBlock::Data { member_block: physical },
+        }
+    }
+
+    /// Whether `blocks` (of one zone) are all the zone's member blocks in use.
+    fn covers_zone(&self, zone: u64, blocks: usize) -> bool {
+        let zone_blocks = self.zone_data_blocks.expect("zone checksums");
+        let in_use = self.member_blocks.min((zone + 1) * zone_blocks) - zone * zone_blocks;
+        blocks as u64 == in_use
+    }
+
+    /// Per member, the zones whose checksum block must be read before `writes`
+    /// (member block → data) can be written: those the writes do not cover.
+    fn checksum_pre_reads(&self, writes: &[BTreeSet<u64>]) -> Vec<BTreeSet<u64>> {
+        let Some(zone_blocks) = self.zone_data_blocks else { return Vec::new() };
+        writes
+            .iter()
+            .map(|blocks| {
+                let mut per_zone: BTreeMap<u64, usize> = BTreeMap::new();
+                blocks.iter().for_each(|block| *per_zone.entry(block / zone_blocks).or_default() += 1);
+                per_zone
+                    .into_iter()
+                    .filter(|&(zone, count)| !self.covers_zone(zone, count))
+                    .map(|(zone, _)| zone)
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Per member, the new checksum blocks (zone → data) for `writes`: the old
+    /// checksum block read in `read` (or zeroes for a covered zone) with the
+    /// written blocks' slots replaced.
+    fn checksum_writes(
+        &self,
+        writes: &[BTreeMap<u64, Vec<u8>>],
+        read: &ReadResults,
+    ) -> Result<MemberWrites, DeviceError> {
+        let Some(zone_blocks) = self.zone_data_blocks else { return Ok(Vec::new()) };
+        let block_size = self.info.block_size_bytes as usize;
+        let mut checksum_writes: MemberWrites = vec![BTreeMap::new(); self.members.len()];
+        for (member, blocks) in writes.iter().enumerate() {
+            let mut per_zone: BTreeMap<u64, Vec<(u64, &Vec<u8>)>> = BTreeMap::new();
+            blocks
+                .iter()
+                .for_each(|(&block, data)| per_zone.entry(block / zone_blocks).or_default().push((block, data)));
+            for (zone, zone_writes) in per_zone {
+                if !self.info.stores_payload {
+                    checksum_writes[member].insert(zone, Vec::new());
+                    continue;
+                }
+                let mut checksum_block = if self.covers_zone(zone, zone_writes.len()) {
+                    vec![0; block_size]
+                } else {
+                    match read.checksums.get(&(member, zone)) {
+                        Some(Ok(data)) => data.clone(),
+                        Some(Err(error)) => return Err(error.clone()),
+                        None => unreachable!("checksum block of member {member} zone {zone} was read first"),
+                    }
+                };
+                for (block, data) in zone_writes {
+                    let slot = (block % zone_blocks) as usize * CHECKSUM_SLOT_BYTES;
+                    checksum_block[slot..slot + CHECKSUM_SLOT_BYTES]
+                        .copy_from_slice(&zone_block_checksum(data).to_le_bytes());
+                }
+                checksum_writes[member].insert(zone, checksum_block);
+            }
+        }
+        Ok(checksum_writes)
     }
 
     fn data_member_count(&self) -> u64 {
@@ -544,17 +801,40 @@ impl<D: BlockDevice> RaidDevice<D> {
         }
     }
 
-    /// Submits one batch per member: the blocks to read, then those to write, each
-    /// coalesced into runs of adjacent blocks in ascending order.
+    /// Submits one batch per member: the member blocks to read (with their zones'
+    /// checksum blocks) and the zones' checksum blocks to read, then the member
+    /// blocks and checksum blocks to write, each coalesced into runs of adjacent
+    /// physical blocks in ascending order.
     fn submit_to_members(
         &mut self,
         reads: &[BTreeSet<u64>],
         writes: &[BTreeMap<u64, Vec<u8>>],
+        checksum_reads: &[BTreeSet<u64>],
+        checksum_writes: &[BTreeMap<u64, Vec<u8>>],
     ) -> Result<MemberBatches, DeviceError> {
         let mut submitted = Vec::with_capacity(self.members.len());
         for member in 0..self.members.len() {
-            let mut requests = read_runs(reads.get(member));
-            requests.extend(write_runs(writes.get(member)));
+            let mut physical_reads: BTreeSet<u64> = BTreeSet::new();
+            let mut physical_writes: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+            for &block in reads.get(member).into_iter().flatten() {
+                physical_reads.insert(self.physical_block(block));
+                if let Some(zone_blocks) = self.zone_data_blocks {
+                    physical_reads.insert(checksum_block_of_zone(block / zone_blocks, zone_blocks));
+                }
+            }
+            for (&block, data) in writes.get(member).into_iter().flatten() {
+                physical_writes.insert(self.physical_block(block), data.clone());
+            }
+            if let Some(zone_blocks) = self.zone_data_blocks {
+                for &zone in checksum_reads.get(member).into_iter().flatten() {
+                    physical_reads.insert(checksum_block_of_zone(zone, zone_blocks));
+                }
+                for (&zone, data) in checksum_writes.get(member).into_iter().flatten() {
+                    physical_writes.insert(checksum_block_of_zone(zone, zone_blocks), data.clone());
+                }
+            }
+            let mut requests = read_runs(Some(&physical_reads));
+            requests.extend(write_runs(Some(&physical_writes)));
             requests.sort_by_key(|request| (request.block, request.op == IoOp::Write));
             if requests.is_empty() {
                 submitted.push(None);
@@ -586,6 +866,7 @@ impl<D: BlockDevice> RaidDevice<D> {
         for (member, entry) in submitted.into_iter().enumerate() {
             let Some((ticket, runs)) = entry else { continue };
             let completions = self.members[member].wait(ticket)?;
+            let mut blocks_read = Vec::new();
             for (run, completion) in runs.into_iter().zip(completions) {
                 if !run.is_read {
                     writes_done_ns = writes_done_ns.max(completion.completed_ns);
@@ -599,11 +880,51 @@ impl<D: BlockDevice> RaidDevice<D> {
                         let start = offset as usize * block_size;
                         data.get(start..start + block_size).map(<[u8]>::to_vec).unwrap_or_default()
                     });
-                    read.insert((member, run.block + offset), (result, completion.completed_ns));
+                    match self.physical_content(run.block + offset) {
+                        PhysicalBlock::Data { member_block } => {
+                            blocks_read.push(member_block);
+                            read.blocks.insert((member, member_block), (result, completion.completed_ns));
+                        }
+                        PhysicalBlock::Checksum { zone } => {
+                            read.checksums.insert((member, zone), result);
+                        }
+                    }
                 }
             }
+            self.verify_read(member, &blocks_read, read);
         }
         Ok((writes_done_ns, write_outcome))
+    }
+
+    /// Checks each member block of `blocks` read from `member` against its zone's
+    /// checksum; one that does not match becomes an I/O error (so that it is
+    /// recovered from its row), as does one whose checksum block could not be read.
+    fn verify_read(&self, member: usize, blocks: &[u64], read: &mut ReadResults) {
+        let Some(zone_blocks) = self.zone_data_blocks else { return };
+        if !self.info.stores_payload {
+            return;
+        }
+        for &member_block in blocks {
+            let zone = member_block / zone_blocks;
+            let verdict = match read.checksums.get(&(member, zone)) {
+                Some(Ok(checksum_block)) => match read.blocks.get(&(member, member_block)) {
+                    Some((Ok(data), _)) => {
+                        let stored = checksum_slot(checksum_block, (member_block % zone_blocks) as usize);
+                        let computed = zone_block_checksum(data);
+                        (stored != computed)
+                            .then(|| format!("zone checksum mismatch: stored {stored:#010x}, data {computed:#010x}"))
+                    }
+                    _ => None,
+                },
+                Some(Err(error)) => Some(format!("checksum block unreadable: {error}")),
+                None => unreachable!("checksum block of member {member} zone {zone} is read with its data"),
+            };
+            if let Some(detail) = verdict {
+                let device = self.members[member].info().name;
+                let entry = read.blocks.get_mut(&(member, member_block)).expect("block read");
+                entry.0 = Err(DeviceError::Io { device, block: member_block, detail });
+            }
+        }
     }
 
     /// With every member present, a member block that failed to read with an I/O
@@ -631,8 +952,60 @@ impl<D: BlockDevice> RaidDevice<D> {
         if needed.iter().all(BTreeSet::is_empty) {
             return Ok(());
         }
-        let submitted = self.submit_to_members(&needed, &[])?;
-        self.wait_members(submitted, read).map(drop)
+        let submitted = self.submit_to_members(&needed, &[], &[], &[])?;
+        self.wait_members(submitted, read)?.1?;
+        self.repair_from_rows(outer, read)
+    }
+
+    /// With zone checksums and payload, writes back (with its checksum) every block
+    /// that failed to read and was reconstructed from a complete row, so that the
+    /// next read finds it whole. A block whose checksum block is unreadable is left
+    /// for the next write of its zone.
+    fn repair_from_rows(&mut self, outer: &[OuterSlot], read: &ReadResults) -> Result<(), DeviceError> {
+        if self.zone_data_blocks.is_none() || !self.info.stores_payload {
+            return Ok(());
+        }
+        let mut writes: MemberWrites = vec![BTreeMap::new(); self.members.len()];
+        for slot in outer {
+            let OuterSlot::Read(sources) = slot else { continue };
+            for source in sources {
+                let ReadSource::Direct { member, member_block } = *source else { continue };
+                if !matches!(read.get(&(member, member_block)), Some((Err(DeviceError::Io { .. }), _))) {
+                    continue;
+                }
+                let mut xor = None;
+                let mut complete = true;
+                for other in (0..self.members.len()).filter(|&other| other != member) {
+                    match read.get(&(other, member_block)) {
+                        Some((Ok(data), _)) => xor_into(&mut xor, data),
+                        _ => complete = false,
+                    }
+                }
+                if let (true, Some(data)) = (complete, xor) {
+                    writes[member].insert(member_block, data);
+                }
+            }
+        }
+        if writes.iter().all(BTreeMap::is_empty) {
+            return Ok(());
+        }
+        let Ok(checksums) = self.checksum_writes(&writes, read) else { return Ok(()) };
+        let submitted = self.submit_to_members(&[], &writes, &[], &checksums)?;
+        self.wait_members(submitted, &mut ReadResults::new()).map(drop)
+    }
+
+    /// Per member, the member blocks the rows write (data and parity).
+    fn rows_member_blocks(&self, rows: &[RowWrite]) -> Vec<BTreeSet<u64>> {
+        let mut blocks = vec![BTreeSet::new(); self.members.len()];
+        for row in rows {
+            for &member in row.written.keys().filter(|&&member| Some(member) != self.failed) {
+                blocks[member].insert(row.member_block);
+            }
+            if row.method != RowMethod::NoParity {
+                blocks[row.parity_member].insert(row.member_block);
+            }
+        }
+        blocks
     }
 
     fn answer_read(&self, sources: &[ReadSource], read: &ReadResults, submitted_ns: u64) -> IoCompletion {
@@ -702,14 +1075,16 @@ impl<D: BlockDevice> BlockDevice for RaidDevice<D> {
         }
         let mut old_data = vec![BTreeSet::new(); self.members.len()];
         self.pre_reads(&rows, &mut old_data);
-        let writes_in_phase1 = old_data.iter().all(BTreeSet::is_empty);
+        let checksum_reads = self.checksum_pre_reads(&self.rows_member_blocks(&rows));
+        let writes_in_phase1 = old_data.iter().all(BTreeSet::is_empty) && checksum_reads.iter().all(BTreeSet::is_empty);
         reads.iter_mut().zip(old_data).for_each(|(member_reads, old)| member_reads.extend(old));
         let phase1 = if writes_in_phase1 {
             // No old data needed: writes go out with the reads, one batch per member.
             let member_writes = self.member_writes(&rows, &ReadResults::new())?;
-            self.submit_to_members(&reads, &member_writes)?
+            let checksums = self.checksum_writes(&member_writes, &ReadResults::new())?;
+            self.submit_to_members(&reads, &member_writes, &[], &checksums)?
         } else {
-            self.submit_to_members(&reads, &[])?
+            self.submit_to_members(&reads, &[], &checksum_reads, &[])?
         };
         let ticket = self.next_ticket;
         self.next_ticket += 1;
@@ -725,9 +1100,13 @@ impl<D: BlockDevice> BlockDevice for RaidDevice<D> {
         let mut read = ReadResults::new();
         let (mut writes_done_ns, mut write_outcome) = self.wait_members(in_flight.phase1, &mut read)?;
         if !in_flight.writes_in_phase1 {
-            match self.member_writes(&in_flight.rows, &read) {
-                Ok(member_writes) => {
-                    let submitted = self.submit_to_members(&[], &member_writes)?;
+            let planned = self.member_writes(&in_flight.rows, &read).and_then(|member_writes| {
+                let checksums = self.checksum_writes(&member_writes, &read)?;
+                Ok((member_writes, checksums))
+            });
+            match planned {
+                Ok((member_writes, checksums)) => {
+                    let submitted = self.submit_to_members(&[], &member_writes, &[], &checksums)?;
                     (writes_done_ns, write_outcome) = self.wait_members(submitted, &mut read)?;
                 }
                 Err(error) => write_outcome = Err(error),
@@ -776,9 +1155,15 @@ fn xor_into(accumulator: &mut Option<Vec<u8>>, data: &[u8]) {
     }
 }
 
-fn single_result(mut completions: Vec<IoCompletion>) -> Result<Vec<u8>, DeviceError> {
-    assert_eq!(completions.len(), 1, "one request, one completion");
-    completions.pop().expect("one completion").result
+/// The physical block holding the checksums of zone `zone`.
+fn checksum_block_of_zone(zone: u64, zone_blocks: u64) -> u64 {
+    zone * (zone_blocks + 1) + zone_blocks
+}
+
+/// The checksum stored in slot `slot` of a checksum block.
+fn checksum_slot(checksum_block: &[u8], slot: usize) -> u32 {
+    let start = slot * CHECKSUM_SLOT_BYTES;
+    u32::from_le_bytes(checksum_block[start..start + CHECKSUM_SLOT_BYTES].try_into().expect("4-byte slot"))
 }
 
 fn read_runs(blocks: Option<&BTreeSet<u64>>) -> Vec<IoRequest> {
@@ -816,7 +1201,7 @@ mod tests {
     fn array(level: RaidLevel, member_count: usize) -> RaidDevice<MemoryDevice> {
         let members =
             (0..member_count).map(|index| MemoryDevice::new(BLOCK, 64).named(format!("disk{index}"))).collect();
-        let config = RaidConfig { level, stripe_unit_bytes: 4 * u64::from(BLOCK) };
+        let config = RaidConfig { level, stripe_unit_bytes: 4 * u64::from(BLOCK), zone_data_blocks: None };
         RaidDevice::new(members, config).unwrap()
     }
 
@@ -917,7 +1302,7 @@ mod tests {
                 FaultDevice::new(MemoryDevice::new(BLOCK, 64), plan)
             })
             .collect();
-        let config = RaidConfig { level: RaidLevel::Raid4, stripe_unit_bytes: 4 * u64::from(BLOCK) };
+        let config = RaidConfig::raid4().with_stripe_unit_bytes(4 * u64::from(BLOCK));
         let mut raid = RaidDevice::new(members, config).unwrap();
         raid.write_blocks(0, &data(4, 12)).unwrap();
         raid.take_member_stats();

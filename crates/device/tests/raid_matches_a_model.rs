@@ -1,7 +1,8 @@
 //! RAID-4 and RAID-5 against a flat in-memory model: random batches of writes,
-//! trims and reads, with and without a failed member, then a rebuild. After every
-//! batch the contents match the model and (with every member present) parity is
-//! consistent. Seeds 0..SEED_COUNT; set PROXIMA_RAID_SEEDS to run more.
+//! trims and reads, with and without a failed member, then a rebuild, with and
+//! without zone checksums. After every batch the contents match the model, (with
+//! every member present) parity is consistent, and every zone checksum matches its
+//! block. Seeds 0..SEED_COUNT; set PROXIMA_RAID_SEEDS to run more.
 
 use proxima_device::{BlockDevice, IoOp, IoRequest, MemoryDevice, RaidConfig, RaidDevice, RaidLevel};
 use rand::{Rng, SeedableRng};
@@ -29,7 +30,8 @@ impl Case {
         let member_count = rng.gen_range(2..=5);
         let unit_blocks = [1u64, 2, 4, 8][rng.gen_range(0..4)];
         let members = (0..member_count).map(|_| MemoryDevice::new(BLOCK_SIZE as u32, MEMBER_BLOCKS)).collect();
-        let config = RaidConfig { level, stripe_unit_bytes: unit_blocks * BLOCK_SIZE as u64 };
+        let zone_data_blocks = [None, Some(1), Some(3), Some(5)][rng.gen_range(0..4)];
+        let config = RaidConfig { level, stripe_unit_bytes: unit_blocks * BLOCK_SIZE as u64, zone_data_blocks };
         let raid = RaidDevice::new(members, config).unwrap();
         let model = vec![0; raid.info().block_count as usize * BLOCK_SIZE];
         Self { raid, model, rng, seed }
@@ -82,6 +84,7 @@ impl Case {
         if self.raid.failed_member().is_none() {
             assert_eq!(self.raid.verify_parity().unwrap(), vec![], "seed {}: parity inconsistent", self.seed);
         }
+        assert_eq!(self.raid.verify_zone_checksums().unwrap(), vec![], "seed {}: checksums inconsistent", self.seed);
     }
 }
 

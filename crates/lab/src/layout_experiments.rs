@@ -161,13 +161,17 @@ pub fn report_header(title: &str, settings: &LayoutSettings, command: &str, exte
     let _ = writeln!(
         text,
         "A 4+1 RAID-4 of simulated `{}` drives ({:.0} RPM, revolution {:.3} ms, {} sectors; drive queue depth \
-         8, metadata-only), stripe unit and allocation range {} KiB, and a simulated flash device standing \
-         for the paper's Intel X25 SSD; all on one virtual clock, exact for the seed.\n",
+         8, metadata-only), stripe unit and allocation range {} KiB, {}, and a simulated flash device \
+         standing for the paper's Intel X25 SSD; all on one virtual clock, exact for the seed.\n",
         model.name(),
         model.rpm(),
         model.revolution_ns() as f64 / 1e6,
         model.sector_count(),
-        settings.shape.stripe_unit_bytes / 1024
+        settings.shape.stripe_unit_bytes / 1024,
+        match crate::srarw::ZONE_DATA_BLOCKS {
+            Some(zone_blocks) => format!("zone checksums on every drive (one crc32c block per {zone_blocks} blocks)"),
+            None => "no block checksums".to_string(),
+        }
     );
     let _ = writeln!(text, "Command: `{command}`  ");
     let _ = writeln!(

@@ -36,7 +36,9 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::measure::{ratio, BatchMeasurement, BatchSummary};
 use crate::progress::Progress;
-use crate::testbed::{randomise_arms, take_member_logs, Array, FlashDisk, MemberIo, TestbedConfig, BLOCK_SIZE_BYTES};
+use crate::testbed::{
+    member_data_blocks, randomise_arms, take_member_logs, Array, FlashDisk, MemberIo, TestbedConfig, BLOCK_SIZE_BYTES,
+};
 use crate::LabError;
 
 /// Blocks of one extent: 16 MiB.
@@ -51,6 +53,9 @@ pub const READ_REQUEST_BLOCKS_MAX: u64 = 974;
 pub const DATA_DISK_COUNT: usize = 4;
 /// Requests each drive holds in its queue.
 pub const DRIVE_QUEUE_DEPTH: usize = 8;
+/// Zone checksums on every member, as the paper's array had them (NetApp's 63
+/// data blocks per checksum block).
+pub const ZONE_DATA_BLOCKS: Option<u32> = Some(proxima_device::NETAPP_ZONE_DATA_BLOCKS);
 /// The write size below which writes are staged: 168 KB, as in the paper.
 pub const STAGING_THRESHOLD_BYTES: u64 = 168 * 1024;
 /// Allocation ranges each way destage inspects: about 100 on current disks.
@@ -97,7 +102,7 @@ impl ArrayShape {
             });
         }
         let window = ((scale * drive_blocks as f64) as u64) / unit_blocks * unit_blocks;
-        let extents = extent_count_for(window);
+        let extents = extent_count_for(self.capacity_blocks(window));
         if extents < 2 {
             return Err(LabError::InvalidParameter {
                 parameter: "scale",
@@ -106,11 +111,18 @@ impl ArrayShape {
         }
         Ok(window)
     }
+
+    /// The array's capacity in blocks with `window` blocks of each drive (less
+    /// the zone checksum blocks).
+    pub fn capacity_blocks(&self, window: u64) -> u64 {
+        let unit_blocks = self.stripe_unit_bytes / BLOCK_SIZE_BYTES;
+        member_data_blocks(window, unit_blocks, ZONE_DATA_BLOCKS) * DATA_DISK_COUNT as u64
+    }
 }
 
-/// Extents that fill 89 % of an array of `window_blocks` per data disk.
-fn extent_count_for(window_blocks: u64) -> u64 {
-    ((window_blocks * DATA_DISK_COUNT as u64) as f64 * FILL_FRACTION / EXTENT_BLOCKS as f64) as u64
+/// Extents that fill 89 % of an array of `capacity_blocks`.
+fn extent_count_for(capacity_blocks: u64) -> u64 {
+    (capacity_blocks as f64 * FILL_FRACTION / EXTENT_BLOCKS as f64) as u64
 }
 
 /// One run of the workload: the array, the layout and its staging area.
@@ -276,14 +288,15 @@ impl LabVolume {
             let message = format!("{} % is not in [0, 50]", spec.staging_percent);
             return Err(LabError::InvalidParameter { parameter: "staging", message });
         }
-        let capacity_blocks = window * DATA_DISK_COUNT as u64;
-        let extent_count = extent_count_for(window);
+        let capacity_blocks = spec.shape.capacity_blocks(window);
+        let extent_count = extent_count_for(capacity_blocks);
         let staging_blocks = (capacity_blocks as f64 * spec.staging_percent / 100.0) as u64;
         let config = TestbedConfig {
             model: Arc::clone(&spec.shape.model),
             data_disk_count: DATA_DISK_COUNT,
             stripe_unit_bytes: spec.shape.stripe_unit_bytes,
             window_blocks_per_disk: window,
+            zone_data_blocks: ZONE_DATA_BLOCKS,
             drive_queue_depth: DRIVE_QUEUE_DEPTH,
             flash_block_count: flash_block_count(staging_blocks, extent_count, capacity_blocks),
             seed: spec.seed,
@@ -508,9 +521,10 @@ mod tests {
         let shape = ArrayShape::for_model("nearline7200").unwrap();
         let window = shape.window_blocks_per_disk(0.001).unwrap();
         assert_eq!(window % 256, 0);
-        let extents = extent_count_for(window);
+        let capacity = shape.capacity_blocks(window);
+        assert_eq!(capacity, window / 64 * 63 / 256 * 256 * DATA_DISK_COUNT as u64, "less the checksum blocks");
+        let extents = extent_count_for(capacity);
         let filled = extents * EXTENT_BLOCKS;
-        let capacity = window * DATA_DISK_COUNT as u64;
         assert!(filled as f64 <= 0.89 * capacity as f64 && (filled + EXTENT_BLOCKS) as f64 > 0.89 * capacity as f64);
         assert!(shape.window_blocks_per_disk(0.0).is_err());
         assert!(shape.window_blocks_per_disk(1.5).is_err());

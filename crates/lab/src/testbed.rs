@@ -306,6 +306,8 @@ pub struct TestbedConfig {
     pub stripe_unit_bytes: u64,
     /// Blocks of each drive used (a whole number of stripe units, at most the drive).
     pub window_blocks_per_disk: u64,
+    /// Zone checksums on every member: data blocks per checksum block (none: parity only).
+    pub zone_data_blocks: Option<u32>,
     /// Requests each drive holds in its queue (8 in the paper).
     pub drive_queue_depth: usize,
     /// Blocks of the flash device.
@@ -325,7 +327,25 @@ pub struct Testbed {
     pub flash: FlashDisk,
 }
 
+/// Blocks of each member that hold data or parity, out of `window_blocks` with
+/// zone checksums of `zone_data_blocks` (as [`RaidDevice`] lays them out): whole
+/// stripe units of `unit_blocks`.
+pub fn member_data_blocks(window_blocks: u64, unit_blocks: u64, zone_data_blocks: Option<u32>) -> u64 {
+    let usable = match zone_data_blocks.map(u64::from) {
+        Some(zone_blocks) => window_blocks / (zone_blocks + 1) * zone_blocks,
+        None => window_blocks,
+    };
+    usable / unit_blocks * unit_blocks
+}
+
 impl TestbedConfig {
+    /// The array's capacity in blocks.
+    pub fn array_block_count(&self) -> u64 {
+        let unit_blocks = self.stripe_unit_bytes / BLOCK_SIZE_BYTES;
+        member_data_blocks(self.window_blocks_per_disk, unit_blocks, self.zone_data_blocks)
+            * self.data_disk_count as u64
+    }
+
     /// Blocks of the whole drive.
     pub fn drive_block_count(&self) -> u64 {
         self.model.sector_count() / SECTORS_PER_BLOCK
@@ -364,8 +384,10 @@ impl TestbedConfig {
             let device = SimulatedDevice::hard_disk(&handle, disk, options).map_err(device_error)?;
             members.push(MemberDisk::new(device, first_block, self.window_blocks_per_disk, self.model.sector_count()));
         }
-        let config = RaidConfig::raid4().with_stripe_unit_bytes(self.stripe_unit_bytes);
+        let mut config = RaidConfig::raid4().with_stripe_unit_bytes(self.stripe_unit_bytes);
+        config.zone_data_blocks = self.zone_data_blocks;
         let array = RaidDevice::new(members, config).map_err(device_error)?;
+        assert_eq!(array.info().block_count, self.array_block_count(), "the array's layout as computed");
         let flash_device = FlashDevice::new(staging_flash_params(self.flash_block_count));
         let flash = SimulatedDevice::flash(&handle, flash_device, SimulatedOptions::named("flash").metadata_only())
             .map_err(device_error)?;
@@ -402,6 +424,7 @@ mod tests {
             data_disk_count: 4,
             stripe_unit_bytes: 1 << 20,
             window_blocks_per_disk: 256 * 64,
+            zone_data_blocks: None,
             drive_queue_depth: 8,
             flash_block_count: 4096,
             seed: 3,

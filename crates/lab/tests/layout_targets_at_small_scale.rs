@@ -2,11 +2,9 @@
 //! nearline array: batches grow with the staging area and retire more I/Os per
 //! revolution; updates per batch near the paper's; I/O amplification at most the
 //! paper's; write-anywhere reads collapse after aging; proximal sustains several
-//! times the random-update throughput of the frame array without flash.
-//!
-//! One of the paper's figures is not reached (5.3 disk I/Os per revolution with a
-//! 1 % staging area); the ignored test at the end checks it, and
-//! docs/proximal-layout.md explains why.
+//! times the random-update throughput of the frame array without flash; with the
+//! array's zone checksums, a 1 % staging area retires the paper's 5.3 disk I/Os
+//! per revolution.
 
 use proxima_lab::progress::NoProgress;
 use proxima_lab::{find_experiment, ReproduceOptions};
@@ -78,7 +76,6 @@ fn table3_proximal_reads_stay_near_fresh_and_write_anywhere_reads_collapse() {
 }
 
 #[test]
-#[ignore = "not met: the array has no block-checksum I/Os to densify batches (docs/proximal-layout.md)"]
 fn table2_one_percent_reaches_the_papers_density() {
     let table2 = headline("proximal-table2");
     assert!(number(&row(&table2, 1.0)["ios_per_revolution"]) >= 5.3, "{table2}");
