@@ -185,7 +185,8 @@ impl BlockDevice for MemberDisk {
 pub struct FlashDisk {
     device: SimulatedDevice,
     info: DeviceInfo,
-    /// Blocks holding some non-zero byte; absent blocks read as zeroes.
+    /// Blocks holding some non-zero byte, each without its trailing zeroes (a
+    /// metadata node's unused tail); absent blocks and missing tails read as zeroes.
     payload: std::collections::HashMap<u64, Box<[u8]>>,
     /// Per outstanding ticket, what each read returns (`None` for other requests).
     reads: std::collections::BTreeMap<u64, Vec<Option<Vec<u8>>>>,
@@ -203,6 +204,11 @@ impl FlashDisk {
         self.payload.len()
     }
 
+    /// Bytes of payload kept (trailing zeroes of each block are not).
+    pub fn stored_byte_count(&self) -> usize {
+        self.payload.values().map(|stored| stored.len()).sum()
+    }
+
     fn apply(&mut self, request: &IoRequest) -> Option<Vec<u8>> {
         let block_size = self.info.block_size_bytes as usize;
         match request.op {
@@ -210,7 +216,7 @@ impl FlashDisk {
                 let mut data = vec![0; request.block_count as usize * block_size];
                 for (index, chunk) in data.chunks_mut(block_size).enumerate() {
                     if let Some(stored) = self.payload.get(&(request.block + index as u64)) {
-                        chunk.copy_from_slice(stored);
+                        chunk[..stored.len()].copy_from_slice(stored);
                     }
                 }
                 Some(data)
@@ -218,10 +224,9 @@ impl FlashDisk {
             IoOp::Write => {
                 for (index, chunk) in request.data.chunks(block_size).enumerate() {
                     let block = request.block + index as u64;
-                    if chunk.iter().all(|&byte| byte == 0) {
-                        self.payload.remove(&block);
-                    } else {
-                        self.payload.insert(block, chunk.into());
+                    match chunk.iter().rposition(|&byte| byte != 0) {
+                        None => drop(self.payload.remove(&block)),
+                        Some(last) => drop(self.payload.insert(block, chunk[..=last].into())),
                     }
                 }
                 None
@@ -481,7 +486,15 @@ mod tests {
         assert_eq!(flash.stored_block_count(), 1, "only the block with a non-zero byte is kept");
         assert!(testbed.handle.now_ns() > 0, "the write took virtual time");
         assert_eq!(flash.read_blocks(10, 3).unwrap(), data);
+        assert_eq!(flash.stored_byte_count(), 1, "the block's trailing zeroes are not kept");
+        let mut node = vec![0u8; 4096];
+        node[..100].fill(3);
+        node[7] = 0;
+        flash.write_blocks(12, &node).unwrap();
+        assert_eq!(flash.stored_byte_count(), 101);
+        assert_eq!(flash.read_blocks(12, 1).unwrap(), node);
         flash.write_blocks(11, &[0; 4096]).unwrap();
+        flash.write_blocks(12, &[0; 4096]).unwrap();
         assert_eq!(flash.stored_block_count(), 0, "overwriting with zeroes forgets the block");
         let beyond = flash.info().block_count;
         assert!(matches!(flash.read_blocks(beyond, 1), Err(DeviceError::OutOfRange { .. })));
