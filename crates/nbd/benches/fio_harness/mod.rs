@@ -1,0 +1,294 @@
+//! The harness shared by Proxima's fio benchmarks against nbdkit
+//! (`crates/nbd/benches/nbd_vs_nbdkit.rs` and `crates/service/benches/volume_vs_nbdkit.rs`):
+//! the command-line options, the targets (a Proxima server on a thread, nbdkit as a child
+//! process), the fio job runner, the medians over repetitions and the JSON report. A
+//! benchmark chooses only its Proxima targets, its jobs and the ratios it reports.
+//!
+//! Both benchmarks include this file with `#[path]`, so it uses only what both crates
+//! have: `proxima-nbd`, `serde_json` and `tempfile`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proxima_nbd::{Backend, Server, ServerConfig, ShutdownHandle};
+
+/// The export name every target serves.
+pub const EXPORT_NAME: &str = "bench";
+/// The seed fio draws its random offsets from, the same for every target.
+pub const FIO_SEED: u64 = 20261121;
+
+/// The benchmark's command-line options.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub repetitions: usize,
+    pub runtime_seconds: u64,
+    pub size_mib: u64,
+    pub directory: Option<PathBuf>,
+    pub output: Option<PathBuf>,
+}
+
+impl Options {
+    /// Parses `--repetitions`, `--runtime-seconds`, `--size-mib`, `--directory` and
+    /// `--output` from the process arguments.
+    pub fn parse() -> Self {
+        let mut options = Self { repetitions: 5, runtime_seconds: 5, size_mib: 256, directory: None, output: None };
+        let mut arguments = std::env::args().skip(1);
+        while let Some(argument) = arguments.next() {
+            let mut value = |name: &str| arguments.next().unwrap_or_else(|| panic!("{name} needs a value"));
+            match argument.as_str() {
+                "--repetitions" => {
+                    options.repetitions = value("--repetitions").parse().expect("--repetitions: a count")
+                }
+                "--runtime-seconds" => {
+                    options.runtime_seconds = value("--runtime-seconds").parse().expect("--runtime-seconds: seconds")
+                }
+                "--size-mib" => options.size_mib = value("--size-mib").parse().expect("--size-mib: MiB"),
+                "--directory" => options.directory = Some(PathBuf::from(value("--directory"))),
+                "--output" => options.output = Some(PathBuf::from(value("--output"))),
+                // `cargo bench` passes --bench; other harness flags are ignored too.
+                _ => {}
+            }
+        }
+        options
+    }
+
+    /// The size of every export in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.size_mib << 20
+    }
+
+    /// A scratch directory, removed on drop: inside `--directory` if given, else inside
+    /// `default_parent`.
+    pub fn scratch_directory(&self, default_parent: &Path) -> tempfile::TempDir {
+        tempfile::tempdir_in(self.directory.as_deref().unwrap_or(default_parent)).expect("scratch directory")
+    }
+}
+
+/// One fio job of a benchmark.
+#[derive(Debug, Clone, Copy)]
+pub struct Job {
+    pub name: &'static str,
+    pub rw: &'static str,
+    pub block_size: &'static str,
+    pub queue_depth: u32,
+}
+
+/// One ratio of median IOPS the report gives for every job: `ours / theirs`.
+#[derive(Debug, Clone, Copy)]
+pub struct Ratio {
+    pub label: &'static str,
+    pub ours: &'static str,
+    pub theirs: &'static str,
+}
+
+/// What distinguishes one benchmark from another: its name in the report, its jobs
+/// (in the order each repetition runs them) and the ratios it reports.
+#[derive(Debug, Clone, Copy)]
+pub struct Benchmark {
+    pub name: &'static str,
+    pub jobs: &'static [Job],
+    pub ratios: &'static [Ratio],
+}
+
+/// A running NBD server to measure.
+pub enum Target {
+    Proxima { name: &'static str, uri: String, shutdown: ShutdownHandle, thread: std::thread::JoinHandle<()> },
+    Nbdkit { name: &'static str, uri: String, child: Child },
+}
+
+impl Target {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Proxima { name, .. } | Self::Nbdkit { name, .. } => name,
+        }
+    }
+
+    fn uri(&self) -> &str {
+        match self {
+            Self::Proxima { uri, .. } | Self::Nbdkit { uri, .. } => uri,
+        }
+    }
+
+    fn stop(self) {
+        match self {
+            Self::Proxima { shutdown, thread, .. } => {
+                shutdown.request();
+                thread.join().expect("server thread");
+            }
+            Self::Nbdkit { mut child, .. } => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+fn export_uri(socket: &Path) -> String {
+    format!("nbd+unix:///{EXPORT_NAME}?socket={}", socket.display())
+}
+
+/// Serves `backend` with Proxima's NBD server on a thread, listening on `socket`.
+pub fn start_proxima<B: Backend + 'static>(name: &'static str, backend: B, socket: &Path) -> Target {
+    let mut server = Server::new(Arc::new(backend), ServerConfig::default());
+    server.bind_unix(socket).expect("bind the Proxima socket");
+    let shutdown = server.shutdown_handle();
+    let thread = std::thread::spawn(move || {
+        server.run().expect("Proxima server");
+    });
+    Target::Proxima { name, uri: export_uri(socket), shutdown, thread }
+}
+
+/// Starts nbdkit with `plugin_arguments` on `socket` and waits until it listens.
+pub fn start_nbdkit(name: &'static str, socket: &Path, plugin_arguments: &[String]) -> Target {
+    let child = Command::new("nbdkit")
+        .args(["--foreground", "--exit-with-parent", "--unix"])
+        .arg(socket)
+        .args(plugin_arguments)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start nbdkit (apt-get install nbdkit)");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "nbdkit did not create {}", socket.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Target::Nbdkit { name, uri: export_uri(socket), child }
+}
+
+/// Creates a sparse file of `size_bytes` at `path`.
+pub fn create_raw_file(path: &Path, size_bytes: u64) {
+    std::fs::File::create(path).and_then(|file| file.set_len(size_bytes)).expect("create a raw file");
+}
+
+/// Preconditions every target, runs every repetition, stops the targets, then prints the
+/// JSON report as the last line of standard output (and writes it to `--output` if given).
+pub fn run(benchmark: &Benchmark, targets: Vec<Target>, options: &Options) {
+    for target in &targets {
+        precondition(target, options);
+    }
+    let samples = measure(benchmark.jobs, &targets, options);
+    for target in targets {
+        target.stop();
+    }
+    let report = report(benchmark, &samples, options);
+    if let Some(path) = &options.output {
+        std::fs::write(path, serde_json::to_string_pretty(&report).expect("JSON")).expect("write the report");
+    }
+    println!("{report}");
+}
+
+fn fio_command(uri: &str, options: &Options) -> Command {
+    let mut command = Command::new("fio");
+    command
+        .args(["--ioengine=nbd", "--output-format=json", "--group_reporting"])
+        .arg(format!("--uri={uri}"))
+        .arg(format!("--size={}m", options.size_mib))
+        .arg(format!("--randseed={FIO_SEED}"));
+    command
+}
+
+/// Fills the whole export with a sequential 1 MiB write, so reads return data, not holes.
+fn precondition(target: &Target, options: &Options) {
+    let output = fio_command(target.uri(), options)
+        .args(["--name=fill", "--rw=write", "--bs=1m", "--iodepth=4"])
+        .output()
+        .expect("run fio");
+    assert!(output.status.success(), "fill of {} failed: {}", target.name(), String::from_utf8_lossy(&output.stderr));
+}
+
+/// Runs one job; returns (IOPS, bytes per second).
+fn run_job(target: &Target, job: &Job, options: &Options) -> (f64, f64) {
+    let output = fio_command(target.uri(), options)
+        .arg(format!("--name={}", job.name))
+        .arg(format!("--rw={}", job.rw))
+        .arg(format!("--bs={}", job.block_size))
+        .arg(format!("--iodepth={}", job.queue_depth))
+        .args(["--time_based", "--ramp_time=1", "--norandommap", "--randrepeat=1"])
+        .arg(format!("--runtime={}", options.runtime_seconds))
+        .output()
+        .expect("run fio");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{} on {}: {}", job.name, target.name(), String::from_utf8_lossy(&output.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout[stdout.find('{').expect("fio JSON")..]).expect("fio JSON");
+    let direction = if job.rw.contains("write") { "write" } else { "read" };
+    let result = &report["jobs"][0][direction];
+    (result["iops"].as_f64().unwrap_or(0.0), result["bw_bytes"].as_f64().unwrap_or(0.0))
+}
+
+/// samples[target][job] = one (IOPS, bytes per second) per repetition.
+type Samples = BTreeMap<&'static str, BTreeMap<&'static str, Vec<(f64, f64)>>>;
+
+/// Runs every job on every target, once per repetition; targets are interleaved within a
+/// job so that machine noise spreads evenly over them.
+fn measure(jobs: &[Job], targets: &[Target], options: &Options) -> Samples {
+    // One column wider than the longest job name, so the progress lines align.
+    let job_name_width = jobs.iter().map(|job| job.name.len()).max().unwrap_or(0) + 1;
+    let mut samples: Samples = BTreeMap::new();
+    for repetition in 0..options.repetitions {
+        for job in jobs {
+            for target in targets {
+                let (iops, bytes_per_second) = run_job(target, job, options);
+                eprintln!(
+                    "repetition {repetition} {:<15} {:<job_name_width$} {iops:>10.0} IOPS {:>8.1} MiB/s",
+                    target.name(),
+                    job.name,
+                    bytes_per_second / f64::from(1 << 20)
+                );
+                samples.entry(target.name()).or_default().entry(job.name).or_default().push((iops, bytes_per_second));
+            }
+        }
+    }
+    samples
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[middle]
+    } else {
+        (values[middle - 1] + values[middle]) / 2.0
+    }
+}
+
+fn report(benchmark: &Benchmark, samples: &Samples, options: &Options) -> serde_json::Value {
+    let mut medians: BTreeMap<&str, BTreeMap<&str, serde_json::Value>> = BTreeMap::new();
+    let mut median_iops: BTreeMap<(&str, &str), f64> = BTreeMap::new();
+    for (target, jobs) in samples {
+        for (job, values) in jobs {
+            let iops = median(&mut values.iter().map(|value| value.0).collect::<Vec<_>>());
+            let bytes_per_second = median(&mut values.iter().map(|value| value.1).collect::<Vec<_>>());
+            median_iops.insert((target, job), iops);
+            medians.entry(target).or_default().insert(
+                job,
+                serde_json::json!({
+                    "iops_median": iops.round(),
+                    "mib_per_second_median": (bytes_per_second / f64::from(1 << 20) * 10.0).round() / 10.0,
+                    "iops_samples": values.iter().map(|value| value.0.round()).collect::<Vec<_>>(),
+                }),
+            );
+        }
+    }
+    let mut ratios = serde_json::Map::new();
+    for ratio in benchmark.ratios {
+        let mut per_job = serde_json::Map::new();
+        for job in benchmark.jobs {
+            let value = median_iops[&(ratio.ours, job.name)] / median_iops[&(ratio.theirs, job.name)];
+            per_job.insert(job.name.to_owned(), serde_json::json!((value * 1000.0).round() / 1000.0));
+        }
+        ratios.insert(ratio.label.to_owned(), serde_json::Value::Object(per_job));
+    }
+    serde_json::json!({
+        "benchmark": benchmark.name,
+        "repetitions": options.repetitions,
+        "runtime_seconds": options.runtime_seconds,
+        "size_mib": options.size_mib,
+        "fio_seed": FIO_SEED,
+        "medians": medians,
+        "ratios_of_median_iops": ratios,
+    })
+}
