@@ -6,41 +6,23 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::Arc;
 
-use common::{run, TestServer};
+use common::{fio_totals, fio_verify_command, run, TestServer};
 use proxima_nbd::MemoryBackend;
 
 /// The export is sparse and larger than the region fio works on.
 const EXPORT_BYTES: u64 = 1 << 30;
-const SEED: &str = "20261121";
 
 fn fio(server: &TestServer, name: &str, arguments: &[&str]) -> Command {
-    let mut command = Command::new("fio");
+    let mut command = fio_verify_command(&server.uri("disk"), name);
     command
-        .arg(format!("--name={name}"))
-        .args(["--ioengine=nbd", "--bs=4k", "--iodepth=16", "--verify=crc32c", "--verify_fatal=1"])
-        .arg(format!("--randseed={SEED}"))
-        .args(["--output-format=json", "--group_reporting"])
         // No verify state files in the working directory: verification here is
         // within one run or from the written headers.
         .arg("--verify_state_save=0")
-        .arg(format!("--uri={}", server.uri("disk")))
         .args(arguments);
     command
-}
-
-/// Total bytes read and written, and the error count, over all jobs of a fio run.
-fn totals(output: &Output) -> (u64, u64, u64) {
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    // fio may print notes before the JSON document.
-    let json_start = stdout.find('{').expect("fio JSON output");
-    let report: serde_json::Value = serde_json::from_str(&stdout[json_start..]).expect("fio JSON");
-    let jobs = report["jobs"].as_array().expect("jobs");
-    let sum = |key: &str, field: &str| jobs.iter().map(|job| job[key][field].as_u64().unwrap_or(0)).sum::<u64>();
-    let errors = jobs.iter().map(|job| job["error"].as_u64().unwrap_or(0)).sum::<u64>();
-    (sum("read", "io_bytes"), sum("write", "io_bytes"), errors)
 }
 
 #[test]
@@ -49,14 +31,14 @@ fn single_job_random_writes_then_sequential_and_random_verifying_reads() {
     let region = ["--offset=512M", "--size=96M"];
 
     let write = run(fio(&server, "write", &region).args(["--rw=randwrite", "--do_verify=1"]));
-    let (read_bytes, written_bytes, errors) = totals(&write);
+    let (read_bytes, written_bytes, errors) = fio_totals(&write);
     assert_eq!((written_bytes, errors), (96 << 20, 0));
     assert_eq!(read_bytes, 96 << 20, "the verify phase reads every written block");
 
     let sequential = run(fio(&server, "sequential-verify", &region).arg("--rw=read"));
-    assert_eq!(totals(&sequential), (96 << 20, 0, 0));
+    assert_eq!(fio_totals(&sequential), (96 << 20, 0, 0));
     let random = run(fio(&server, "random-verify", &region).arg("--rw=randread"));
-    assert_eq!(totals(&random), (96 << 20, 0, 0));
+    assert_eq!(fio_totals(&random), (96 << 20, 0, 0));
 
     // Corrupt one block: a verifying read must now fail.
     run(Command::new("qemu-io").args(["-f", "raw", "-c", "write -P 0x5a 600M 4k"]).arg(server.uri("disk")));
@@ -71,11 +53,11 @@ fn four_jobs_over_separate_connections() {
     let jobs = ["--numjobs=4", "--size=32M", "--offset_increment=32M"];
 
     let write = run(fio(&server, "write4", &jobs).args(["--rw=randwrite", "--do_verify=1"]));
-    assert_eq!(totals(&write), (128 << 20, 128 << 20, 0));
+    assert_eq!(fio_totals(&write), (128 << 20, 128 << 20, 0));
     let sequential = run(fio(&server, "sequential-verify4", &jobs).arg("--rw=read"));
-    assert_eq!(totals(&sequential), (128 << 20, 0, 0));
+    assert_eq!(fio_totals(&sequential), (128 << 20, 0, 0));
     let random = run(fio(&server, "random-verify4", &jobs).arg("--rw=randread"));
-    assert_eq!(totals(&random), (128 << 20, 0, 0));
+    assert_eq!(fio_totals(&random), (128 << 20, 0, 0));
 
     let summary = server.stop();
     assert!(summary.connection_count >= 12, "each of the 12 fio jobs uses its own connection: {summary:?}");

@@ -3,6 +3,11 @@
 //! SIGKILL or stopped with SIGTERM, and helpers to run the real NBD clients.
 #![allow(dead_code, reason = "each test binary uses a different subset of these helpers")]
 
+#[path = "../../../nbd/tests/common/clients.rs"]
+mod clients;
+#[allow(unused_imports, reason = "each test binary uses a different subset of these helpers")]
+pub use clients::{fio_totals, fio_verify_command, run, seeded_bytes};
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -10,19 +15,6 @@ use std::time::{Duration, Instant};
 /// The binary under test.
 pub fn proxima() -> Command {
     Command::new(env!("CARGO_BIN_EXE_proxima"))
-}
-
-/// Runs a command, failing the test with its output unless it succeeds.
-pub fn run(command: &mut Command) -> Output {
-    let output = command.output().unwrap_or_else(|error| panic!("cannot run {command:?}: {error}"));
-    assert!(
-        output.status.success(),
-        "{command:?} failed with {}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
 }
 
 /// The last line of a command's standard output, parsed as JSON.
@@ -132,36 +124,7 @@ impl Drop for Volume {
 /// fio's nbd engine on an export with crc32c verification (seeded), JSON output,
 /// run in `directory` (fio keeps verify state files in its working directory).
 pub fn fio(volume: &Volume, export: &str, name: &str, directory: &Path) -> Command {
-    let mut command = Command::new("fio");
+    let mut command = fio_verify_command(&volume.uri(export), name);
+    command.current_dir(directory);
     command
-        .current_dir(directory)
-        .arg(format!("--name={name}"))
-        .args(["--ioengine=nbd", "--bs=4k", "--iodepth=16", "--verify=crc32c", "--verify_fatal=1"])
-        .args(["--randseed=20261121", "--output-format=json", "--group_reporting"])
-        .arg(format!("--uri={}", volume.uri(export)));
-    command
-}
-
-/// Total bytes read and written, and the error count, over all jobs of a fio run.
-pub fn fio_totals(output: &Output) -> (u64, u64, u64) {
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let json_start = stdout.find('{').expect("fio JSON output");
-    let report: serde_json::Value = serde_json::from_str(&stdout[json_start..]).expect("fio JSON");
-    let jobs = report["jobs"].as_array().expect("jobs");
-    let sum = |key: &str, field: &str| jobs.iter().map(|job| job[key][field].as_u64().unwrap_or(0)).sum::<u64>();
-    let errors = jobs.iter().map(|job| job["error"].as_u64().unwrap_or(0)).sum::<u64>();
-    (sum("read", "io_bytes"), sum("write", "io_bytes"), errors)
-}
-
-/// Deterministic pseudo-random bytes from a seed (xorshift).
-pub fn seeded_bytes(seed: u64, length: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..length)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
-        .collect()
 }

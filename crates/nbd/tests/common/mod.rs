@@ -3,10 +3,13 @@
 //! helpers to run the real NBD clients (nbdinfo, qemu-img, qemu-io, nbdcopy, fio).
 #![allow(dead_code, reason = "each test binary uses a different subset of these helpers")]
 
+mod clients;
+#[allow(unused_imports, reason = "each test binary uses a different subset of these helpers")]
+pub use clients::{fio_totals, fio_verify_command, run, seeded_bytes};
+
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use proxima_nbd::protocol::transmission::Command as NbdCommand;
 use std::sync::Arc;
@@ -74,32 +77,6 @@ impl Drop for TestServer {
             self.shutdown.request();
         }
     }
-}
-
-/// Runs a command, failing the test with its output unless it succeeds.
-pub fn run(command: &mut Command) -> Output {
-    let output = command.output().unwrap_or_else(|error| panic!("cannot run {command:?}: {error}"));
-    assert!(
-        output.status.success(),
-        "{command:?} failed with {}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
-/// Deterministic pseudo-random bytes from a seed (a xorshift generator).
-pub fn seeded_bytes(seed: u64, length: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..length)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
-        .collect()
 }
 
 /// Writes a file.
