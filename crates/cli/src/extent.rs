@@ -2,13 +2,13 @@
 //! each served as an NBD export of its name. Works on a stopped volume, or
 //! through a running server (new extents become exports at once).
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use proxima_service::{format_size, Request};
 
-use crate::service_common::{print_message, request, size_argument};
+use crate::management::{run_operation, ListingPrinter, VolumeArguments};
+use crate::service_common::size_argument;
 
 /// `proxima extent`.
 #[derive(Debug, Args)]
@@ -21,81 +21,55 @@ pub struct ExtentArgs {
 enum ExtentCommand {
     /// Create an extent (an export of the same name).
     Create {
-        /// The volume directory.
-        directory: PathBuf,
+        #[command(flatten)]
+        volume: VolumeArguments,
         /// The extent's name (no '@').
         name: String,
         /// Its size (a multiple of 4 KiB; K, M, G, T suffixes).
         #[arg(long, value_name = "SIZE", value_parser = size_argument)]
         size: u64,
-        /// Print the result as JSON on the last line.
-        #[arg(long)]
-        json: bool,
     },
     /// Delete an extent and free its blocks.
     Delete {
-        /// The volume directory.
-        directory: PathBuf,
+        #[command(flatten)]
+        volume: VolumeArguments,
         /// The extent's name.
         name: String,
-        /// Print the result as JSON on the last line.
-        #[arg(long)]
-        json: bool,
     },
     /// Change an extent's size (shrinking discards the blocks past the end).
     Resize {
-        /// The volume directory.
-        directory: PathBuf,
+        #[command(flatten)]
+        volume: VolumeArguments,
         /// The extent's name.
         name: String,
         /// The new size.
         #[arg(long, value_name = "SIZE", value_parser = size_argument)]
         size: u64,
-        /// Print the result as JSON on the last line.
-        #[arg(long)]
-        json: bool,
     },
     /// List the extents.
     List {
-        /// The volume directory.
-        directory: PathBuf,
-        /// Print the list as JSON on the last line.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        volume: VolumeArguments,
     },
 }
 
 /// Runs `proxima extent`.
 pub fn run(args: &ExtentArgs) -> ExitCode {
-    let (directory, operation, json) = match &args.command {
-        ExtentCommand::Create { directory, name, size, json } => {
-            (directory, Request::ExtentCreate { name: name.clone(), size_bytes: *size }, *json)
+    let (volume, operation, print_listing): (_, _, Option<ListingPrinter>) = match &args.command {
+        ExtentCommand::Create { volume, name, size } => {
+            (volume, Request::ExtentCreate { name: name.clone(), size_bytes: *size }, None)
         }
-        ExtentCommand::Delete { directory, name, json } => {
-            (directory, Request::ExtentDelete { name: name.clone() }, *json)
+        ExtentCommand::Delete { volume, name } => (volume, Request::ExtentDelete { name: name.clone() }, None),
+        ExtentCommand::Resize { volume, name, size } => {
+            (volume, Request::ExtentResize { name: name.clone(), size_bytes: *size }, None)
         }
-        ExtentCommand::Resize { directory, name, size, json } => {
-            (directory, Request::ExtentResize { name: name.clone(), size_bytes: *size }, *json)
-        }
-        ExtentCommand::List { directory, json } => (directory, Request::ExtentList, *json),
+        ExtentCommand::List { volume } => (volume, Request::ExtentList, Some(print_extents)),
     };
-    let (result, venue) = match request("extent", directory, &operation) {
-        Ok(outcome) => outcome,
-        Err(code) => return code,
-    };
-    if operation == Request::ExtentList {
-        print_extents(&result["extents"]);
-        if json {
-            println!("{result}");
-        }
-    } else {
-        print_message(&result, venue, json);
-    }
-    ExitCode::SUCCESS
+    run_operation("extent", volume, &operation, print_listing)
 }
 
-fn print_extents(extents: &serde_json::Value) {
-    let extents = extents.as_array().cloned().unwrap_or_default();
+fn print_extents(result: &serde_json::Value) {
+    let extents = result["extents"].as_array().cloned().unwrap_or_default();
     if extents.is_empty() {
         println!("no extents");
         return;

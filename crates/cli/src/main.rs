@@ -8,6 +8,7 @@ mod disk;
 mod disk_lab;
 mod extent;
 mod fsck;
+mod management;
 mod reproduce;
 mod serve;
 mod service_common;
