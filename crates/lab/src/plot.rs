@@ -1,8 +1,11 @@
 //! SVG plots of experiment results: line charts (one line per series over a numeric
 //! x axis) and grouped bar charts (one bar per series for each category).
 
+use std::ops::Range;
 use std::path::Path;
 
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::LabError;
@@ -63,6 +66,51 @@ fn plot_error(path: &Path, error: impl std::fmt::Display) -> LabError {
     LabError::Plot { path: path.to_path_buf(), message: error.to_string() }
 }
 
+/// A drawing area on an SVG file at a path that lives for `'path`.
+type SvgArea<'path> = DrawingArea<SVGBackend<'path>, Shift>;
+/// A chart with numeric axes drawn on an [`SvgArea`] borrowed for `'area`.
+type SvgChart<'area, 'path> = ChartContext<'area, SVGBackend<'path>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A white drawing area of the plot size on a new SVG file at `path`.
+fn white_svg_area(path: &Path) -> Result<SvgArea<'_>, LabError> {
+    let area = SVGBackend::new(path, (WIDTH_PIXELS, HEIGHT_PIXELS)).into_drawing_area();
+    area.fill(&WHITE).map_err(|error| plot_error(path, error))?;
+    Ok(area)
+}
+
+/// A chart titled `title` on `area` over `x_range` × `y_range`, with room for the axis labels.
+fn titled_chart<'area, 'path>(
+    area: &'area SvgArea<'path>,
+    title: &str,
+    x_range: Range<f64>,
+    y_range: Range<f64>,
+    path: &Path,
+) -> Result<SvgChart<'area, 'path>, LabError> {
+    ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x_range, y_range)
+        .map_err(|error| plot_error(path, error))
+}
+
+/// Draws the legend of the labelled series in the upper right corner and writes the file.
+fn finish_with_legend<'area, 'path: 'area>(
+    chart: &mut SvgChart<'area, 'path>,
+    area: &SvgArea<'path>,
+    path: &Path,
+) -> Result<(), LabError> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|error| plot_error(path, error))?;
+    area.present().map_err(|error| plot_error(path, error))
+}
+
 impl LineChart {
     /// Draws the chart into an SVG file at `path`. The y axis starts at zero so that
     /// relative costs read honestly.
@@ -75,15 +123,9 @@ impl LineChart {
             return Err(plot_error(path, "no points to plot"));
         }
         let x_pad = ((x_max - x_min) * 0.03).max(0.5);
-        let root = SVGBackend::new(path, (WIDTH_PIXELS, HEIGHT_PIXELS)).into_drawing_area();
-        root.fill(&WHITE).map_err(|error| plot_error(path, error))?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(&self.title, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(44)
-            .y_label_area_size(60)
-            .build_cartesian_2d((x_min - x_pad)..(x_max + x_pad), 0.0..(y_max * 1.1).max(1e-9))
-            .map_err(|error| plot_error(path, error))?;
+        let area = white_svg_area(path)?;
+        let mut chart =
+            titled_chart(&area, &self.title, (x_min - x_pad)..(x_max + x_pad), 0.0..(y_max * 1.1).max(1e-9), path)?;
         chart
             .configure_mesh()
             .x_desc(&self.x_label)
@@ -101,14 +143,7 @@ impl LineChart {
                 .draw_series(series.points.iter().map(|point| Circle::new(*point, 3, colour.filled())))
                 .map_err(|error| plot_error(path, error))?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(|error| plot_error(path, error))?;
-        root.present().map_err(|error| plot_error(path, error))
+        finish_with_legend(&mut chart, &area, path)
     }
 }
 
@@ -121,15 +156,9 @@ impl GroupedBarChart {
             return Err(plot_error(path, "no bars to plot"));
         }
         let y_max = self.series.iter().flat_map(|(_, values)| values.iter()).fold(0.0f64, |max, value| max.max(*value));
-        let root = SVGBackend::new(path, (WIDTH_PIXELS, HEIGHT_PIXELS)).into_drawing_area();
-        root.fill(&WHITE).map_err(|error| plot_error(path, error))?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(&self.title, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(44)
-            .y_label_area_size(60)
-            .build_cartesian_2d(-0.5..(category_count as f64 - 0.5), 0.0..(y_max * 1.15).max(1e-9))
-            .map_err(|error| plot_error(path, error))?;
+        let area = white_svg_area(path)?;
+        let mut chart =
+            titled_chart(&area, &self.title, -0.5..(category_count as f64 - 0.5), 0.0..(y_max * 1.15).max(1e-9), path)?;
         let categories = self.categories.clone();
         chart
             .configure_mesh()
@@ -162,14 +191,7 @@ impl GroupedBarChart {
                 .label(name)
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], colour.filled()));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(|error| plot_error(path, error))?;
-        root.present().map_err(|error| plot_error(path, error))
+        finish_with_legend(&mut chart, &area, path)
     }
 }
 
