@@ -203,16 +203,19 @@ fn paper_points(at_1: f64, at_10: f64) -> Series {
 }
 
 fn charts(rows: &[StagingRow], settings: &LayoutSettings) -> Vec<(&'static str, LineChart)> {
-    let ours = |name: &str, value: fn(&HeadlineRow) -> f64| Series {
-        name: format!("ours ({})", name),
-        points: rows.iter().map(|row| (row.headline.staging_percent, value(&row.headline))).collect(),
-    };
     let model = settings.shape.model.name().to_string();
-    let chart = |title: &str, y_label: &str, series: Vec<Series>| LineChart {
-        title: format!("{title} ({model})"),
-        x_label: "staging area (% of capacity)".into(),
-        y_label: y_label.into(),
-        series,
+    // One chart per figure the paper gives at 1 % and 10 % staging: ours against the paper's.
+    let chart = |title: &str, y_label: &str, value: fn(&HeadlineRow) -> f64, paper_at_1: f64, paper_at_10: f64| {
+        let ours = Series {
+            name: format!("ours ({model})"),
+            points: rows.iter().map(|row| (row.headline.staging_percent, value(&row.headline))).collect(),
+        };
+        LineChart {
+            title: format!("{title} ({model})"),
+            x_label: "staging area (% of capacity)".into(),
+            y_label: y_label.into(),
+            series: vec![ours, paper_points(paper_at_1, paper_at_10)],
+        }
     };
     vec![
         (
@@ -220,10 +223,9 @@ fn charts(rows: &[StagingRow], settings: &LayoutSettings) -> Vec<(&'static str, 
             chart(
                 "Disk I/Os per revolution",
                 "I/Os per revolution",
-                vec![
-                    ours(&model, |row| row.ios_per_revolution),
-                    paper_points(paper::IOS_PER_REVOLUTION_1, paper::IOS_PER_REVOLUTION_10),
-                ],
+                |row| row.ios_per_revolution,
+                paper::IOS_PER_REVOLUTION_1,
+                paper::IOS_PER_REVOLUTION_10,
             ),
         ),
         (
@@ -231,10 +233,9 @@ fn charts(rows: &[StagingRow], settings: &LayoutSettings) -> Vec<(&'static str, 
             chart(
                 "User updates per destage batch",
                 "updates per batch",
-                vec![
-                    ours(&model, |row| row.updates_per_batch),
-                    paper_points(paper::UPDATES_PER_BATCH_1, paper::UPDATES_PER_BATCH_10),
-                ],
+                |row| row.updates_per_batch,
+                paper::UPDATES_PER_BATCH_1,
+                paper::UPDATES_PER_BATCH_10,
             ),
         ),
         (
@@ -242,10 +243,9 @@ fn charts(rows: &[StagingRow], settings: &LayoutSettings) -> Vec<(&'static str, 
             chart(
                 "I/O amplification",
                 "disk I/Os per user update",
-                vec![
-                    ours(&model, |row| row.io_amplification),
-                    paper_points(paper::IO_AMPLIFICATION_1, paper::IO_AMPLIFICATION_10),
-                ],
+                |row| row.io_amplification,
+                paper::IO_AMPLIFICATION_1,
+                paper::IO_AMPLIFICATION_10,
             ),
         ),
     ]
