@@ -19,17 +19,15 @@
 #[path = "fio_harness/mod.rs"]
 mod fio_harness;
 
-use fio_harness::{create_raw_file, start_nbdkit, start_proxima, Benchmark, Job, Options, Ratio, EXPORT_NAME};
+use fio_harness::{
+    create_raw_file, start_nbdkit, start_proxima, Benchmark, Options, Ratio, EXPORT_NAME, RANDOM_READ_4K_QD16,
+    RANDOM_WRITE_4K_QD16, SEQUENTIAL_READ_1M_QD4, SEQUENTIAL_WRITE_1M_QD4,
+};
 use proxima_nbd::{FileBackend, MemoryBackend};
 
 const BENCHMARK: Benchmark = Benchmark {
     name: "nbd_vs_nbdkit",
-    jobs: &[
-        Job { name: "randwrite_4k_qd16", rw: "randwrite", block_size: "4k", queue_depth: 16 },
-        Job { name: "randread_4k_qd16", rw: "randread", block_size: "4k", queue_depth: 16 },
-        Job { name: "seqread_1m_qd4", rw: "read", block_size: "1m", queue_depth: 4 },
-        Job { name: "seqwrite_1m_qd4", rw: "write", block_size: "1m", queue_depth: 4 },
-    ],
+    jobs: &[RANDOM_WRITE_4K_QD16, RANDOM_READ_4K_QD16, SEQUENTIAL_READ_1M_QD4, SEQUENTIAL_WRITE_1M_QD4],
     ratios: &[
         Ratio { label: "proxima_file_vs_nbdkit_file", ours: "proxima-file", theirs: "nbdkit-file" },
         Ratio { label: "proxima_memory_vs_nbdkit_memory", ours: "proxima-memory", theirs: "nbdkit-memory" },

@@ -27,18 +27,21 @@ mod fio_harness;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
-use fio_harness::{create_raw_file, start_nbdkit, start_proxima, Benchmark, Job, Options, Ratio, Target, EXPORT_NAME};
+use fio_harness::{
+    create_raw_file, start_nbdkit, start_proxima, Benchmark, Job, Options, Ratio, Target, EXPORT_NAME,
+    RANDOM_READ_4K_QD16, RANDOM_WRITE_4K_QD16, SEQUENTIAL_READ_1M_QD4, SEQUENTIAL_WRITE_1M_QD4,
+};
 use proxima_service::{create_volume, open_volume, CreateSpec, VolumeBackend, VolumeLock};
 
 const BENCHMARK: Benchmark = Benchmark {
     name: "volume_vs_nbdkit",
     // In the order each repetition runs them (the order matters: see the header).
     jobs: &[
-        Job { name: "seqwrite_1m_qd4", rw: "write", block_size: "1m", queue_depth: 4 },
-        Job { name: "seqread_1m_qd4", rw: "read", block_size: "1m", queue_depth: 4 },
-        Job { name: "randread_4k_qd16", rw: "randread", block_size: "4k", queue_depth: 16 },
-        Job { name: "randwrite_4k_qd16", rw: "randwrite", block_size: "4k", queue_depth: 16 },
-        Job { name: "seqread_1m_qd4_aged", rw: "read", block_size: "1m", queue_depth: 4 },
+        SEQUENTIAL_WRITE_1M_QD4,
+        SEQUENTIAL_READ_1M_QD4,
+        RANDOM_READ_4K_QD16,
+        RANDOM_WRITE_4K_QD16,
+        Job { name: "seqread_1m_qd4_aged", ..SEQUENTIAL_READ_1M_QD4 },
     ],
     ratios: &[
         Ratio { label: "proxima_volume_vs_nbdkit_file", ours: "proxima-volume", theirs: "nbdkit-file" },

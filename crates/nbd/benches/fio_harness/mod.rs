@@ -76,6 +76,17 @@ pub struct Job {
     pub queue_depth: u32,
 }
 
+/// 4 KiB random writes at queue depth 16.
+pub const RANDOM_WRITE_4K_QD16: Job =
+    Job { name: "randwrite_4k_qd16", rw: "randwrite", block_size: "4k", queue_depth: 16 };
+/// 4 KiB random reads at queue depth 16.
+pub const RANDOM_READ_4K_QD16: Job =
+    Job { name: "randread_4k_qd16", rw: "randread", block_size: "4k", queue_depth: 16 };
+/// 1 MiB sequential reads at queue depth 4.
+pub const SEQUENTIAL_READ_1M_QD4: Job = Job { name: "seqread_1m_qd4", rw: "read", block_size: "1m", queue_depth: 4 };
+/// 1 MiB sequential writes at queue depth 4.
+pub const SEQUENTIAL_WRITE_1M_QD4: Job = Job { name: "seqwrite_1m_qd4", rw: "write", block_size: "1m", queue_depth: 4 };
+
 /// One ratio of median IOPS the report gives for every job: `ours / theirs`.
 #[derive(Debug, Clone, Copy)]
 pub struct Ratio {
