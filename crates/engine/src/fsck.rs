@@ -188,12 +188,14 @@ impl<F: BlockDevice> Checker<'_, F> {
             let size_blocks = record.size_bytes / BLOCK_SIZE as u64;
             for (&logical, run) in map.iter() {
                 let what = format!("extent {:?} block {logical}", record.name);
-                if logical + run.count > size_blocks {
-                    self.report
-                        .add(FindingKind::OutOfRange, format!("{tree}: {what}+{} beyond the extent's end", run.count));
+                if logical + run.count() > size_blocks {
+                    self.report.add(
+                        FindingKind::OutOfRange,
+                        format!("{tree}: {what}+{} beyond the extent's end", run.count()),
+                    );
                 }
-                for offset in 0..run.count {
-                    match Location::from_raw(run.location).offset(offset) {
+                for offset in 0..run.count() {
+                    match Location::from_raw(run.location()).offset(offset) {
                         Location::Data(block) => self.mark(&mut walk.data_used, DeviceRole::Data, block, tree, &what),
                         Location::Flash(block) => self.mark(flash_used, DeviceRole::Flash, block, tree, &what),
                     }

@@ -556,8 +556,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .maps
             .values()
             .flat_map(|map| map.iter())
-            .filter(|(_, run)| matches!(map::Location::from_raw(run.location), map::Location::Flash(_)))
-            .map(|(_, run)| run.count)
+            .filter(|(_, run)| matches!(map::Location::from_raw(run.location()), map::Location::Flash(_)))
+            .map(|(_, run)| run.count())
             .sum();
         Ok(())
     }

@@ -457,7 +457,7 @@ pub(crate) mod tests {
     }
 
     fn run(location: u64) -> Run {
-        Run { count: 1, location }
+        Run::new(1, location)
     }
 
     #[test]

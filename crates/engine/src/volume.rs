@@ -430,8 +430,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.maps
             .values()
             .flat_map(|map| map.iter())
-            .filter(|(_, run)| matches!(Location::from_raw(run.location), Location::Flash(_)))
-            .map(|(_, run)| run.count)
+            .filter(|(_, run)| matches!(Location::from_raw(run.location()), Location::Flash(_)))
+            .map(|(_, run)| run.count())
             .sum()
     }
 
@@ -550,7 +550,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.guarded(|volume| {
             volume.flush_pending_records()?;
             let mut map = volume.maps.remove(&id).expect("every extent has a map");
-            let end = map.iter().next_back().map_or(0, |(&key, run)| key + run.count);
+            let end = map.iter().next_back().map_or(0, |(&key, run)| key + run.count());
             for (location, count) in map::punch(&mut map, 0, end) {
                 volume.free_location(location, count);
             }
