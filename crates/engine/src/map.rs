@@ -60,9 +60,9 @@ pub fn segments(map: &ExtentMap, start: u64, count: u64) -> Vec<Segment> {
     let end = start + count;
     let mut result = Vec::new();
     let mut cursor = start;
-    let first = map.range(..=start).next_back().filter(|(&key, run)| key + run.count() > start);
+    let first = map.range(..=start).next_back().filter(|(key, run)| key + run.count() > start);
     let following = map.range(start + 1..end);
-    for (&key, run) in first.into_iter().chain(following) {
+    for (key, run) in first.into_iter().chain(following) {
         if key > cursor {
             result.push(Segment { logical_block: cursor, block_count: key - cursor, location: None });
             cursor = key;
@@ -80,7 +80,7 @@ pub fn segments(map: &ExtentMap, start: u64, count: u64) -> Vec<Segment> {
 
 /// The location of one logical block.
 pub fn lookup(map: &ExtentMap, logical_block: u64) -> Option<Location> {
-    let (&key, run) = map.range(..=logical_block).next_back()?;
+    let (key, run) = map.range(..=logical_block).next_back()?;
     (key + run.count() > logical_block).then(|| Location::from_raw(run.location()).offset(logical_block - key))
 }
 
@@ -89,8 +89,8 @@ pub fn lookup(map: &ExtentMap, logical_block: u64) -> Option<Location> {
 pub fn punch(map: &mut ExtentMap, start: u64, count: u64) -> Vec<(Location, u64)> {
     let end = start + count;
     let mut displaced = Vec::new();
-    let first = map.range(..start).next_back().filter(|(&key, run)| key + run.count() > start).map(|(&key, _)| key);
-    let keys: Vec<u64> = first.into_iter().chain(map.range(start..end).map(|(&key, _)| key)).collect();
+    let first = map.range(..start).next_back().filter(|(key, run)| key + run.count() > start).map(|(key, _)| key);
+    let keys: Vec<u64> = first.into_iter().chain(map.range(start..end).map(|(key, _)| key)).collect();
     for key in keys {
         let run = map.remove(key).expect("key listed above");
         let run_end = key + run.count();
@@ -115,7 +115,7 @@ pub fn assign(map: &mut ExtentMap, start: u64, count: u64, location: Location) -
     let displaced = punch(map, start, count);
     // The run being placed: it may absorb its neighbours when it continues them.
     let (mut key, mut run_count, mut run_location) = (start, count, location);
-    if let Some((&left_key, left)) = map.range(..start).next_back() {
+    if let Some((left_key, left)) = map.range(..start).next_back() {
         let continues = left_key + left.count() == start
             && Location::from_raw(left.location()).offset(left.count()) == location
             && left.count() + count <= Run::MAX_BLOCKS;
