@@ -195,8 +195,11 @@ pub struct FlashDisk {
     /// One bit per block: its last write carried some non-zero byte.
     unkept: Vec<u64>,
     /// Per outstanding ticket, what each read returns (`None` for other requests).
-    reads: std::collections::BTreeMap<u64, Vec<Option<Result<Vec<u8>, DeviceError>>>>,
+    reads: std::collections::BTreeMap<u64, Vec<Option<ReadAnswer>>>,
 }
+
+/// What a read of the flash returns: zeroes, or a refusal.
+type ReadAnswer = Result<Vec<u8>, DeviceError>;
 
 /// Whether every byte of `block` is zero (a staged block of a metadata-only run).
 fn is_zero(block: &[u8]) -> bool {
@@ -231,7 +234,7 @@ impl FlashDisk {
     }
 
     /// Applies a valid request to the bit map; returns what a read answers.
-    fn apply(&mut self, request: &IoRequest) -> Option<Result<Vec<u8>, DeviceError>> {
+    fn apply(&mut self, request: &IoRequest) -> Option<ReadAnswer> {
         let block_size = self.info.block_size_bytes as usize;
         match request.op {
             IoOp::Read => Some(match (request.block..request.end_block()).find(|&block| self.is_unkept(block)) {
