@@ -360,12 +360,45 @@ pub const INDEX_ENTRY_SIZE: usize = 24;
 pub const INDEX_CAPACITY: usize = BODY_SIZE / INDEX_ENTRY_SIZE;
 
 /// A map run: `count` logical blocks from the key on, at consecutive locations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// Held as three 32-bit words (12 bytes, 4-byte aligned), so that an entry of a
+/// map costs 20 bytes with its key: the maps of an aged terabyte hold hundreds
+/// of millions of runs (docs/engine.md, "Memory").
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Run {
+    count: u32,
+    location_low: u32,
+    location_high: u32,
+}
+
+impl Run {
+    /// The longest run one entry holds (the on-disk count is a u32).
+    pub const MAX_BLOCKS: u64 = u32::MAX as u64;
+
+    /// `count` blocks from `location` (bit 63 set: a flash block).
+    ///
+    /// # Panics
+    /// If `count` is 0 or above [`Run::MAX_BLOCKS`]: callers split longer runs.
+    pub fn new(count: u64, location: u64) -> Run {
+        assert!((1..=Self::MAX_BLOCKS).contains(&count), "a run of {count} blocks does not fit an entry");
+        Run { count: count as u32, location_low: location as u32, location_high: (location >> 32) as u32 }
+    }
+
     /// Number of blocks (1..=u32::MAX).
-    pub count: u64,
+    pub fn count(self) -> u64 {
+        u64::from(self.count)
+    }
+
     /// Location of the first block (bit 63 set: a flash block).
-    pub location: u64,
+    pub fn location(self) -> u64 {
+        u64::from(self.location_high) << 32 | u64::from(self.location_low)
+    }
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Run").field("count", &self.count()).field("location", &self.location()).finish()
+    }
 }
 
 impl TreeEntry for Run {
@@ -373,10 +406,9 @@ impl TreeEntry for Run {
     const KIND: BlockKind = BlockKind::MapNode;
 
     fn encode(&self, key: u64, out: &mut [u8]) {
-        assert!(self.count >= 1 && self.count <= u64::from(u32::MAX), "run length fits the format");
         put_u64(out, 0, key);
-        put_u32(out, 8, self.count as u32);
-        put_u64(out, 12, self.location);
+        put_u32(out, 8, self.count);
+        put_u64(out, 12, self.location());
     }
 
     fn decode(bytes: &[u8]) -> Result<(u64, Self), String> {
@@ -390,7 +422,7 @@ impl TreeEntry for Run {
         if key.checked_add(count).is_none() || block.checked_add(count).is_none() {
             return Err(format!("run at {key} of {count} blocks overflows"));
         }
-        Ok((key, Self { count, location }))
+        Ok((key, Self::new(count, location)))
     }
 }
 
@@ -720,6 +752,16 @@ mod tests {
         assert_eq!(decoded.next, 77);
         assert_eq!(decoded.records, records);
         assert_eq!(decoded.header.key, 4);
+    }
+
+    #[test]
+    fn a_run_is_twelve_bytes_and_keeps_a_flash_location_and_the_longest_count() {
+        assert_eq!(std::mem::size_of::<Run>(), 12);
+        let run = Run::new(Run::MAX_BLOCKS, FLASH_LOCATION_BIT | (5 << 32) | 7);
+        assert_eq!((run.count(), run.location()), (u64::from(u32::MAX), FLASH_LOCATION_BIT | (5 << 32) | 7));
+        let mut bytes = [0u8; Run::SIZE];
+        run.encode(42, &mut bytes);
+        assert_eq!(Run::decode(&bytes), Ok((42, run)));
     }
 
     #[test]

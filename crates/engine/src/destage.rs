@@ -94,8 +94,8 @@ struct PlacedPiece {
 /// The staged runs of one map: (logical block, block count, first flash block).
 fn staged_runs(map: &ExtentMap) -> Vec<(u64, u64, u64)> {
     map.iter()
-        .filter_map(|(&logical, run)| match Location::from_raw(run.location) {
-            Location::Flash(block) => Some((logical, run.count, block)),
+        .filter_map(|(logical, run)| match Location::from_raw(run.location()) {
+            Location::Flash(block) => Some((logical, run.count(), block)),
             Location::Data(_) => None,
         })
         .collect()
@@ -104,18 +104,18 @@ fn staged_runs(map: &ExtentMap) -> Vec<(u64, u64, u64)> {
 /// The nearest data-device block of the extent before `logical` or at or after
 /// `end`, as `(logical block, data block)`: the group's placed neighbour.
 fn placed_neighbour(map: &ExtentMap, logical: u64, end: u64, window_blocks: u64) -> Option<(u64, u64)> {
-    let before = map.range(..logical).rev().find_map(|(&key, run)| match Location::from_raw(run.location) {
+    let before = map.range(..logical).rev().find_map(|(key, run)| match Location::from_raw(run.location()) {
         Location::Data(block) => {
-            let last = (key + run.count).min(logical) - 1;
+            let last = (key + run.count()).min(logical) - 1;
             Some((last, block + (last - key)))
         }
         Location::Flash(_) => None,
     });
     // The run holding `end` (if it starts before it), then the runs after.
-    let holding_end = map.range(..=end).next_back().filter(|(&key, run)| key + run.count > end);
-    let after = holding_end.into_iter().chain(map.range(end + 1..)).find_map(|(&key, run)| {
-        match Location::from_raw(run.location) {
-            Location::Data(block) if key + run.count > end => {
+    let holding_end = map.range(..=end).next_back().filter(|(key, run)| key + run.count() > end);
+    let after = holding_end.into_iter().chain(map.range(end + 1..)).find_map(|(key, run)| {
+        match Location::from_raw(run.location()) {
+            Location::Data(block) if key + run.count() > end => {
                 let first = key.max(end);
                 Some((first, block + (first - key)))
             }
@@ -153,7 +153,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .maps
             .iter()
             .filter(|(_, map)| {
-                map.iter().any(|(_, run)| matches!(Location::from_raw(run.location), Location::Flash(_)))
+                map.iter().any(|(_, run)| matches!(Location::from_raw(run.location()), Location::Flash(_)))
             })
             .map(|(&id, _)| id)
             .collect();
@@ -249,28 +249,27 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let map = &self.maps[&id];
         // The nearest data-device blocks before and after, within one range's
         // worth of logical blocks (staged blocks in between are skipped).
-        let predecessor = map.range(logical.saturating_sub(range_blocks)..logical).rev().find_map(|(&key, run)| {
-            match Location::from_raw(run.location) {
+        let predecessor = map.range(logical.saturating_sub(range_blocks)..logical).rev().find_map(|(key, run)| {
+            match Location::from_raw(run.location()) {
                 Location::Data(block) => {
-                    let last = key + run.count - 1;
+                    let last = key + run.count() - 1;
                     Some((block + (last - key), (block + (last - key)).checked_add(logical - last)?))
                 }
                 Location::Flash(_) => None,
             }
         });
         let end = logical + count;
-        let holding_end = map.range(..=end).next_back().filter(|(&key, run)| key + run.count > end);
-        let successor =
-            holding_end.into_iter().chain(map.range(end + 1..end + range_blocks)).find_map(|(&key, run)| {
-                match Location::from_raw(run.location) {
-                    Location::Data(block) if key + run.count > end => {
-                        let first = key.max(end);
-                        let first_block = block + (first - key);
-                        Some((first_block, first_block.checked_sub(first - logical)?))
-                    }
-                    _ => None,
+        let holding_end = map.range(..=end).next_back().filter(|(key, run)| key + run.count() > end);
+        let successor = holding_end.into_iter().chain(map.range(end + 1..end + range_blocks)).find_map(|(key, run)| {
+            match Location::from_raw(run.location()) {
+                Location::Data(block) if key + run.count() > end => {
+                    let first = key.max(end);
+                    let first_block = block + (first - key);
+                    Some((first_block, first_block.checked_sub(first - logical)?))
                 }
-            });
+                _ => None,
+            }
+        });
         let candidates = [predecessor, successor].into_iter().flatten().filter(|&(neighbour, candidate)| {
             candidate < block_count && candidate / range_blocks == neighbour / range_blocks
         });

@@ -173,7 +173,7 @@ impl<F: BlockDevice> Checker<'_, F> {
             self.mark(flash_used, DeviceRole::Flash, block, tree, "extent table");
         }
         walk.extent_count = extents.len() as u64;
-        for (&id, record) in extents.iter() {
+        for (id, record) in extents.iter() {
             let map = match ExtentMap::load(record.map, id, &mut self.reader) {
                 Ok(map) => map,
                 Err(error) => {
@@ -186,14 +186,16 @@ impl<F: BlockDevice> Checker<'_, F> {
                 self.mark(flash_used, DeviceRole::Flash, block, tree, "map node");
             }
             let size_blocks = record.size_bytes / BLOCK_SIZE as u64;
-            for (&logical, run) in map.iter() {
+            for (logical, run) in map.iter() {
                 let what = format!("extent {:?} block {logical}", record.name);
-                if logical + run.count > size_blocks {
-                    self.report
-                        .add(FindingKind::OutOfRange, format!("{tree}: {what}+{} beyond the extent's end", run.count));
+                if logical + run.count() > size_blocks {
+                    self.report.add(
+                        FindingKind::OutOfRange,
+                        format!("{tree}: {what}+{} beyond the extent's end", run.count()),
+                    );
                 }
-                for offset in 0..run.count {
-                    match Location::from_raw(run.location).offset(offset) {
+                for offset in 0..run.count() {
+                    match Location::from_raw(run.location()).offset(offset) {
                         Location::Data(block) => self.mark(&mut walk.data_used, DeviceRole::Data, block, tree, &what),
                         Location::Flash(block) => self.mark(flash_used, DeviceRole::Flash, block, tree, &what),
                     }
@@ -293,7 +295,7 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F) -> Res
     checker.report.metadata_blocks = active.flash_used.count_ones();
     let snapshots =
         match PersistentTree::<SnapshotRecord>::load(superblock.roots.snapshot_table, 0, &mut checker.reader) {
-            Ok(table) => table.iter().map(|(&id, record)| (id, record.clone())).collect::<Vec<_>>(),
+            Ok(table) => table.iter().map(|(id, record)| (id, record.clone())).collect::<Vec<_>>(),
             Err(_) => Vec::new(), // reported by the walk
         };
     let mut live_walks = Vec::new();

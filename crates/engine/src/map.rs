@@ -5,9 +5,6 @@
 use crate::codec::{Run, FLASH_LOCATION_BIT};
 use crate::tree::PersistentTree;
 
-/// The longest run kept in one entry (the on-disk count is a u32).
-const MAX_RUN_BLOCKS: u64 = u32::MAX as u64;
-
 /// Where a logical block lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Location {
@@ -63,15 +60,15 @@ pub fn segments(map: &ExtentMap, start: u64, count: u64) -> Vec<Segment> {
     let end = start + count;
     let mut result = Vec::new();
     let mut cursor = start;
-    let first = map.range(..=start).next_back().filter(|(&key, run)| key + run.count > start);
+    let first = map.range(..=start).next_back().filter(|(key, run)| key + run.count() > start);
     let following = map.range(start + 1..end);
-    for (&key, run) in first.into_iter().chain(following) {
+    for (key, run) in first.into_iter().chain(following) {
         if key > cursor {
             result.push(Segment { logical_block: cursor, block_count: key - cursor, location: None });
             cursor = key;
         }
-        let run_end = (key + run.count).min(end);
-        let location = Location::from_raw(run.location).offset(cursor - key);
+        let run_end = (key + run.count()).min(end);
+        let location = Location::from_raw(run.location()).offset(cursor - key);
         result.push(Segment { logical_block: cursor, block_count: run_end - cursor, location: Some(location) });
         cursor = run_end;
     }
@@ -83,8 +80,8 @@ pub fn segments(map: &ExtentMap, start: u64, count: u64) -> Vec<Segment> {
 
 /// The location of one logical block.
 pub fn lookup(map: &ExtentMap, logical_block: u64) -> Option<Location> {
-    let (&key, run) = map.range(..=logical_block).next_back()?;
-    (key + run.count > logical_block).then(|| Location::from_raw(run.location).offset(logical_block - key))
+    let (key, run) = map.range(..=logical_block).next_back()?;
+    (key + run.count() > logical_block).then(|| Location::from_raw(run.location()).offset(logical_block - key))
 }
 
 /// Makes `[start, start + count)` a hole; returns the displaced pieces
@@ -92,17 +89,17 @@ pub fn lookup(map: &ExtentMap, logical_block: u64) -> Option<Location> {
 pub fn punch(map: &mut ExtentMap, start: u64, count: u64) -> Vec<(Location, u64)> {
     let end = start + count;
     let mut displaced = Vec::new();
-    let first = map.range(..start).next_back().filter(|(&key, run)| key + run.count > start).map(|(&key, _)| key);
-    let keys: Vec<u64> = first.into_iter().chain(map.range(start..end).map(|(&key, _)| key)).collect();
+    let first = map.range(..start).next_back().filter(|(key, run)| key + run.count() > start).map(|(key, _)| key);
+    let keys: Vec<u64> = first.into_iter().chain(map.range(start..end).map(|(key, _)| key)).collect();
     for key in keys {
         let run = map.remove(key).expect("key listed above");
-        let run_end = key + run.count;
-        let location = Location::from_raw(run.location);
+        let run_end = key + run.count();
+        let location = Location::from_raw(run.location());
         if key < start {
-            map.insert(key, Run { count: start - key, location: run.location });
+            map.insert(key, Run::new(start - key, run.location()));
         }
         if run_end > end {
-            map.insert(end, Run { count: run_end - end, location: location.offset(end - key).raw() });
+            map.insert(end, Run::new(run_end - end, location.offset(end - key).raw()));
         }
         let cut_start = key.max(start);
         let cut_end = run_end.min(end);
@@ -116,42 +113,37 @@ pub fn punch(map: &mut ExtentMap, start: u64, count: u64) -> Vec<(Location, u64)
 pub fn assign(map: &mut ExtentMap, start: u64, count: u64, location: Location) -> Vec<(Location, u64)> {
     assert!(count > 0, "an assignment covers at least one block");
     let displaced = punch(map, start, count);
-    let mut key = start;
-    let mut run = Run { count, location: location.raw() };
-    if let Some((&left_key, left)) = map.range(..start).next_back() {
-        let continues = left_key + left.count == start
-            && Location::from_raw(left.location).offset(left.count) == location
-            && left.count + count <= MAX_RUN_BLOCKS;
+    // The run being placed: it may absorb its neighbours when it continues them.
+    let (mut key, mut run_count, mut run_location) = (start, count, location);
+    if let Some((left_key, left)) = map.range(..start).next_back() {
+        let continues = left_key + left.count() == start
+            && Location::from_raw(left.location()).offset(left.count()) == location
+            && left.count() + count <= Run::MAX_BLOCKS;
         if continues {
-            key = left_key;
-            run = Run { count: left.count + count, location: left.location };
+            (key, run_count, run_location) = (left_key, left.count() + count, Location::from_raw(left.location()));
         }
     }
     let end = start + count;
     if let Some(right) = map.get(end).copied() {
-        let continues = Location::from_raw(run.location).offset(run.count) == Location::from_raw(right.location)
-            && run.count + right.count <= MAX_RUN_BLOCKS;
+        let continues = run_location.offset(run_count) == Location::from_raw(right.location())
+            && run_count + right.count() <= Run::MAX_BLOCKS;
         if continues {
             map.remove(end);
-            run.count += right.count;
+            run_count += right.count();
         }
     }
-    while run.count > MAX_RUN_BLOCKS {
-        // Only reachable for assignments longer than a run can hold.
-        map.insert(key, Run { count: MAX_RUN_BLOCKS, location: run.location });
-        key += MAX_RUN_BLOCKS;
-        run = Run {
-            count: run.count - MAX_RUN_BLOCKS,
-            location: Location::from_raw(run.location).offset(MAX_RUN_BLOCKS).raw(),
-        };
+    while run_count > 0 {
+        // More than one entry only for assignments longer than a run can hold.
+        let piece = run_count.min(Run::MAX_BLOCKS);
+        map.insert(key, Run::new(piece, run_location.raw()));
+        (key, run_count, run_location) = (key + piece, run_count - piece, run_location.offset(piece));
     }
-    map.insert(key, run);
     displaced
 }
 
 /// Number of mapped blocks.
 pub fn mapped_block_count(map: &ExtentMap) -> u64 {
-    map.iter().map(|(_, run)| run.count).sum()
+    map.iter().map(|(_, run)| run.count()).sum()
 }
 
 #[cfg(test)]

@@ -71,7 +71,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.snapshots
             .iter()
             .filter(|(_, record)| record.state == SnapshotState::Live)
-            .map(|(&id, record)| SnapshotInfo { id, name: record.name.clone(), generation: record.generation })
+            .map(|(id, record)| SnapshotInfo { id, name: record.name.clone(), generation: record.generation })
             .collect()
     }
 
@@ -79,7 +79,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.snapshots
             .iter()
             .find(|(_, record)| record.state == SnapshotState::Live && record.name == name)
-            .map(|(&id, _)| id)
+            .map(|(id, _)| id)
             .ok_or_else(|| EngineError::NoSuchSnapshot(name.to_string()))
     }
 
@@ -140,7 +140,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// Recomputes the youngest existing snapshot's snapmaps for the on-free rule.
     pub(crate) fn refresh_youngest(&mut self) -> Result<()> {
-        let youngest = self.snapshots.iter().next_back().map(|(&id, record)| (id, record.roots));
+        let youngest = self.snapshots.iter().next_back().map(|(id, record)| (id, record.roots));
         let Some((id, roots)) = youngest else {
             self.youngest_cache = None;
             self.data_space.youngest = None;
@@ -172,12 +172,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Snapshots in the order `snapshots` gives, each with the page below
     /// which its deletion scan has passed (`None`: live), up to and including
     /// the first live one.
-    fn holder_chain<'a>(
-        &self,
-        snapshots: impl Iterator<Item = (&'a u64, &'a SnapshotRecord)>,
-    ) -> Vec<(u64, Option<u64>)> {
+    fn holder_chain<'a>(&self, snapshots: impl Iterator<Item = (u64, &'a SnapshotRecord)>) -> Vec<(u64, Option<u64>)> {
         let mut chain = Vec::new();
-        for (&id, record) in snapshots {
+        for (id, record) in snapshots {
             let live = record.state != SnapshotState::Deleting;
             chain.push((id, if live { None } else { Some(record.scan_cursor) }));
             if live {
@@ -224,7 +221,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .snapshots
             .iter()
             .find(|(_, record)| record.state == SnapshotState::Deleting)
-            .map(|(&id, record)| (id, record.clone()));
+            .map(|(id, record)| (id, record.clone()));
         let Some((target_id, mut record)) = target else {
             self.scan = None;
             return Ok(());
@@ -233,8 +230,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             let target = self.load_snapmaps(&record.roots)?;
             self.scan = Some(DeletionScan { target_id, target, neighbours: HashMap::new() });
         }
-        let older = self.snapshots.range(..target_id).next_back().map(|(&id, _)| id);
-        let younger = self.snapshots.range(target_id + 1..).next().map(|(&id, _)| id);
+        let older = self.snapshots.range(..target_id).next_back().map(|(id, _)| id);
+        let younger = self.snapshots.range(target_id + 1..).next().map(|(id, _)| id);
         // Per page, the neighbours that count are the nearest snapshots that
         // will still account for its blocks: live ones, or deleting ones whose
         // scans have not passed the page (a scan never returns to a page).
@@ -335,7 +332,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .extents
             .iter()
             .find(|(_, record)| record.name == extent)
-            .map(|(&id, record)| (id, record.clone()))
+            .map(|(id, record)| (id, record.clone()))
             .ok_or_else(|| EngineError::NoSuchExtent(format!("{extent}@{snapshot}")))?;
         if !view.maps.contains_key(&id) {
             let map = ExtentMap::load(
@@ -489,7 +486,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.guarded(|volume| {
             volume.commit()?;
             let record = volume.snapshots.get(snapshot_id).expect("live").clone();
-            let younger: Vec<u64> = volume.snapshots.range(snapshot_id + 1..).map(|(&id, _)| id).collect();
+            let younger: Vec<u64> = volume.snapshots.range(snapshot_id + 1..).map(|(id, _)| id).collect();
             for id in younger {
                 volume.snapshots.remove(id);
                 volume.snapshot_views.remove(&id);
@@ -510,7 +507,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut reader = self.reader();
         let extents = PersistentTree::<ExtentRecord>::load(roots.extent_table, 0, &mut reader)?;
         let mut maps = HashMap::new();
-        for (&id, extent) in extents.iter() {
+        for (id, extent) in extents.iter() {
             maps.insert(id, ExtentMap::load(extent.map, id, &mut reader)?);
         }
         let data_active = PersistentBitmap::load(roots.data_active, data_count, &mut reader)?;
@@ -539,7 +536,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         flash_summary.and_not(flash_active.bits());
         self.data_space.rebase(data_active, data_summary);
         self.flash_space.rebase(flash_active, flash_summary);
-        self.extent_names = extents.iter().map(|(&id, extent)| (extent.name.clone(), id)).collect();
+        self.extent_names = extents.iter().map(|(id, extent)| (extent.name.clone(), id)).collect();
         self.extents = extents;
         self.maps = maps;
         self.snapshots.forget_blocks();
@@ -556,8 +553,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .maps
             .values()
             .flat_map(|map| map.iter())
-            .filter(|(_, run)| matches!(map::Location::from_raw(run.location), map::Location::Flash(_)))
-            .map(|(_, run)| run.count)
+            .filter(|(_, run)| matches!(map::Location::from_raw(run.location()), map::Location::Flash(_)))
+            .map(|(_, run)| run.count())
             .sum();
         Ok(())
     }

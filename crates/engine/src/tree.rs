@@ -147,7 +147,7 @@ impl<E: TreeEntry> PersistentTree<E> {
     pub fn forget_blocks(&mut self) {
         let entries = std::mem::take(&mut self.entries);
         *self = Self::new(self.owner);
-        for (&key, entry) in entries.iter() {
+        for (key, entry) in entries.iter() {
             self.insert(key, entry.clone());
         }
         self.dirty = true;
@@ -226,7 +226,7 @@ impl<E: TreeEntry> PersistentTree<E> {
         if level == 0 {
             self.entries
                 .range(range)
-                .map(|(&key, entry)| {
+                .map(|(key, entry)| {
                     let mut bytes = vec![0; E::SIZE];
                     entry.encode(key, &mut bytes);
                     (key, bytes)
@@ -457,7 +457,7 @@ pub(crate) mod tests {
     }
 
     fn run(location: u64) -> Run {
-        Run { count: 1, location }
+        Run::new(1, location)
     }
 
     #[test]

@@ -387,7 +387,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let snapshots = PersistentTree::<SnapshotRecord>::load(roots.snapshot_table, 0, &mut reader)?;
         let mut maps = HashMap::new();
         let mut extent_names = HashMap::new();
-        for (&id, record) in extents.iter() {
+        for (id, record) in extents.iter() {
             maps.insert(id, ExtentMap::load(record.map, id, &mut reader)?);
             extent_names.insert(record.name.clone(), id);
         }
@@ -430,8 +430,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.maps
             .values()
             .flat_map(|map| map.iter())
-            .filter(|(_, run)| matches!(Location::from_raw(run.location), Location::Flash(_)))
-            .map(|(_, run)| run.count)
+            .filter(|(_, run)| matches!(Location::from_raw(run.location()), Location::Flash(_)))
+            .map(|(_, run)| run.count())
             .sum()
     }
 
@@ -550,7 +550,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.guarded(|volume| {
             volume.flush_pending_records()?;
             let mut map = volume.maps.remove(&id).expect("every extent has a map");
-            let end = map.iter().next_back().map_or(0, |(&key, run)| key + run.count);
+            let end = map.iter().next_back().map_or(0, |(key, run)| key + run.count());
             for (location, count) in map::punch(&mut map, 0, end) {
                 volume.free_location(location, count);
             }
@@ -590,7 +590,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub fn extents(&self) -> Vec<ExtentInfo> {
         self.extents
             .iter()
-            .map(|(&id, record)| {
+            .map(|(id, record)| {
                 let map = &self.maps[&id];
                 ExtentInfo {
                     id,

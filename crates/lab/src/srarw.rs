@@ -463,11 +463,6 @@ impl LabVolume {
     pub fn label(&self) -> String {
         label(&self.spec)
     }
-
-    /// Flash blocks holding metadata bytes (the payload kept in memory).
-    pub fn flash_stored_block_count(&self) -> usize {
-        self.volume.flash_device().stored_block_count()
-    }
 }
 
 /// `layout, staging S %`.
