@@ -5,7 +5,8 @@
 //! `cargo bench -p proxima-engine --bench scale_memory -- --scale 0.01 --staging-percent 10 --seed 1`
 //!
 //! Payload-less volume (metadata-only data device, a flash device that keeps
-//! only non-zero blocks, as the laboratory's). Prints one JSON object: peak
+//! its non-zero blocks, so the metadata's size on flash is seen beside the
+//! engine's own heap; the laboratory's flash keeps none). Prints one JSON object: peak
 //! heap bytes, the heap after aging, bytes per extent and per map run at the
 //! peak, and the linear extrapolation to scale 1 (every term grows with the
 //! data device: extents, staged blocks, bitmaps).
