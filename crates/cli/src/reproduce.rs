@@ -32,6 +32,10 @@ pub struct ReproduceArgs {
     /// Strands per point of a figure [default: the experiment's].
     #[arg(long)]
     count: Option<u32>,
+    /// Independent simulations of a layout experiment run at once, one per
+    /// thread (the figures are the same; peak memory is the sum of those in flight).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    jobs: u16,
 }
 
 /// Runs `proxima reproduce`.
@@ -49,6 +53,7 @@ pub fn run(args: &ReproduceArgs) -> ExitCode {
         model: args.model.clone().unwrap_or_else(|| experiment.default_model.to_string()),
         strand_count: args.count.unwrap_or(experiment.default_strand_count),
         scale: args.scale.or(experiment.default_scale),
+        jobs: usize::from(args.jobs),
     };
     eprintln!(
         "proxima reproduce {}: model {}, seed {}, writing to {}",

@@ -230,6 +230,7 @@ mod tests {
             model: DEFAULT_MODEL.into(),
             strand_count: 0,
             scale: Some(2.0),
+            jobs: 1,
         };
         assert!(matches!(LayoutSettings::from_options(&options), Err(LabError::InvalidParameter { .. })));
     }

@@ -16,6 +16,7 @@
 //!   testbed (fill, age, read), at any scale.
 //! - [`layout_experiments`]: what the layout experiments share (settings, the
 //!   paper's figures, run cost, definitions).
+//! - [`parallel`]: their independent simulations run on several threads.
 //! - [`proximal_table2`]: the `proximal-table2` experiment (the paper's Table 2).
 //! - [`proximal_table3`]: the `proximal-table3` experiment (Table 3: serial reads
 //!   after random writes, proximal and write-anywhere).
@@ -29,6 +30,7 @@ pub mod birthday;
 pub mod closed_loop;
 pub mod layout_experiments;
 pub mod measure;
+pub mod parallel;
 pub mod placement;
 pub mod plot;
 pub mod progress;
@@ -61,6 +63,9 @@ pub struct ReproduceOptions {
     /// Fraction of the paper's full size to simulate, for experiments that scale
     /// (`None`: the experiment's default).
     pub scale: Option<f64>,
+    /// Independent simulations run at once (1: one after another). The results
+    /// are the same; peak memory is the sum of the simulations in flight.
+    pub jobs: usize,
 }
 
 /// What an experiment produced.

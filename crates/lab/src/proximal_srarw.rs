@@ -29,7 +29,7 @@ use crate::layout_experiments::{
 use crate::measure::{ratio, BatchSummary};
 use crate::plot::GroupedBarChart;
 use crate::progress::Progress;
-use crate::proximal_table3::{fresh_and_aged_reads, LayoutReads};
+use crate::proximal_table3::{aged_reads_of, AgedReads, LayoutReads};
 use crate::srarw::{AgingFigures, RunSpec, DATA_DISK_COUNT};
 use crate::table::Table;
 use crate::testbed::BLOCK_SIZE_BYTES;
@@ -118,18 +118,20 @@ pub fn run(options: &ReproduceOptions, progress: &mut dyn Progress) -> Result<Ex
     let full_size_array_bytes = settings.shape.model.sector_count()
         * u64::from(settings.shape.model.sector_size_bytes())
         * DATA_DISK_COUNT as u64;
-    let mut outcomes = Vec::new();
-    let mut extent_count = 0;
-    for candidate in CANDIDATES {
-        let spec = RunSpec {
+    let specs = CANDIDATES
+        .iter()
+        .map(|candidate| RunSpec {
             shape: settings.shape.clone(),
             layout: candidate.layout,
             staging_percent: candidate.staging_percent,
             scale: settings.scale,
             seed: settings.seed,
-        };
-        let (reads, aging, extents) = fresh_and_aged_reads(&spec, progress, &mut cost)?;
-        extent_count = extents;
+        })
+        .collect();
+    let runs = aged_reads_of(specs, options.jobs, progress, &mut cost)?;
+    let extent_count = runs.first().map_or(0, |run| run.extent_count);
+    let mut outcomes = Vec::new();
+    for (&candidate, AgedReads { reads, aging, .. }) in CANDIDATES.iter().zip(runs) {
         let flash_gb = full_size_array_bytes as f64 * candidate.staging_percent / 100.0 / 1e9;
         let array_dollars = paper::DISK_DOLLARS * (DATA_DISK_COUNT + 1) as f64 + flash_gb * paper::FLASH_DOLLARS_PER_GB;
         let revolution_ns = settings.revolution_ns();

@@ -17,6 +17,7 @@ use crate::layout_experiments::{
     create_directory, paper, report_header, write_text, LayoutSettings, RunCost, DEFINITIONS,
 };
 use crate::measure::{BatchSummary, RoleFigures};
+use crate::parallel::{run_all, Task};
 use crate::plot::{LineChart, Series};
 use crate::progress::Progress;
 use crate::srarw::{AgingFigures, LabVolume, RunSpec, DATA_DISK_COUNT};
@@ -99,22 +100,30 @@ pub fn run(options: &ReproduceOptions, progress: &mut dyn Progress) -> Result<Ex
     let settings = LayoutSettings::from_options(options)?;
     create_directory(&options.out_dir)?;
     let mut cost = RunCost::start();
+    let tasks = STAGING_PERCENTS
+        .iter()
+        .map(|&staging_percent| -> Task<'_, (u64, AgingFigures)> {
+            let spec = RunSpec {
+                shape: settings.shape.clone(),
+                layout: Layout::Proximal,
+                staging_percent,
+                scale: settings.scale,
+                seed: settings.seed,
+            };
+            Box::new(move |progress: &mut dyn Progress| {
+                let mut volume = LabVolume::create(&spec, progress)?;
+                let aging = volume.age(progress)?;
+                Ok((volume.extent_count(), aging))
+            })
+        })
+        .collect();
+    let agings = run_all(options.jobs, tasks, progress)?;
+    let extent_count = agings.first().map_or(0, |(count, _)| *count);
     let mut rows = Vec::new();
-    let mut extent_count = 0;
-    for staging_percent in STAGING_PERCENTS {
-        let spec = RunSpec {
-            shape: settings.shape.clone(),
-            layout: Layout::Proximal,
-            staging_percent,
-            scale: settings.scale,
-            seed: settings.seed,
-        };
-        let mut volume = LabVolume::create(&spec, progress)?;
-        extent_count = volume.extent_count();
-        let aging = volume.age(progress)?;
+    for (&staging_percent, (_, aging)) in STAGING_PERCENTS.iter().zip(&agings) {
         cost.simulated_updates += aging.update_count;
         cost.simulated_disk_ios += aging.all_io.disk_io_count();
-        rows.push(StagingRow::from_aging(staging_percent, &aging, settings.revolution_ns()));
+        rows.push(StagingRow::from_aging(staging_percent, aging, settings.revolution_ns()));
     }
     let out = &options.out_dir;
     table(&rows).write_csv(&out.join("table2.csv"))?;

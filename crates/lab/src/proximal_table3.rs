@@ -18,9 +18,10 @@ use crate::layout_experiments::{
     create_directory, paper, report_header, write_text, LayoutSettings, RunCost, DEFINITIONS,
 };
 use crate::measure::ratio;
+use crate::parallel::{run_all, Task};
 use crate::plot::GroupedBarChart;
 use crate::progress::Progress;
-use crate::srarw::{LabVolume, ReadFigures, RunSpec};
+use crate::srarw::{AgingFigures, LabVolume, ReadFigures, RunSpec};
 use crate::table::Table;
 use crate::{ExperimentOutcome, LabError, ReproduceOptions};
 
@@ -71,19 +72,52 @@ pub struct LayoutReads {
     pub aged: ReadFigures,
 }
 
-/// Fills a volume, reads it, ages it and reads it again; adds to `cost`.
-pub fn fresh_and_aged_reads(
-    spec: &RunSpec,
-    progress: &mut dyn Progress,
-    cost: &mut RunCost,
-) -> Result<(LayoutReads, crate::srarw::AgingFigures, u64), LabError> {
+/// One layout's run: its reads, its aging and its number of extents.
+#[derive(Debug, Clone)]
+pub struct AgedReads {
+    /// The fresh and aged read passes.
+    pub reads: LayoutReads,
+    /// What the aging did.
+    pub aging: AgingFigures,
+    /// Extents in the volume.
+    pub extent_count: u64,
+}
+
+impl AgedReads {
+    /// Adds what this run simulated to `cost`.
+    pub fn add_to(&self, cost: &mut RunCost) {
+        cost.simulated_updates += self.aging.update_count;
+        cost.simulated_disk_ios +=
+            self.aging.all_io.disk_io_count() + self.reads.fresh.member_io_count + self.reads.aged.member_io_count;
+    }
+}
+
+/// Fills a volume, reads it, ages it and reads it again.
+pub fn fresh_and_aged_reads(spec: &RunSpec, progress: &mut dyn Progress) -> Result<AgedReads, LabError> {
     let mut volume = LabVolume::create(spec, progress)?;
     let fresh = volume.read_every_extent(progress)?;
     let aging = volume.age(progress)?;
     let aged = volume.read_every_extent(progress)?;
-    cost.simulated_updates += aging.update_count;
-    cost.simulated_disk_ios += aging.all_io.disk_io_count() + fresh.member_io_count + aged.member_io_count;
-    Ok((LayoutReads { layout: spec.layout, fresh, aged }, aging, volume.extent_count()))
+    let reads = LayoutReads { layout: spec.layout, fresh, aged };
+    Ok(AgedReads { reads, aging, extent_count: volume.extent_count() })
+}
+
+/// The runs of `specs`, `jobs` at once, in order; their cost added to `cost`.
+pub fn aged_reads_of(
+    specs: Vec<RunSpec>,
+    jobs: usize,
+    progress: &mut dyn Progress,
+    cost: &mut RunCost,
+) -> Result<Vec<AgedReads>, LabError> {
+    let tasks = specs
+        .into_iter()
+        .map(|spec| -> Task<'_, AgedReads> {
+            Box::new(move |progress: &mut dyn Progress| fresh_and_aged_reads(&spec, progress))
+        })
+        .collect();
+    let runs = run_all(jobs, tasks, progress)?;
+    runs.iter().for_each(|run| run.add_to(cost));
+    Ok(runs)
 }
 
 /// Runs the experiment and writes its files under `options.out_dir`.
@@ -98,9 +132,10 @@ pub fn run(options: &ReproduceOptions, progress: &mut dyn Progress) -> Result<Ex
         scale: settings.scale,
         seed: settings.seed,
     };
-    let (proximal, _, extent_count) =
-        fresh_and_aged_reads(&spec(Layout::Proximal, AGING_STAGING_PERCENT), progress, &mut cost)?;
-    let (write_anywhere, _, _) = fresh_and_aged_reads(&spec(Layout::WriteAnywhere, 0.0), progress, &mut cost)?;
+    let specs = vec![spec(Layout::Proximal, AGING_STAGING_PERCENT), spec(Layout::WriteAnywhere, 0.0)];
+    let runs = aged_reads_of(specs, options.jobs, progress, &mut cost)?;
+    let (proximal, write_anywhere) = (runs[0].reads, runs[1].reads);
+    let extent_count = runs[0].extent_count;
     let layouts = [proximal, write_anywhere];
     let out = &options.out_dir;
     table(&layouts).write_csv(&out.join("table3.csv"))?;

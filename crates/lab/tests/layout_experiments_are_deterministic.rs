@@ -1,6 +1,7 @@
 //! The layout experiments at a tiny scale: each writes its CSV, plots and report,
 //! prints the headline the issue specifies (exactly those keys), and gives the
-//! same headline for the same seed and another for another seed.
+//! same headline for the same seed, however many simulations run at once, and
+//! another for another seed.
 
 use proxima_lab::progress::NoProgress;
 use proxima_lab::{find_experiment, ReproduceOptions};
@@ -9,6 +10,10 @@ use serde_json::Value;
 const TINY_SCALE: f64 = 0.0001;
 
 fn run(name: &str, directory: &std::path::Path, seed: u64) -> Value {
+    run_with_jobs(name, directory, seed, 1)
+}
+
+fn run_with_jobs(name: &str, directory: &std::path::Path, seed: u64, jobs: usize) -> Value {
     let experiment = find_experiment(name).expect("the experiment is registered");
     let options = ReproduceOptions {
         out_dir: directory.to_path_buf(),
@@ -16,6 +21,7 @@ fn run(name: &str, directory: &std::path::Path, seed: u64) -> Value {
         model: experiment.default_model.into(),
         strand_count: experiment.default_strand_count,
         scale: Some(TINY_SCALE),
+        jobs,
     };
     let outcome = (experiment.run)(&options, &mut NoProgress).expect("the experiment runs");
     let report = std::fs::read_to_string(&outcome.report_path).expect("report.md written");
@@ -64,7 +70,7 @@ fn table2_rows_have_the_specified_keys_and_repeat_for_a_seed() {
         &["table2.csv", "destages.csv", "table2_ios_per_revolution.svg", "table2_updates_per_batch.svg"],
     );
     let second = tempfile::tempdir().unwrap();
-    assert_eq!(headline, run("proximal-table2", second.path(), 3), "same seed, same headline");
+    assert_eq!(headline, run_with_jobs("proximal-table2", second.path(), 3, 2), "same seed, same headline");
     let third = tempfile::tempdir().unwrap();
     assert_ne!(headline, run("proximal-table2", third.path(), 4), "another seed, other figures");
 }
@@ -90,7 +96,9 @@ fn table3_and_srarw_have_the_specified_keys_and_repeat_for_a_seed() {
     }
     assert_files(second.path(), &["srarw.csv", "srarw_throughput.svg", "srarw_reads.svg"]);
     let again = tempfile::tempdir().unwrap();
-    assert_eq!(srarw, run("proximal-srarw", again.path(), 5), "same seed, same headline");
+    assert_eq!(srarw, run_with_jobs("proximal-srarw", again.path(), 5, 3), "same seed, same headline");
+    let table3_again = tempfile::tempdir().unwrap();
+    assert_eq!(table3, run_with_jobs("proximal-table3", table3_again.path(), 5, 2), "same seed, same headline");
 }
 
 #[test]
@@ -104,6 +112,7 @@ fn a_scale_out_of_range_is_bad_input() {
             model: "nearline7200".into(),
             strand_count: 0,
             scale: Some(scale),
+            jobs: 1,
         };
         let outcome = (experiment.run)(&options, &mut NoProgress);
         assert!(

@@ -22,6 +22,7 @@ fn headline(name: &str) -> Value {
         model: "nearline7200".into(),
         strand_count: 0,
         scale: Some(SMALL_SCALE),
+        jobs: 1,
     };
     (experiment.run)(&options, &mut NoProgress).expect("the experiment runs").headline
 }

@@ -12,6 +12,7 @@ fn run(directory: &std::path::Path, seed: u64) -> serde_json::Value {
         model: "cheetah15k5".into(),
         strand_count: 20,
         scale: None,
+        jobs: 1,
     };
     let outcome = (experiment.run)(&options, &mut NoProgress).expect("the experiment runs");
     assert!(outcome.report_path.exists());
@@ -55,6 +56,7 @@ fn an_unknown_model_is_a_model_error() {
         model: "no-such-drive".into(),
         strand_count: 5,
         scale: None,
+        jobs: 1,
     };
     assert!(matches!((experiment.run)(&options, &mut NoProgress), Err(proxima_lab::LabError::Model { .. })));
 }
