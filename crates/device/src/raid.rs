@@ -935,17 +935,10 @@ impl<D: BlockDevice> RaidDevice<D> {
             return Ok(());
         }
         let mut needed = vec![BTreeSet::new(); self.members.len()];
-        for slot in outer {
-            let OuterSlot::Read(sources) = slot else { continue };
-            for source in sources {
-                let ReadSource::Direct { member, member_block } = *source else { continue };
-                if !matches!(read.get(&(member, member_block)), Some((Err(DeviceError::Io { .. }), _))) {
-                    continue;
-                }
-                for other in (0..self.members.len()).filter(|&other| other != member) {
-                    if !read.contains_key(&(other, member_block)) {
-                        needed[other].insert(member_block);
-                    }
+        for (member, member_block) in failed_direct_reads(outer, read) {
+            for other in (0..self.members.len()).filter(|&other| other != member) {
+                if !read.contains_key(&(other, member_block)) {
+                    needed[other].insert(member_block);
                 }
             }
         }
@@ -966,24 +959,17 @@ impl<D: BlockDevice> RaidDevice<D> {
             return Ok(());
         }
         let mut writes: MemberWrites = vec![BTreeMap::new(); self.members.len()];
-        for slot in outer {
-            let OuterSlot::Read(sources) = slot else { continue };
-            for source in sources {
-                let ReadSource::Direct { member, member_block } = *source else { continue };
-                if !matches!(read.get(&(member, member_block)), Some((Err(DeviceError::Io { .. }), _))) {
-                    continue;
+        for (member, member_block) in failed_direct_reads(outer, read) {
+            let mut xor = None;
+            let mut complete = true;
+            for other in (0..self.members.len()).filter(|&other| other != member) {
+                match read.get(&(other, member_block)) {
+                    Some((Ok(data), _)) => xor_into(&mut xor, data),
+                    _ => complete = false,
                 }
-                let mut xor = None;
-                let mut complete = true;
-                for other in (0..self.members.len()).filter(|&other| other != member) {
-                    match read.get(&(other, member_block)) {
-                        Some((Ok(data), _)) => xor_into(&mut xor, data),
-                        _ => complete = false,
-                    }
-                }
-                if let (true, Some(data)) = (complete, xor) {
-                    writes[member].insert(member_block, data);
-                }
+            }
+            if let (true, Some(data)) = (complete, xor) {
+                writes[member].insert(member_block, data);
             }
         }
         if writes.iter().all(BTreeMap::is_empty) {
@@ -1164,6 +1150,23 @@ fn checksum_block_of_zone(zone: u64, zone_blocks: u64) -> u64 {
 fn checksum_slot(checksum_block: &[u8], slot: usize) -> u32 {
     let start = slot * CHECKSUM_SLOT_BYTES;
     u32::from_le_bytes(checksum_block[start..start + CHECKSUM_SLOT_BYTES].try_into().expect("4-byte slot"))
+}
+
+/// The member blocks that the batch read directly and that failed with an I/O
+/// error: `(member, member block)`, in the batch's order.
+fn failed_direct_reads<'a>(outer: &'a [OuterSlot], read: &'a ReadResults) -> impl Iterator<Item = (usize, u64)> + 'a {
+    outer
+        .iter()
+        .filter_map(|slot| match slot {
+            OuterSlot::Read(sources) => Some(sources),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|source| match *source {
+            ReadSource::Direct { member, member_block } => Some((member, member_block)),
+            _ => None,
+        })
+        .filter(|key| matches!(read.get(key), Some((Err(DeviceError::Io { .. }), _))))
 }
 
 fn read_runs(blocks: Option<&BTreeSet<u64>>) -> Vec<IoRequest> {
