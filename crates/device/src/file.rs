@@ -640,9 +640,7 @@ mod tests {
     #[test]
     fn works_on_tmpfs_with_or_without_direct_io() {
         let shm = Path::new("/dev/shm");
-        if !shm.is_dir() {
-            return;
-        }
+        assert!(shm.is_dir(), "Linux mounts a tmpfs at /dev/shm");
         let directory = tempfile::tempdir_in(shm).unwrap();
         let path = directory.path().join("device.img");
         let mut device = FileDevice::create(&path, 4096, 8).unwrap();
@@ -657,6 +655,12 @@ mod tests {
         let path = directory.join(name);
         File::create(&path).unwrap().set_len(length_bytes).unwrap();
         path
+    }
+
+    /// A 16-block file device named `name` in `directory`, buffered or direct.
+    fn device_in_mode(directory: &Path, name: &str, io: FileIo) -> FileDevice {
+        let path = buffered_file(directory, &format!("{name}-{io:?}"), 16 * 4096);
+        FileDevice::open_with_options(&path, FileOptions { io, ..FileOptions::default() }).unwrap()
     }
 
     #[test]
@@ -707,9 +711,7 @@ mod tests {
     fn reads_into_caller_buffers_in_either_mode() {
         let directory = tempfile::tempdir().unwrap();
         for io in [FileIo::Buffered, FileIo::Direct] {
-            let path = buffered_file(directory.path(), &format!("{io:?}"), 16 * 4096);
-            let mut device =
-                FileDevice::open_with_options(&path, FileOptions { io, ..FileOptions::default() }).unwrap();
+            let mut device = device_in_mode(directory.path(), "read", io);
             let data = pattern(11, 3 * 4096);
             device.write_blocks(5, &data).unwrap();
             // An unaligned buffer works too (through a bounce buffer with O_DIRECT).
@@ -727,9 +729,7 @@ mod tests {
     fn gathered_writes_land_in_order_in_either_mode() {
         let directory = tempfile::tempdir().unwrap();
         for io in [FileIo::Buffered, FileIo::Direct] {
-            let path = buffered_file(directory.path(), &format!("gather-{io:?}"), 16 * 4096);
-            let mut device =
-                FileDevice::open_with_options(&path, FileOptions { io, ..FileOptions::default() }).unwrap();
+            let mut device = device_in_mode(directory.path(), "gather", io);
             let (first, second, third) = (pattern(1, 4096), pattern(2, 2 * 4096), pattern(3, 4096));
             device.write_gathered(3, &[&first, &second, &third]).unwrap();
             assert_eq!(device.read_blocks(3, 4).unwrap(), [first, second, third].concat());
