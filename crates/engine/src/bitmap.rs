@@ -139,6 +139,12 @@ impl Bitmap {
         }
     }
 
+    /// Clears every page below `end_page`.
+    pub fn clear_pages_below(&mut self, end_page: usize) {
+        let end_page = end_page.min(self.pages.len());
+        self.pages[..end_page].fill(None);
+    }
+
     /// Memory held by the pages, in bytes (shared pages counted once per map).
     pub fn memory_bytes(&self) -> usize {
         self.pages.iter().flatten().count() * std::mem::size_of::<Page>()

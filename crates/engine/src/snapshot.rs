@@ -521,12 +521,20 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         orphaned.extend(data_summary_old.blocks());
         orphaned.extend(flash_summary_old.blocks());
         orphaned.push(record.log_head);
-        // Summaries rebuilt by addition over the remaining snapshots.
+        // Summaries rebuilt by addition over the remaining snapshots, each
+        // counting for what it will still account for: a snapshot being
+        // deleted no longer holds the data pages its scan has passed (the scan
+        // never returns to them, so a block added there would stay in the
+        // summary for ever), and holds its flash blocks until the CP that
+        // drops its record.
         let mut data_summary = Bitmap::new(data_count);
         let mut flash_summary = Bitmap::new(flash_count);
-        let remaining: Vec<RootSet> = self.snapshots.iter().map(|(_, record)| record.roots).collect();
-        for snapshot_roots in remaining {
-            let (data, flash) = self.load_snapmaps(&snapshot_roots)?;
+        let remaining: Vec<SnapshotRecord> = self.snapshots.iter().map(|(_, record)| record.clone()).collect();
+        for snapshot in remaining {
+            let (mut data, flash) = self.load_snapmaps(&snapshot.roots)?;
+            if snapshot.state == SnapshotState::Deleting {
+                data.clear_pages_below(usize::try_from(snapshot.scan_cursor).expect("a page index"));
+            }
             data_summary.or_with(&data);
             flash_summary.or_with(&flash);
         }
