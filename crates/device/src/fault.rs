@@ -397,6 +397,8 @@ impl<D: BlockDevice> BlockDevice for FaultDevice<D> {
     fn now_ns(&self) -> u64 {
         self.inner.now_ns()
     }
+
+    crate::forward_redundancy!(inner);
 }
 
 #[cfg(test)]

@@ -108,6 +108,32 @@ impl<D: BlockDevice> BlockDevice for LatchDevice<D> {
     fn now_ns(&self) -> u64 {
         self.inner.now_ns()
     }
+
+    fn read_redundant(&mut self, block: u64) -> Result<Option<Vec<u8>>, DeviceError> {
+        self.inner.read_redundant(block)
+    }
+
+    fn repair(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
+        if self.is_latched() {
+            return Err(self.latched_error());
+        }
+        let outcome = self.inner.repair(block, data);
+        self.observe(&outcome);
+        outcome
+    }
+
+    fn write_intent_region_blocks(&self) -> Option<u64> {
+        self.inner.write_intent_region_blocks()
+    }
+
+    fn resync(&mut self, block: u64, block_count: u64) -> Result<(), DeviceError> {
+        if self.is_latched() {
+            return Err(self.latched_error());
+        }
+        let outcome = self.inner.resync(block, block_count);
+        self.observe(&outcome);
+        outcome
+    }
 }
 
 #[cfg(test)]

@@ -249,6 +249,61 @@ pub trait BlockDevice {
             detail: "this device does not serve reads through a shared reference".into(),
         })
     }
+
+    /// Redundancy: block `block` read again from the device's redundancy
+    /// rather than from the copy a plain read returns (a RAID array
+    /// reconstructs it from the rest of its row). `None` when the device has
+    /// no other copy. The caller verifies it; a plain read may have returned
+    /// damaged data that the device itself cannot recognise.
+    fn read_redundant(&mut self, block: u64) -> Result<Option<Vec<u8>>, DeviceError> {
+        let _ = block;
+        Ok(None)
+    }
+
+    /// Redundancy: writes `data` over the damaged copy of block `block`, data
+    /// that [`BlockDevice::read_redundant`] returned and the caller verified
+    /// (a RAID array writes the member block only: its parity already agrees).
+    fn repair(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let _ = (block, data);
+        Err(DeviceError::Invalid { device: self.info().name, detail: "this device keeps no redundancy".into() })
+    }
+
+    /// Redundancy: the size in blocks of the regions whose redundancy a crash
+    /// during writes may leave inconsistent with their data (a RAID array's
+    /// stripes, grouped), or `None` when a crash cannot. A writer records
+    /// durably which regions it is about to write and, after a crash, has
+    /// them resynchronised ([`BlockDevice::resync`]).
+    fn write_intent_region_blocks(&self) -> Option<u64> {
+        None
+    }
+
+    /// Redundancy: makes the redundancy of blocks `[block, block +
+    /// block_count)` consistent with their data again (a RAID array
+    /// recomputes their rows' parity).
+    fn resync(&mut self, block: u64, block_count: u64) -> Result<(), DeviceError> {
+        let _ = (block, block_count);
+        Ok(())
+    }
+}
+
+/// Implements the redundancy methods of [`BlockDevice`] for a wrapper by
+/// handing them to the device it wraps (`self.$field`).
+#[macro_export]
+macro_rules! forward_redundancy {
+    ($field:ident) => {
+        fn read_redundant(&mut self, block: u64) -> Result<Option<Vec<u8>>, $crate::DeviceError> {
+            self.$field.read_redundant(block)
+        }
+        fn repair(&mut self, block: u64, data: &[u8]) -> Result<(), $crate::DeviceError> {
+            self.$field.repair(block, data)
+        }
+        fn write_intent_region_blocks(&self) -> Option<u64> {
+            self.$field.write_intent_region_blocks()
+        }
+        fn resync(&mut self, block: u64, block_count: u64) -> Result<(), $crate::DeviceError> {
+            self.$field.resync(block, block_count)
+        }
+    };
 }
 
 /// Copies a read's data into a caller's buffer (zeroes where the device
@@ -291,6 +346,18 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
     }
     fn read_into_shared(&self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
         (**self).read_into_shared(block, buffer)
+    }
+    fn read_redundant(&mut self, block: u64) -> Result<Option<Vec<u8>>, DeviceError> {
+        (**self).read_redundant(block)
+    }
+    fn repair(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
+        (**self).repair(block, data)
+    }
+    fn write_intent_region_blocks(&self) -> Option<u64> {
+        (**self).write_intent_region_blocks()
+    }
+    fn resync(&mut self, block: u64, block_count: u64) -> Result<(), DeviceError> {
+        (**self).resync(block, block_count)
     }
 }
 

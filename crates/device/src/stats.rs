@@ -196,6 +196,8 @@ impl<D: BlockDevice> BlockDevice for StatsDevice<D> {
     fn now_ns(&self) -> u64 {
         self.inner.now_ns()
     }
+
+    crate::forward_redundancy!(inner);
 }
 
 #[cfg(test)]

@@ -3,15 +3,13 @@
 //! [`Bitmap`] is the in-memory form: reference-counted pages, absent pages being
 //! all zero, so the safe copy of the last CP and a snapshot's snapmap share every
 //! page the active map has not changed since. [`PersistentBitmap`] adds the
-//! on-flash fixed-shape tree (pages under index nodes) with per-page dirty flags.
+//! on-flash fixed-shape page tree (`pages.rs`) with per-page dirty flags.
 
 use std::sync::Arc;
 
-use crate::codec::{
-    decode_header, get_u32, get_u64, new_block, put_u32, put_u64, seal_block, stored_crc, BlockKind, Header,
-    TreePointer, BITMAP_INDEX_CAPACITY, BITS_PER_PAGE, HEADER_SIZE, WORDS_PER_PAGE,
-};
-use crate::error::{corrupt, Result};
+use crate::codec::{get_u64, put_u64, BlockKind, TreePointer, BITS_PER_PAGE, WORDS_PER_PAGE};
+use crate::error::Result;
+use crate::pages::{PageContent, PersistentPages};
 use crate::tree::NodeReader;
 
 type Page = [u64; WORDS_PER_PAGE];
@@ -152,251 +150,96 @@ impl Bitmap {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Slot {
-    block: u64,
-    crc: u32,
-    dirty: bool,
-    /// A new location was chosen in the CP in progress.
-    assigned: bool,
+impl PageContent for Bitmap {
+    const PAGE_KIND: BlockKind = BlockKind::BitmapPage;
+    const INDEX_KIND: BlockKind = BlockKind::BitmapIndexNode;
+
+    fn page_count(&self) -> usize {
+        self.pages.len()
+    }
+
+    fn encode_page(&self, page: usize, body: &mut [u8]) {
+        for word in 0..WORDS_PER_PAGE {
+            put_u64(body, word * 8, self.word(page, word));
+        }
+    }
+
+    fn decode_page(&mut self, page: usize, body: &[u8]) -> std::result::Result<(), String> {
+        let first_bit = page as u64 * BITS_PER_PAGE;
+        for word in 0..WORDS_PER_PAGE {
+            let value = get_u64(body, word * 8);
+            let word_first_bit = first_bit + word as u64 * 64;
+            let valid_bits = self.bit_count.saturating_sub(word_first_bit).min(64);
+            let valid_mask = if valid_bits == 64 { u64::MAX } else { (1u64 << valid_bits) - 1 };
+            if value & !valid_mask != 0 {
+                return Err("bits set beyond the end of the device".into());
+            }
+            self.set_word(page, word, value);
+        }
+        Ok(())
+    }
 }
 
-const FRESH: Slot = Slot { block: 0, crc: 0, dirty: true, assigned: false };
-
-/// Identifies a block of a persistent bitmap: level 0 is a page, level ≥ 1 an
-/// index node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BitmapBlock {
-    /// 0 for a page.
-    pub level: usize,
-    /// Index within the level.
-    pub index: usize,
-}
-
-/// A bitmap with its on-flash tree.
+/// A bitmap with its on-flash tree ([`PersistentPages`]).
 #[derive(Debug, Clone)]
 pub struct PersistentBitmap {
-    bits: Bitmap,
-    /// `slots[0]` are the pages, `slots[l]` the index nodes of level `l`; the last
-    /// level has one block, the root.
-    slots: Vec<Vec<Slot>>,
-}
-
-fn shape(page_count: usize) -> Vec<usize> {
-    let mut counts = vec![page_count.max(1)];
-    while *counts.last().expect("nonempty") > 1 {
-        counts.push(counts.last().expect("nonempty").div_ceil(BITMAP_INDEX_CAPACITY));
-    }
-    counts
+    pages: PersistentPages<Bitmap>,
 }
 
 impl PersistentBitmap {
     /// An all-zero bitmap never written.
     pub fn new(bit_count: u64) -> Self {
-        let bits = Bitmap::new(bit_count);
-        let slots = shape(bits.page_count()).into_iter().map(|count| vec![FRESH; count]).collect();
-        Self { bits, slots }
+        Self { pages: PersistentPages::new(Bitmap::new(bit_count)) }
     }
 
     /// The bits.
     pub fn bits(&self) -> &Bitmap {
-        &self.bits
+        self.pages.content()
     }
 
     /// Bit `bit`.
     pub fn get(&self, bit: u64) -> bool {
-        self.bits.get(bit)
+        self.bits().get(bit)
     }
 
     /// Sets bit `bit` to `value`, marking its page dirty if it changed.
     pub fn put(&mut self, bit: u64, value: bool) -> bool {
-        let changed = self.bits.put(bit, value);
-        if changed {
-            self.slots[0][(bit / BITS_PER_PAGE) as usize].dirty = true;
+        if self.get(bit) == value {
+            return false;
         }
-        changed
+        self.pages.page_mut((bit / BITS_PER_PAGE) as usize).put(bit, value)
     }
 
     /// Replaces the bits wholesale (restore, summary rebuild); every page is
     /// rewritten and the old blocks are forgotten, not released.
     pub fn replace_forgetting_blocks(&mut self, bits: Bitmap) {
-        assert_eq!(bits.bit_count(), self.bits.bit_count(), "same device");
-        *self = Self::new(bits.bit_count());
-        self.bits = bits;
+        assert_eq!(bits.bit_count(), self.bits().bit_count(), "same device");
+        self.pages.replace_forgetting_blocks(bits);
     }
 
-    /// Blocks of the on-flash tree (pages and index nodes): the most a CP can
-    /// write for this bitmap.
+    /// The page tree, for the CP that persists it.
+    pub fn pages_mut(&mut self) -> &mut PersistentPages<Bitmap> {
+        &mut self.pages
+    }
+
+    /// The page tree.
+    pub fn pages(&self) -> &PersistentPages<Bitmap> {
+        &self.pages
+    }
+
+    /// Blocks of the on-flash tree: the most a CP can write for this bitmap.
     pub fn tree_block_count(&self) -> u64 {
-        self.slots.iter().map(|level| level.len() as u64).sum()
+        self.pages.tree_block_count()
     }
 
     /// Every flash block of the tree.
     pub fn blocks(&self) -> Vec<u64> {
-        self.slots.iter().flatten().map(|slot| slot.block).filter(|&block| block != 0).collect()
-    }
-
-    /// Dirty blocks that have no new location yet in this CP. An index node is
-    /// dirty when one of its children moved.
-    pub fn needing_location(&self) -> Vec<BitmapBlock> {
-        let mut result = Vec::new();
-        for (level, slots) in self.slots.iter().enumerate() {
-            for (index, slot) in slots.iter().enumerate() {
-                if slot.dirty && !slot.assigned {
-                    result.push(BitmapBlock { level, index });
-                }
-            }
-        }
-        result
-    }
-
-    /// Gives `which` its new location; returns the old one (0 if none).
-    pub fn assign(&mut self, which: BitmapBlock, block: u64) -> u64 {
-        let slot = &mut self.slots[which.level][which.index];
-        assert!(slot.dirty && !slot.assigned, "a block is assigned once per CP");
-        let old = slot.block;
-        slot.block = block;
-        slot.assigned = true;
-        if which.level + 1 < self.slots.len() {
-            self.slots[which.level + 1][which.index / BITMAP_INDEX_CAPACITY].dirty = true;
-        }
-        old
-    }
-
-    /// Encodes every assigned block (pages, then index levels upward), clears
-    /// the dirty flags and returns the blocks to write and the new root.
-    pub fn encode_assigned(&mut self, volume_id: u64, generation: u64) -> (Vec<(u64, Vec<u8>)>, TreePointer) {
-        let mut writes = Vec::new();
-        for level in 0..self.slots.len() {
-            for index in 0..self.slots[level].len() {
-                let slot = self.slots[level][index];
-                if !slot.assigned {
-                    assert!(!slot.dirty, "every dirty block was assigned a location");
-                    continue;
-                }
-                let mut block = self.encode_block(level, index, volume_id, generation);
-                let crc = seal_block(&mut block);
-                writes.push((slot.block, block));
-                self.slots[level][index] = Slot { block: slot.block, crc, dirty: false, assigned: false };
-            }
-        }
-        (writes, self.pointer())
-    }
-
-    fn encode_block(&self, level: usize, index: usize, volume_id: u64, generation: u64) -> Vec<u8> {
-        let child_count = if level == 0 {
-            0
-        } else {
-            let children = self.slots[level - 1].len();
-            (children - index * BITMAP_INDEX_CAPACITY).min(BITMAP_INDEX_CAPACITY)
-        };
-        let mut block = new_block(&Header {
-            kind: if level == 0 { BlockKind::BitmapPage } else { BlockKind::BitmapIndexNode },
-            level: level as u8,
-            entry_count: child_count as u16,
-            volume_id,
-            owner: 0,
-            generation,
-            key: if level == 0 { index as u64 } else { (index * BITMAP_INDEX_CAPACITY) as u64 },
-        });
-        if level == 0 {
-            for word in 0..WORDS_PER_PAGE {
-                put_u64(&mut block, HEADER_SIZE + word * 8, self.bits.word(index, word));
-            }
-        } else {
-            for child in 0..child_count {
-                let slot = self.slots[level - 1][index * BITMAP_INDEX_CAPACITY + child];
-                assert!(slot.block != 0 && !slot.dirty, "children are encoded before parents");
-                put_u64(&mut block, HEADER_SIZE + child * 12, slot.block);
-                put_u32(&mut block, HEADER_SIZE + child * 12 + 8, slot.crc);
-            }
-        }
-        block
-    }
-
-    /// The root pointer as of the last persist or load.
-    pub fn pointer(&self) -> TreePointer {
-        let root = self.slots.last().expect("levels")[0];
-        TreePointer { block: root.block, crc: root.crc, height: (self.slots.len() - 1) as u8 }
+        self.pages.blocks()
     }
 
     /// Loads a bitmap of `bit_count` bits, verifying every block.
     pub fn load(pointer: TreePointer, bit_count: u64, reader: &mut dyn NodeReader) -> Result<Self> {
-        let mut bitmap = Self::new(bit_count);
-        let height = bitmap.slots.len() - 1;
-        if usize::from(pointer.height) != height {
-            return Err(corrupt(
-                pointer.block,
-                "bitmap root",
-                format!("height {} where {height} fits {bit_count} bits", pointer.height),
-            ));
-        }
-        bitmap.load_block(reader, pointer.block, pointer.crc, height, 0)?;
-        Ok(bitmap)
-    }
-
-    fn load_block(
-        &mut self,
-        reader: &mut dyn NodeReader,
-        block: u64,
-        crc: u32,
-        level: usize,
-        index: usize,
-    ) -> Result<()> {
-        let kind = if level == 0 { BlockKind::BitmapPage } else { BlockKind::BitmapIndexNode };
-        let what = kind.name();
-        let data = reader.read_block(block)?;
-        if stored_crc(&data) != crc {
-            return Err(corrupt(block, what, format!("checksum does not match the parent pointer's {crc:#010x}")));
-        }
-        let header = decode_header(&data).map_err(|detail| corrupt(block, what, detail))?;
-        let expected_key = if level == 0 { index } else { index * BITMAP_INDEX_CAPACITY } as u64;
-        let problem = if header.kind != kind {
-            Some(format!("holds a {}", header.kind.name()))
-        } else if header.volume_id != reader.volume_id() {
-            Some(format!("belongs to volume {:#x}", header.volume_id))
-        } else if usize::from(header.level) != level || header.key != expected_key {
-            Some(format!("level {} key {} where {level} and {expected_key} were expected", header.level, header.key))
-        } else {
-            None
-        };
-        if let Some(detail) = problem {
-            return Err(corrupt(block, what, detail));
-        }
-        self.slots[level][index] = Slot { block, crc, dirty: false, assigned: false };
-        if level == 0 {
-            return self.load_page(&data, block, index);
-        }
-        let children = self.slots[level - 1].len();
-        let child_count = (children - index * BITMAP_INDEX_CAPACITY).min(BITMAP_INDEX_CAPACITY);
-        if usize::from(header.entry_count) != child_count {
-            return Err(corrupt(
-                block,
-                what,
-                format!("{} children where {child_count} were expected", header.entry_count),
-            ));
-        }
-        for child in 0..child_count {
-            let child_block = get_u64(&data, HEADER_SIZE + child * 12);
-            let child_crc = get_u32(&data, HEADER_SIZE + child * 12 + 8);
-            self.load_block(reader, child_block, child_crc, level - 1, index * BITMAP_INDEX_CAPACITY + child)?;
-        }
-        Ok(())
-    }
-
-    fn load_page(&mut self, data: &[u8], block: u64, index: usize) -> Result<()> {
-        let first_bit = index as u64 * BITS_PER_PAGE;
-        for word in 0..WORDS_PER_PAGE {
-            let value = get_u64(data, HEADER_SIZE + word * 8);
-            let word_first_bit = first_bit + word as u64 * 64;
-            let valid_bits = self.bits.bit_count().saturating_sub(word_first_bit).min(64);
-            let valid_mask = if valid_bits == 64 { u64::MAX } else { (1u64 << valid_bits) - 1 };
-            if value & !valid_mask != 0 {
-                return Err(corrupt(block, "bitmap page", "bits set beyond the end of the device"));
-            }
-            self.bits.set_word(index, word, value);
-        }
-        Ok(())
+        Ok(Self { pages: PersistentPages::load(pointer, Bitmap::new(bit_count), reader)? })
     }
 }
 
@@ -407,18 +250,15 @@ mod tests {
     use crate::tree::NodeStore;
 
     fn persist(bitmap: &mut PersistentBitmap, store: &mut MemoryStore) -> TreePointer {
-        for which in bitmap.needing_location() {
-            let block = store.allocate().unwrap();
-            bitmap.assign(which, block);
-        }
-        // Index nodes dirtied by their children's moves.
-        while !bitmap.needing_location().is_empty() {
-            for which in bitmap.needing_location() {
+        let pages = bitmap.pages_mut();
+        // Index nodes are dirtied by their children's moves: repeat until none is.
+        while !pages.needing_location().is_empty() {
+            for which in pages.needing_location() {
                 let block = store.allocate().unwrap();
-                bitmap.assign(which, block);
+                pages.assign(which, block);
             }
         }
-        let (writes, pointer) = bitmap.encode_assigned(5, 1);
+        let (writes, pointer) = pages.encode_assigned(5, 1);
         for (block, data) in writes {
             store.stage_write(block, data);
         }
@@ -427,7 +267,7 @@ mod tests {
 
     #[test]
     fn a_multi_level_bitmap_round_trips_and_rewrites_only_changed_pages() {
-        let bit_count = BITS_PER_PAGE * (BITMAP_INDEX_CAPACITY as u64 + 3) - 17;
+        let bit_count = BITS_PER_PAGE * (crate::codec::PAGE_INDEX_CAPACITY as u64 + 3) - 17;
         let mut bitmap = PersistentBitmap::new(bit_count);
         for bit in (0..bit_count).step_by(9973) {
             bitmap.put(bit, true);

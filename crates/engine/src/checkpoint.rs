@@ -3,7 +3,8 @@
 
 use proxima_device::{BlockDevice, IoRequest};
 
-use crate::codec::{RootSet, Superblock, SUPERBLOCK_SLOTS};
+use crate::checksums::PersistentChecksums;
+use crate::codec::{RootSet, Superblock, TreePointer, SUPERBLOCK_FLAG_DATA_CHECKSUMS, SUPERBLOCK_SLOTS};
 use crate::error::{metadata_no_space, DeviceRole, Result};
 use crate::io::{device_error, write_pieces, CheckpointStore};
 use crate::log::LogState;
@@ -25,9 +26,9 @@ fn assign_bitmap_locations(mut space: Option<&mut SpaceMap>, flash: &mut SpaceMa
                 None => flash,
             };
             if which_map == 0 {
-                target.active().needing_location()
+                target.active().pages().needing_location()
             } else {
-                target.summary().needing_location()
+                target.summary().pages().needing_location()
             }
         };
         if needing.is_empty() {
@@ -42,9 +43,9 @@ fn assign_bitmap_locations(mut space: Option<&mut SpaceMap>, flash: &mut SpaceMa
                 };
                 let (active, summary) = target.maps_mut();
                 if which_map == 0 {
-                    active.assign(which, block)
+                    active.pages_mut().assign(which, block)
                 } else {
-                    summary.assign(which, block)
+                    summary.pages_mut().assign(which, block)
                 }
             };
             if old != 0 {
@@ -53,6 +54,36 @@ fn assign_bitmap_locations(mut space: Option<&mut SpaceMap>, flash: &mut SpaceMa
             assigned = true;
         }
     }
+}
+
+/// Gives every dirty block of a checksum table a new flash location (the old
+/// one freed), encodes them into `writes` and returns the table's new root.
+/// Runs before the flash bitmaps are placed, which these allocations dirty.
+fn persist_checksums(
+    table: &mut PersistentChecksums,
+    flash: &mut SpaceMap,
+    writes: &mut Vec<(u64, Vec<u8>)>,
+    volume_id: u64,
+    generation: u64,
+) -> Result<TreePointer> {
+    let pages = table.pages_mut();
+    // An index node is dirtied by its children's moves: repeat until none is.
+    loop {
+        let needing = pages.needing_location();
+        if needing.is_empty() {
+            break;
+        }
+        for which in needing {
+            let block = flash.allocate_one("checksum block of a consistency point")?;
+            let old = pages.assign(which, block);
+            if old != 0 {
+                flash.free(old);
+            }
+        }
+    }
+    let (blocks, pointer) = pages.encode_assigned(volume_id, generation);
+    writes.extend(blocks);
+    Ok(pointer)
 }
 
 impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
@@ -69,15 +100,14 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     fn commit_unguarded(&mut self) -> Result<()> {
         self.scan_step(self.options.scan_pages_per_checkpoint)?;
         if self.log.data_unflushed {
-            self.data.flush().map_err(device_error(DeviceRole::Data))?;
-            self.log.data_unflushed = false;
+            self.flush_data_device()?;
         }
         let generation = self.generation + 1;
         // The log of the ending epoch is subsumed by this CP.
         for block in std::mem::take(&mut self.log.epoch_blocks) {
             self.flash_space.free(block);
         }
-        let log_head = self.flash_space.allocate_one("log head")?;
+        let log_head = self.reserve_log_head()?;
         let mut writes = Vec::new();
         let mut written_early = 0;
         let roots = self.persist_metadata(generation, &mut writes, &mut written_early)?;
@@ -95,6 +125,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             next_extent_id: self.next_extent_id,
             next_snapshot_id: self.next_snapshot_id,
             log_head,
+            flags: if self.checksums.is_some() { SUPERBLOCK_FLAG_DATA_CHECKSUMS } else { 0 },
             roots,
         };
         let encoded = superblock.encode();
@@ -168,6 +199,13 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut store = CheckpointStore { flash_space: &mut self.flash_space, writes, generation, volume_id };
         let extent_table = self.extents.persist(&mut store)?;
         let snapshot_table = self.snapshots.persist(&mut store)?;
+        let (data_checksums, flash_checksums) = match &mut self.checksums {
+            Some(checksums) => (
+                persist_checksums(&mut checksums.data, &mut self.flash_space, writes, volume_id, generation)?,
+                persist_checksums(&mut checksums.flash, &mut self.flash_space, writes, volume_id, generation)?,
+            ),
+            None => (TreePointer::default(), TreePointer::default()),
+        };
         for which_map in 0..2 {
             assign_bitmap_locations(Some(&mut self.data_space), &mut self.flash_space, which_map)?;
         }
@@ -183,7 +221,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         for space in [&mut self.data_space, &mut self.flash_space] {
             let (active, summary) = space.maps_mut();
             for bitmap in [active, summary] {
-                let (blocks, pointer) = bitmap.encode_assigned(volume_id, generation);
+                let (blocks, pointer) = bitmap.pages_mut().encode_assigned(volume_id, generation);
                 writes.extend(blocks);
                 pointers.push(pointer);
             }
@@ -195,6 +233,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             data_summary: pointers[1],
             flash_active: pointers[2],
             flash_summary: pointers[3],
+            data_checksums,
+            flash_checksums,
         })
     }
 }

@@ -11,7 +11,7 @@ pub const BODY_SIZE: usize = BLOCK_SIZE - HEADER_SIZE;
 /// `PXMB` read as a little-endian u32.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"PXMB");
 /// The format version this code reads and writes.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Bit 63 of a location: the block is on the flash device (staged).
 pub const FLASH_LOCATION_BIT: u64 = 1 << 63;
 /// Longest extent or snapshot name, in bytes.
@@ -36,6 +36,10 @@ pub enum BlockKind {
     BitmapIndexNode = 6,
     /// A log record block.
     LogBlock = 7,
+    /// A page of a checksum table.
+    ChecksumPage = 8,
+    /// An index node of a checksum table.
+    ChecksumIndexNode = 9,
 }
 
 impl BlockKind {
@@ -48,6 +52,8 @@ impl BlockKind {
             5 => Self::BitmapPage,
             6 => Self::BitmapIndexNode,
             7 => Self::LogBlock,
+            8 => Self::ChecksumPage,
+            9 => Self::ChecksumIndexNode,
             _ => return None,
         })
     }
@@ -62,6 +68,8 @@ impl BlockKind {
             Self::BitmapPage => "bitmap page",
             Self::BitmapIndexNode => "bitmap index node",
             Self::LogBlock => "log record block",
+            Self::ChecksumPage => "checksum page",
+            Self::ChecksumIndexNode => "checksum index node",
         }
     }
 }
@@ -212,7 +220,7 @@ impl TreePointer {
     }
 }
 
-/// The six roots of one tree of metadata: the active one or a snapshot's.
+/// The roots of one tree of metadata: the active one or a snapshot's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct RootSet {
     /// The extent table.
@@ -227,14 +235,20 @@ pub struct RootSet {
     pub flash_active: TreePointer,
     /// The flash summary map.
     pub flash_summary: TreePointer,
+    /// The data-device checksum table (empty on a volume without data checksums).
+    pub data_checksums: TreePointer,
+    /// The flash checksum table (staged data).
+    pub flash_checksums: TreePointer,
 }
 
 impl RootSet {
+    /// Number of pointers.
+    const POINTER_COUNT: usize = 8;
     /// Encoded size.
-    pub const SIZE: usize = 6 * TreePointer::SIZE;
+    pub const SIZE: usize = Self::POINTER_COUNT * TreePointer::SIZE;
 
     /// The pointers in their on-disk order.
-    pub fn pointers(&self) -> [TreePointer; 6] {
+    pub fn pointers(&self) -> [TreePointer; Self::POINTER_COUNT] {
         [
             self.extent_table,
             self.snapshot_table,
@@ -242,6 +256,8 @@ impl RootSet {
             self.data_summary,
             self.flash_active,
             self.flash_summary,
+            self.data_checksums,
+            self.flash_checksums,
         ]
     }
 
@@ -262,9 +278,65 @@ impl RootSet {
             data_summary: pointer(3),
             flash_active: pointer(4),
             flash_summary: pointer(5),
+            data_checksums: pointer(6),
+            flash_checksums: pointer(7),
         }
     }
 }
+
+/// The two flash blocks one log record block is written to: every log block
+/// is mirrored, so a corrupt copy in the middle of the log is told apart from
+/// the end of the log, and repaired from the other copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct LogSlot {
+    /// The first copy.
+    pub primary: u64,
+    /// The second copy.
+    pub mirror: u64,
+}
+
+impl LogSlot {
+    /// Encoded size.
+    pub const SIZE: usize = 16;
+
+    /// Both blocks.
+    pub fn blocks(self) -> [u64; 2] {
+        [self.primary, self.mirror]
+    }
+
+    fn encode(self, bytes: &mut [u8], offset: usize) {
+        put_u64(bytes, offset, self.primary);
+        put_u64(bytes, offset + 8, self.mirror);
+    }
+
+    fn decode(bytes: &[u8], offset: usize) -> Self {
+        Self { primary: get_u64(bytes, offset), mirror: get_u64(bytes, offset + 8) }
+    }
+}
+
+/// Superblock flag: the volume keeps data checksums.
+pub const SUPERBLOCK_FLAG_DATA_CHECKSUMS: u32 = 1;
+
+/// Byte offsets of the superblock's fields (docs/format.md).
+mod superblock_offsets {
+    pub const BLOCK_SIZE: usize = 48;
+    pub const FLAGS: usize = 52;
+    pub const DATA_BLOCK_COUNT: usize = 56;
+    pub const FLASH_BLOCK_COUNT: usize = 64;
+    pub const MOUNT_COUNT: usize = 72;
+    pub const NEXT_EXTENT_ID: usize = 80;
+    pub const NEXT_SNAPSHOT_ID: usize = 88;
+    pub const LOG_HEAD: usize = 96;
+    pub const ROOTS: usize = 112;
+    pub const END: usize = ROOTS + super::RootSet::SIZE;
+}
+
+/// A superblock's bytes lie in the block's first 512-byte sector (the rest is
+/// zero in every generation), so a write torn at sector granularity leaves a
+/// whole old or a whole new superblock: an invalid slot is damage, never a
+/// crash outcome.
+const _: () = assert!(superblock_offsets::END <= 512);
+const _: () = assert!(superblock_offsets::LOG_HEAD + LogSlot::SIZE == superblock_offsets::ROOTS);
 
 /// The contents of a superblock slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,13 +355,20 @@ pub struct Superblock {
     pub next_extent_id: u64,
     /// Next snapshot id to hand out.
     pub next_snapshot_id: u64,
-    /// Flash block of the first log record block after this CP.
-    pub log_head: u64,
+    /// Where the first log record block after this CP goes.
+    pub log_head: LogSlot,
+    /// Superblock flags ([`SUPERBLOCK_FLAG_DATA_CHECKSUMS`]).
+    pub flags: u32,
     /// The active tree.
     pub roots: RootSet,
 }
 
 impl Superblock {
+    /// Whether the volume keeps data checksums.
+    pub fn has_data_checksums(&self) -> bool {
+        self.flags & SUPERBLOCK_FLAG_DATA_CHECKSUMS != 0
+    }
+
     /// Encodes the superblock into a sealed block.
     pub fn encode(&self) -> Vec<u8> {
         let mut block = new_block(&Header {
@@ -301,14 +380,16 @@ impl Superblock {
             generation: self.generation,
             key: 0,
         });
-        put_u32(&mut block, 48, BLOCK_SIZE as u32);
-        put_u64(&mut block, 56, self.data_block_count);
-        put_u64(&mut block, 64, self.flash_block_count);
-        put_u64(&mut block, 72, self.mount_count);
-        put_u64(&mut block, 80, self.next_extent_id);
-        put_u64(&mut block, 88, self.next_snapshot_id);
-        put_u64(&mut block, 96, self.log_head);
-        self.roots.encode(&mut block, 104);
+        use superblock_offsets as at;
+        put_u32(&mut block, at::BLOCK_SIZE, BLOCK_SIZE as u32);
+        put_u32(&mut block, at::FLAGS, self.flags);
+        put_u64(&mut block, at::DATA_BLOCK_COUNT, self.data_block_count);
+        put_u64(&mut block, at::FLASH_BLOCK_COUNT, self.flash_block_count);
+        put_u64(&mut block, at::MOUNT_COUNT, self.mount_count);
+        put_u64(&mut block, at::NEXT_EXTENT_ID, self.next_extent_id);
+        put_u64(&mut block, at::NEXT_SNAPSHOT_ID, self.next_snapshot_id);
+        self.log_head.encode(&mut block, at::LOG_HEAD);
+        self.roots.encode(&mut block, at::ROOTS);
         seal_block(&mut block);
         block
     }
@@ -319,20 +400,26 @@ impl Superblock {
         if header.kind != BlockKind::Superblock {
             return Err(format!("holds a {}, not a superblock", header.kind.name()));
         }
-        let block_size = get_u32(block, 48);
+        use superblock_offsets as at;
+        let block_size = get_u32(block, at::BLOCK_SIZE);
         if block_size as usize != BLOCK_SIZE {
             return Err(format!("block size {block_size} is not {BLOCK_SIZE}"));
+        }
+        let flags = get_u32(block, at::FLAGS);
+        if flags & !SUPERBLOCK_FLAG_DATA_CHECKSUMS != 0 {
+            return Err(format!("unknown superblock flags {flags:#x}"));
         }
         Ok(Self {
             volume_id: header.volume_id,
             generation: header.generation,
-            data_block_count: get_u64(block, 56),
-            flash_block_count: get_u64(block, 64),
-            mount_count: get_u64(block, 72),
-            next_extent_id: get_u64(block, 80),
-            next_snapshot_id: get_u64(block, 88),
-            log_head: get_u64(block, 96),
-            roots: RootSet::decode(block, 104),
+            data_block_count: get_u64(block, at::DATA_BLOCK_COUNT),
+            flash_block_count: get_u64(block, at::FLASH_BLOCK_COUNT),
+            mount_count: get_u64(block, at::MOUNT_COUNT),
+            next_extent_id: get_u64(block, at::NEXT_EXTENT_ID),
+            next_snapshot_id: get_u64(block, at::NEXT_SNAPSHOT_ID),
+            log_head: LogSlot::decode(block, at::LOG_HEAD),
+            flags,
+            roots: RootSet::decode(block, at::ROOTS),
         })
     }
 }
@@ -502,8 +589,8 @@ pub struct SnapshotRecord {
     pub state: SnapshotState,
     /// Next data-activemap page the deletion scan processes.
     pub scan_cursor: u64,
-    /// Log head of that CP (a flash block the snapshot holds).
-    pub log_head: u64,
+    /// Log head of that CP (flash blocks the snapshot holds).
+    pub log_head: LogSlot,
     /// The tree of that CP.
     pub roots: RootSet,
 }
@@ -516,10 +603,10 @@ impl TreeEntry for SnapshotRecord {
         put_u64(out, 0, key);
         put_u64(out, 8, self.generation);
         out[16] = self.state as u8;
-        encode_name(&self.name, out, 17, 136);
+        encode_name(&self.name, out, 17, 176);
         put_u64(out, 24, self.scan_cursor);
-        put_u64(out, 32, self.log_head);
-        self.roots.encode(out, 40);
+        self.log_head.encode(out, 32);
+        self.roots.encode(out, 48);
     }
 
     fn decode(bytes: &[u8]) -> Result<(u64, Self), String> {
@@ -531,23 +618,31 @@ impl TreeEntry for SnapshotRecord {
         Ok((
             get_u64(bytes, 0),
             Self {
-                name: decode_name(bytes, 17, 136)?,
+                name: decode_name(bytes, 17, 176)?,
                 generation: get_u64(bytes, 8),
                 state,
                 scan_cursor: get_u64(bytes, 24),
-                log_head: get_u64(bytes, 32),
-                roots: RootSet::decode(bytes, 40),
+                log_head: LogSlot::decode(bytes, 32),
+                roots: RootSet::decode(bytes, 48),
             },
         ))
     }
 }
 
+const _: () = assert!(48 + RootSet::SIZE <= 176);
+const _: () = assert!(176 + NAME_CAPACITY <= <SnapshotRecord as TreeEntry>::SIZE);
+
 /// Bits in one bitmap page.
 pub const BITS_PER_PAGE: u64 = (BODY_SIZE * 8) as u64;
 /// `u64` words in one bitmap page.
 pub const WORDS_PER_PAGE: usize = BODY_SIZE / 8;
-/// Entries of a bitmap index node (u64 block + u32 crc).
-pub const BITMAP_INDEX_CAPACITY: usize = BODY_SIZE / 12;
+/// Bytes of one index entry of a page tree (u64 child block, u32 child crc32c).
+pub const PAGE_INDEX_ENTRY_SIZE: usize = 12;
+/// Children of one index node of a page tree (bitmaps, checksum tables).
+pub const PAGE_INDEX_CAPACITY: usize = BODY_SIZE / PAGE_INDEX_ENTRY_SIZE;
+
+/// Data checksums one [`LogRecord::Checksums`] record carries.
+pub const CHECKSUMS_PER_RECORD: usize = 5;
 
 /// One log record (32 bytes on disk).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -563,7 +658,8 @@ pub enum LogRecord {
         /// crc32c of the 4 KiB of data.
         data_crc: u32,
     },
-    /// A run of logical blocks now lives in consecutive data-device blocks.
+    /// A run of logical blocks now lives in consecutive data-device blocks
+    /// written by a write (their checksums were logged before this record).
     Direct {
         /// The extent.
         extent_id: u64,
@@ -583,49 +679,159 @@ pub enum LogRecord {
         /// Number of blocks.
         block_count: u32,
     },
+    /// The checksums of consecutive data-device blocks just written.
+    Checksums {
+        /// The first block.
+        first_data_block: u64,
+        /// How many of `crcs` are used (1..=[`CHECKSUMS_PER_RECORD`]).
+        count: u8,
+        /// The crc32c of each block; unused ones are zero.
+        crcs: [u32; CHECKSUMS_PER_RECORD],
+    },
+    /// A run of staged logical blocks moved to consecutive data-device blocks
+    /// by destage: each keeps the checksum of its staged copy.
+    Destaged {
+        /// The extent.
+        extent_id: u64,
+        /// The first logical block.
+        logical_block: u64,
+        /// Number of blocks.
+        block_count: u32,
+        /// The first data-device block.
+        data_block: u64,
+    },
+    /// Data-device writes are about to go to these write-intent regions
+    /// (devices with redundancy: RAID stripes to resync after a crash).
+    WriteIntent {
+        /// The first region.
+        first_region: u64,
+        /// Number of regions.
+        region_count: u32,
+    },
 }
 
 /// Size of one encoded log record.
 pub const LOG_RECORD_SIZE: usize = 32;
-/// Offset of the first record in a log block.
-pub const LOG_RECORDS_OFFSET: usize = HEADER_SIZE + 8;
+/// Offset of the first record in a log block: after the header, the slot of
+/// the next block (16 bytes) and the flushed-through mark (8 bytes).
+pub const LOG_RECORDS_OFFSET: usize = HEADER_SIZE + LogSlot::SIZE + 8;
 /// Records per log block.
 pub const LOG_RECORD_CAPACITY: usize = (BLOCK_SIZE - LOG_RECORDS_OFFSET) / LOG_RECORD_SIZE;
 
+const _: () = assert!(LOG_RECORD_CAPACITY > 0 && LOG_RECORD_CAPACITY <= u16::MAX as usize);
+
+/// Record tags (docs/format.md, "Log record blocks").
+mod record_tags {
+    pub const STAGED: u8 = 1;
+    pub const DIRECT: u8 = 2;
+    pub const UNMAP: u8 = 3;
+    pub const CHECKSUMS: u8 = 4;
+    pub const DESTAGED: u8 = 5;
+    pub const WRITE_INTENT: u8 = 6;
+}
+
 impl LogRecord {
+    /// Checksum records for blocks from `first_data_block` on, one per
+    /// [`CHECKSUMS_PER_RECORD`] blocks.
+    pub fn checksums(first_data_block: u64, crcs: &[u32]) -> Vec<LogRecord> {
+        crcs.chunks(CHECKSUMS_PER_RECORD)
+            .zip((first_data_block..).step_by(CHECKSUMS_PER_RECORD))
+            .map(|(chunk, first)| {
+                let mut values = [0; CHECKSUMS_PER_RECORD];
+                values[..chunk.len()].copy_from_slice(chunk);
+                LogRecord::Checksums {
+                    first_data_block: first,
+                    count: u8::try_from(chunk.len()).expect("a chunk of at most five"),
+                    crcs: values,
+                }
+            })
+            .collect()
+    }
+
     /// Writes the record into `out` (32 bytes).
     pub fn encode(&self, out: &mut [u8]) {
+        use record_tags as tag;
         out[..LOG_RECORD_SIZE].fill(0);
-        let (tag, word, extent_id, logical_block, target) = match *self {
+        match *self {
             LogRecord::Staged { extent_id, logical_block, flash_block, data_crc } => {
-                (1, data_crc, extent_id, logical_block, flash_block)
+                encode_mapping(out, tag::STAGED, data_crc, extent_id, logical_block, flash_block)
             }
             LogRecord::Direct { extent_id, logical_block, block_count, data_block } => {
-                (2, block_count, extent_id, logical_block, data_block)
+                encode_mapping(out, tag::DIRECT, block_count, extent_id, logical_block, data_block)
             }
-            LogRecord::Unmap { extent_id, logical_block, block_count } => (3, block_count, extent_id, logical_block, 0),
-        };
-        out[0] = tag;
-        put_u32(out, 4, word);
-        put_u64(out, 8, extent_id);
-        put_u64(out, 16, logical_block);
-        put_u64(out, 24, target);
+            LogRecord::Unmap { extent_id, logical_block, block_count } => {
+                encode_mapping(out, tag::UNMAP, block_count, extent_id, logical_block, 0)
+            }
+            LogRecord::Destaged { extent_id, logical_block, block_count, data_block } => {
+                encode_mapping(out, tag::DESTAGED, block_count, extent_id, logical_block, data_block)
+            }
+            LogRecord::Checksums { first_data_block, count, crcs } => {
+                out[0] = tag::CHECKSUMS;
+                out[1] = count;
+                put_u32(out, 4, crcs[0]);
+                put_u64(out, 8, first_data_block);
+                for (index, &crc) in crcs[1..].iter().enumerate() {
+                    put_u32(out, 16 + index * 4, crc);
+                }
+            }
+            LogRecord::WriteIntent { first_region, region_count } => {
+                out[0] = tag::WRITE_INTENT;
+                put_u32(out, 4, region_count);
+                put_u64(out, 8, first_region);
+            }
+        }
     }
 
     /// Reads a record from `bytes` (32 bytes).
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        use record_tags as tag;
         let word = get_u32(bytes, 4);
         let extent_id = get_u64(bytes, 8);
         let logical_block = get_u64(bytes, 16);
         let target = get_u64(bytes, 24);
+        let nonzero_count = || if word > 0 { Ok(word) } else { Err("record of zero blocks".to_string()) };
         match bytes[0] {
-            1 => Ok(LogRecord::Staged { extent_id, logical_block, flash_block: target, data_crc: word }),
-            2 if word > 0 => Ok(LogRecord::Direct { extent_id, logical_block, block_count: word, data_block: target }),
-            3 if word > 0 => Ok(LogRecord::Unmap { extent_id, logical_block, block_count: word }),
-            2 | 3 => Err("record of zero blocks".into()),
+            tag::STAGED => Ok(LogRecord::Staged { extent_id, logical_block, flash_block: target, data_crc: word }),
+            tag::DIRECT => {
+                Ok(LogRecord::Direct { extent_id, logical_block, block_count: nonzero_count()?, data_block: target })
+            }
+            tag::UNMAP => Ok(LogRecord::Unmap { extent_id, logical_block, block_count: nonzero_count()? }),
+            tag::DESTAGED => {
+                Ok(LogRecord::Destaged { extent_id, logical_block, block_count: nonzero_count()?, data_block: target })
+            }
+            tag::CHECKSUMS => decode_checksums(bytes),
+            tag::WRITE_INTENT => Ok(LogRecord::WriteIntent { first_region: extent_id, region_count: nonzero_count()? }),
             other => Err(format!("unknown log record tag {other}")),
         }
     }
+}
+
+fn encode_mapping(out: &mut [u8], tag: u8, word: u32, extent_id: u64, logical_block: u64, target: u64) {
+    out[0] = tag;
+    put_u32(out, 4, word);
+    put_u64(out, 8, extent_id);
+    put_u64(out, 16, logical_block);
+    put_u64(out, 24, target);
+}
+
+fn decode_checksums(bytes: &[u8]) -> Result<LogRecord, String> {
+    let count = bytes[1];
+    if !(1..=CHECKSUMS_PER_RECORD as u8).contains(&count) {
+        return Err(format!("checksum record of {count} checksums"));
+    }
+    let mut crcs = [0; CHECKSUMS_PER_RECORD];
+    crcs[0] = get_u32(bytes, 4);
+    for (index, crc) in crcs[1..].iter_mut().enumerate() {
+        *crc = get_u32(bytes, 16 + index * 4);
+    }
+    if crcs[usize::from(count)..].iter().any(|&crc| crc != 0) {
+        return Err("checksum record with values past its count".into());
+    }
+    let first_data_block = get_u64(bytes, 8);
+    if first_data_block.checked_add(u64::from(count)).is_none() {
+        return Err("checksum record beyond any device".into());
+    }
+    Ok(LogRecord::Checksums { first_data_block, count, crcs })
 }
 
 /// A decoded log record block.
@@ -633,20 +839,31 @@ impl LogRecord {
 pub struct LogBlock {
     /// Header fields (generation, mount count in `owner`, sequence in `key`).
     pub header: Header,
-    /// The block reserved for the next log record block.
-    pub next: u64,
+    /// Where the next log record block goes.
+    pub next: LogSlot,
+    /// The sequence number of the last log block a completed flush had made
+    /// durable when this one was written (`None`: no flush had completed in
+    /// this epoch). Every block up to it, and the data its records name, was
+    /// acknowledged as durable.
+    pub flushed_through: Option<u64>,
     /// The records, in order.
     pub records: Vec<LogRecord>,
 }
 
 /// Encodes a sealed log record block.
-pub fn encode_log_block(header: &Header, next: u64, records: &[LogRecord]) -> Vec<u8> {
+pub fn encode_log_block(
+    header: &Header,
+    next: LogSlot,
+    flushed_through: Option<u64>,
+    records: &[LogRecord],
+) -> Vec<u8> {
     assert!(records.len() <= LOG_RECORD_CAPACITY, "log block overfilled");
     let mut header = *header;
     header.kind = BlockKind::LogBlock;
-    header.entry_count = records.len() as u16;
+    header.entry_count = u16::try_from(records.len()).expect("a log block's records fit its count");
     let mut block = new_block(&header);
-    put_u64(&mut block, HEADER_SIZE, next);
+    next.encode(&mut block, HEADER_SIZE);
+    put_u64(&mut block, HEADER_SIZE + LogSlot::SIZE, flushed_through.map_or(0, |sequence| sequence + 1));
     for (index, record) in records.iter().enumerate() {
         let offset = LOG_RECORDS_OFFSET + index * LOG_RECORD_SIZE;
         record.encode(&mut block[offset..offset + LOG_RECORD_SIZE]);
@@ -665,13 +882,18 @@ pub fn decode_log_block(block: &[u8]) -> Result<LogBlock, String> {
     if count > LOG_RECORD_CAPACITY {
         return Err(format!("{count} records exceed the capacity {LOG_RECORD_CAPACITY}"));
     }
+    let flushed_mark = get_u64(block, HEADER_SIZE + LogSlot::SIZE);
+    let flushed_through = flushed_mark.checked_sub(1);
+    if flushed_through.is_some_and(|sequence| sequence >= header.key) {
+        return Err(format!("flushed through {flushed_mark} from block {}", header.key));
+    }
     let records = (0..count)
         .map(|index| {
             let offset = LOG_RECORDS_OFFSET + index * LOG_RECORD_SIZE;
             LogRecord::decode(&block[offset..offset + LOG_RECORD_SIZE])
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(LogBlock { header, next: get_u64(block, HEADER_SIZE), records })
+    Ok(LogBlock { header, next: LogSlot::decode(block, HEADER_SIZE), flushed_through, records })
 }
 
 /// Decodes the index entries of a tree index node: (first key, child block, child crc).
@@ -722,11 +944,17 @@ mod tests {
             mount_count: 3,
             next_extent_id: 4,
             next_snapshot_id: 5,
-            log_head: 12,
-            roots: RootSet { extent_table: TreePointer { block: 3, crc: 0xdead, height: 1 }, ..RootSet::default() },
+            log_head: LogSlot { primary: 12, mirror: 13 },
+            flags: SUPERBLOCK_FLAG_DATA_CHECKSUMS,
+            roots: RootSet {
+                extent_table: TreePointer { block: 3, crc: 0xdead, height: 1 },
+                flash_checksums: TreePointer { block: 9, crc: 0xbeef, height: 2 },
+                ..RootSet::default()
+            },
         };
         let mut block = superblock.encode();
         assert_eq!(Superblock::decode(&block).unwrap(), superblock);
+        assert!(block[512..].iter().all(|&byte| byte == 0), "the fields fit the first sector");
         block[200] ^= 4;
         assert!(Superblock::decode(&block).unwrap_err().contains("checksum"));
     }
@@ -746,12 +974,21 @@ mod tests {
             LogRecord::Staged { extent_id: 1, logical_block: 2, flash_block: 3, data_crc: 4 },
             LogRecord::Direct { extent_id: 1, logical_block: 9, block_count: 60, data_block: 1000 },
             LogRecord::Unmap { extent_id: 2, logical_block: 0, block_count: 7 },
+            LogRecord::Destaged { extent_id: 3, logical_block: 5, block_count: 2, data_block: 40 },
+            LogRecord::WriteIntent { first_region: 6, region_count: 2 },
         ];
-        let block = encode_log_block(&header, 77, &records);
+        let mut records = records;
+        records.extend(LogRecord::checksums(500, &[1, 2, 3, 4, 5, 6, 7]));
+        assert_eq!(records.len(), 7, "seven checksums take two records");
+        let next = LogSlot { primary: 77, mirror: 78 };
+        let block = encode_log_block(&header, next, Some(2), &records);
         let decoded = decode_log_block(&block).unwrap();
-        assert_eq!(decoded.next, 77);
+        assert_eq!(decoded.next, next);
+        assert_eq!(decoded.flushed_through, Some(2));
         assert_eq!(decoded.records, records);
         assert_eq!(decoded.header.key, 4);
+        let unflushed = decode_log_block(&encode_log_block(&header, next, None, &[])).unwrap();
+        assert_eq!(unflushed.flushed_through, None);
     }
 
     #[test]
@@ -780,8 +1017,8 @@ mod tests {
             generation: 8,
             state: SnapshotState::Deleting,
             scan_cursor: 3,
-            log_head: 99,
-            roots: RootSet::default(),
+            log_head: LogSlot { primary: 99, mirror: 100 },
+            roots: RootSet { flash_checksums: TreePointer { block: 1, crc: 2, height: 0 }, ..RootSet::default() },
         };
         let mut bytes = vec![0; SnapshotRecord::SIZE];
         snapshot.encode(5, &mut bytes);

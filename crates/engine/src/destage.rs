@@ -199,6 +199,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let group_count = group_staged_runs(staged, self.options.allocation_range_blocks).len() as u64;
         let (requests, run_count) = self.strand_requests(&runs, &placed, &staged_bytes);
         let data_request_count = requests.len() as u64;
+        let ranges: Vec<(u64, u64)> = placed.iter().map(|piece| (piece.data_block, piece.block_count)).collect();
+        self.announce_data_writes(&ranges)?;
         let started_ns = self.data.now_ns();
         let completions = self.data.execute(requests).map_err(device_error(DeviceRole::Data))?;
         let mut completed_ns = started_ns;
@@ -208,12 +210,13 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
         self.log.data_unflushed = true;
         for piece in &placed {
+            self.carry_checksums_to_data(id, piece);
             self.apply_mapping(id, piece.logical_block, piece.block_count, Location::Data(piece.data_block));
             self.frame_homes_forget(id, piece.logical_block, piece.block_count);
-            self.push_record(LogRecord::Direct {
+            self.push_record(LogRecord::Destaged {
                 extent_id: id,
                 logical_block: piece.logical_block,
-                block_count: piece.block_count as u32,
+                block_count: u32::try_from(piece.block_count).expect("a placed piece is at most u32::MAX blocks"),
                 data_block: piece.data_block,
             })?;
         }
@@ -327,6 +330,20 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             index = end;
         }
         Ok((staged, request_count))
+    }
+
+    /// A destaged piece's data blocks take the checksums of the staged copies
+    /// they were written from (the bytes were copied, not recomputed: damage
+    /// to a staged copy stays detectable in its new home).
+    fn carry_checksums_to_data(&mut self, id: u64, piece: &PlacedPiece) {
+        let Some(checksums) = &mut self.checksums else { return };
+        let map = &self.maps[&id];
+        for offset in 0..piece.block_count {
+            let Some(Location::Flash(flash_block)) = map::lookup(map, piece.logical_block + offset) else {
+                unreachable!("a placed piece covers staged blocks")
+            };
+            checksums.data.set(piece.data_block + offset, checksums.flash.get(flash_block));
+        }
     }
 
     fn frame_homes_forget(&mut self, id: u64, logical: u64, count: u64) {

@@ -43,6 +43,15 @@ pub enum EngineError {
         /// Which check failed.
         detail: String,
     },
+    /// A data or staged block does not match its checksum and no redundant
+    /// copy that does could be found: its contents are never returned.
+    #[error("{role} block {block} does not match its checksum (damaged data; no good redundant copy)")]
+    ChecksumMismatch {
+        /// Which device.
+        role: DeviceRole,
+        /// The block.
+        block: u64,
+    },
     /// Neither superblock slot holds a valid superblock.
     #[error("no valid superblock on the flash device: slot A: {slot_a}; slot B: {slot_b}")]
     NoSuperblock {

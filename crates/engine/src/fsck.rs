@@ -3,20 +3,35 @@
 //! metadata block, and checks the free-space invariants of docs/format.md:
 //! activemaps equal what their trees use, no block owned twice, in use ⊆
 //! activemap ∪ summary ⊆ in use ∪ what pending deletion scans will still visit,
-//! the 010 property.
+//! the 010 property. It walks the log after the CP (both copies of each
+//! block) without replaying it, and, unless asked for metadata only, reads
+//! every data and staged block a live tree uses and checks it against its
+//! checksum.
 
 use proxima_device::BlockDevice;
 use serde::Serialize;
 
 use crate::bitmap::{Bitmap, PersistentBitmap};
+use crate::checksums::PersistentChecksums;
 use crate::codec::{
-    decode_log_block, ExtentRecord, RootSet, SnapshotRecord, SnapshotState, Superblock, BLOCK_SIZE, SUPERBLOCK_SLOTS,
+    ExtentRecord, LogRecord, LogSlot, RootSet, SnapshotRecord, SnapshotState, Superblock, BLOCK_SIZE, SUPERBLOCK_SLOTS,
     WORDS_PER_PAGE,
 };
 use crate::error::{DeviceRole, EngineError, Result};
 use crate::io::{read_pieces, FlashReader};
+use crate::log::walk::{walk_log, ChainEnd, LogIdentity};
 use crate::map::{ExtentMap, Location};
 use crate::tree::PersistentTree;
+
+/// How much fsck reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsckScope {
+    /// Metadata and the log only.
+    Metadata,
+    /// Metadata, the log, and every data and staged block a live tree uses,
+    /// checked against its checksum (a scrub).
+    MetadataAndData,
+}
 
 /// What kind of problem a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -40,6 +55,13 @@ pub enum FindingKind {
     SummaryExcess,
     /// A block's bits over the snapshots and the active tree are not `0*1*0*`.
     Property010,
+    /// A data or staged block does not match its checksum, or cannot be read.
+    DataChecksum,
+    /// A copy of an acknowledged log block is damaged (the other copy holds
+    /// it; the next open replays from that one).
+    LogCopyDamaged,
+    /// An acknowledged staged record names data that does not match it.
+    StagedDataDamaged,
 }
 
 /// One problem found.
@@ -70,6 +92,9 @@ pub struct FsckReport {
     pub log_pending: bool,
     /// Every problem found.
     pub findings: Vec<Finding>,
+    /// States that a crash leaves and the next open repairs (not problems):
+    /// the superblock slots one CP apart, the log ending in a torn block.
+    pub notes: Vec<String>,
 }
 
 impl FsckReport {
@@ -87,6 +112,10 @@ impl FsckReport {
 struct Walk {
     data_used: Bitmap,
     flash_used: Bitmap,
+    /// The flash blocks holding staged data (a subset of `flash_used`).
+    staged_used: Bitmap,
+    /// The checksum tables, kept for the active tree only.
+    checksums: Option<(PersistentChecksums, PersistentChecksums)>,
     data_active: Option<Bitmap>,
     flash_active: Option<Bitmap>,
     data_summary: Option<Bitmap>,
@@ -111,10 +140,12 @@ impl<F: BlockDevice> Checker<'_, F> {
         }
     }
 
-    fn walk(&mut self, roots: &RootSet, log_head: u64, tree: &str) -> Walk {
+    fn walk(&mut self, roots: &RootSet, log_head: LogSlot, checksums: Option<Keep>, tree: &str) -> Walk {
         let mut walk = Walk {
             data_used: Bitmap::new(self.data_count),
             flash_used: Bitmap::new(self.flash_count),
+            staged_used: Bitmap::new(self.flash_count),
+            checksums: None,
             data_active: None,
             flash_active: None,
             data_summary: None,
@@ -125,8 +156,13 @@ impl<F: BlockDevice> Checker<'_, F> {
         for slot in SUPERBLOCK_SLOTS {
             flash_used.put(slot, true);
         }
-        self.mark(&mut flash_used, DeviceRole::Flash, log_head, tree, "log head");
+        for block in log_head.blocks() {
+            self.mark(&mut flash_used, DeviceRole::Flash, block, tree, "log head");
+        }
         self.walk_extents(roots, tree, &mut walk, &mut flash_used);
+        if let Some(keep) = checksums {
+            walk.checksums = self.walk_checksums(roots, tree, keep, &mut flash_used);
+        }
         match PersistentTree::<SnapshotRecord>::load(roots.snapshot_table, 0, &mut self.reader) {
             Ok(table) => table
                 .blocks()
@@ -199,11 +235,43 @@ impl<F: BlockDevice> Checker<'_, F> {
                 for offset in 0..run.count() {
                     match Location::from_raw(run.location()).offset(offset) {
                         Location::Data(block) => self.mark(&mut walk.data_used, DeviceRole::Data, block, tree, &what),
-                        Location::Flash(block) => self.mark(flash_used, DeviceRole::Flash, block, tree, &what),
+                        Location::Flash(block) => {
+                            self.mark(flash_used, DeviceRole::Flash, block, tree, &what);
+                            if block < self.flash_count {
+                                walk.staged_used.put(block, true);
+                            }
+                        }
                     }
                 }
             }
         }
+    }
+
+    /// Loads and marks a tree's checksum tables; returns them if `keep` asks.
+    fn walk_checksums(
+        &mut self,
+        roots: &RootSet,
+        tree: &str,
+        keep: Keep,
+        flash_used: &mut Bitmap,
+    ) -> Option<(PersistentChecksums, PersistentChecksums)> {
+        let data = PersistentChecksums::load(roots.data_checksums, self.data_count, &mut self.reader);
+        let flash = PersistentChecksums::load(roots.flash_checksums, self.flash_count, &mut self.reader);
+        let mut loaded = Vec::new();
+        for (table, name) in [(data, "data checksum table"), (flash, "flash checksum table")] {
+            match table {
+                Ok(table) => {
+                    for block in table.pages().blocks() {
+                        self.mark(flash_used, DeviceRole::Flash, block, tree, name);
+                    }
+                    loaded.push(table);
+                }
+                Err(error) => self.report.add(FindingKind::CorruptMetadata, format!("{tree}: {name}: {error}")),
+            }
+        }
+        let flash = loaded.pop()?;
+        let data = loaded.pop()?;
+        (keep == Keep::Tables).then_some((data, flash))
     }
 
     fn compare(&mut self, used: &Bitmap, map: Option<&Bitmap>, role: DeviceRole, tree: &str) {
@@ -235,6 +303,14 @@ impl<F: BlockDevice> Checker<'_, F> {
     }
 }
 
+/// Whether a walk keeps the checksum tables it loads (the active tree's serve
+/// the data check) or only verifies and marks them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    Tables,
+    MarksOnly,
+}
+
 fn collect_bits(mut word_bits: u64, page: usize, word: usize, into: &mut Vec<u64>) {
     while word_bits != 0 {
         let bit = u64::from(word_bits.trailing_zeros());
@@ -250,18 +326,13 @@ fn summarize(blocks: &[u64]) -> String {
 }
 
 /// Checks the durable state of the volume on `data` and `flash`.
-pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F) -> Result<FsckReport> {
+pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F, scope: FsckScope) -> Result<FsckReport> {
     let mut report = FsckReport::default();
     let bytes = read_pieces(flash, DeviceRole::Flash, &[(SUPERBLOCK_SLOTS[0], 2)])?;
     let slots = [Superblock::decode(&bytes[..BLOCK_SIZE]), Superblock::decode(&bytes[BLOCK_SIZE..])];
     let superblock = match (&slots[0], &slots[1]) {
         (Ok(a), Ok(b)) => {
-            if a.generation != b.generation {
-                report.add(
-                    FindingKind::SuperblockSlot,
-                    format!("slots hold generations {} and {}", a.generation, b.generation),
-                );
-            }
+            check_slot_generations(&mut report, a.generation, b.generation);
             if b.generation > a.generation {
                 *b
             } else {
@@ -269,7 +340,16 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F) -> Res
             }
         }
         (Ok(a), Err(error)) | (Err(error), Ok(a)) => {
-            report.add(FindingKind::SuperblockSlot, format!("one superblock slot is invalid: {error}"));
+            // Not a crash outcome: a superblock's bytes lie in its first
+            // sector (the rest is zeroes in every generation), so a write torn
+            // at sector granularity leaves a whole old or a whole new one.
+            report.add(
+                FindingKind::SuperblockSlot,
+                format!(
+                    "one superblock slot is invalid ({error}); the other holds CP {} and the next CP rewrites both",
+                    a.generation
+                ),
+            );
             *a
         }
         (Err(slot_a), Err(slot_b)) => {
@@ -282,14 +362,15 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F) -> Res
         return Err(EngineError::Unsuitable("device sizes differ from the superblock's".into()));
     }
     report.generation = superblock.generation;
-    report.log_pending = log_pending(flash, &superblock)?;
+    check_log(&mut report, flash, &superblock)?;
     let mut checker = Checker {
         reader: FlashReader { flash, volume_id: superblock.volume_id, flash_block_count: superblock.flash_block_count },
         data_count: superblock.data_block_count,
         flash_count: superblock.flash_block_count,
         report,
     };
-    let active = checker.walk(&superblock.roots, superblock.log_head, "active tree");
+    let keep = superblock.has_data_checksums().then_some(Keep::Tables);
+    let mut active = checker.walk(&superblock.roots, superblock.log_head, keep, "active tree");
     checker.compare(&active.data_used, active.data_active.as_ref(), DeviceRole::Data, "active tree");
     checker.compare(&active.flash_used, active.flash_active.as_ref(), DeviceRole::Flash, "active tree");
     checker.report.extent_count = active.extent_count;
@@ -304,7 +385,8 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F) -> Res
     let mut pending = Pending { data: Bitmap::new(checker.data_count), flash: Bitmap::new(checker.flash_count) };
     for (id, record) in &snapshots {
         let name = format!("snapshot {:?} (#{id})", record.name);
-        let walk = checker.walk(&record.roots, record.log_head, &name);
+        let keep = superblock.has_data_checksums().then_some(Keep::MarksOnly);
+        let walk = checker.walk(&record.roots, record.log_head, keep, &name);
         if record.state == SnapshotState::Live {
             checker.compare(&walk.data_used, walk.data_active.as_ref(), DeviceRole::Data, &name);
             checker.compare(&walk.flash_used, walk.flash_active.as_ref(), DeviceRole::Flash, &name);
@@ -319,7 +401,58 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F) -> Res
         check_summary(&mut checker.report, &active, &live_walks, &pending, role);
         check_010(&mut checker.report, &active, &live_walks, role == DeviceRole::Data);
     }
-    Ok(checker.report)
+    let mut report = checker.report;
+    if let (FsckScope::MetadataAndData, Some((data_table, flash_table))) = (scope, active.checksums.take()) {
+        let mut data_in_use = active.data_used.clone();
+        let mut staged_in_use = active.staged_used.clone();
+        for walk in &live_walks {
+            data_in_use.or_with(&walk.data_used);
+            staged_in_use.or_with(&walk.staged_used);
+        }
+        check_data(&mut report, data, DeviceRole::Data, &data_in_use, &data_table)?;
+        check_data(&mut report, flash, DeviceRole::Flash, &staged_in_use, &flash_table)?;
+    }
+    Ok(report)
+}
+
+/// Reads every block set in `in_use` (in runs of consecutive blocks) and
+/// reports those that do not match their checksum or cannot be read.
+fn check_data<D: BlockDevice>(
+    report: &mut FsckReport,
+    device: &mut D,
+    role: DeviceRole,
+    in_use: &Bitmap,
+    table: &PersistentChecksums,
+) -> Result<()> {
+    const RUN_BLOCKS_MAX: u64 = 256;
+    let mut damaged = Vec::new();
+    let mut unreadable = Vec::new();
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for block in in_use.ones() {
+        match runs.last_mut() {
+            Some((first, count)) if *first + *count == block && *count < RUN_BLOCKS_MAX => *count += 1,
+            _ => runs.push((block, 1)),
+        }
+    }
+    for (first, count) in runs {
+        match read_pieces(device, role, &[(first, count)]) {
+            Ok(bytes) => {
+                for (block, block_bytes) in (first..).zip(bytes.chunks(BLOCK_SIZE)) {
+                    if crc32c::crc32c(block_bytes) != table.get(block) {
+                        damaged.push(block);
+                    }
+                }
+            }
+            Err(EngineError::Device { .. }) => unreadable.extend(first..first + count),
+            Err(other) => return Err(other),
+        }
+    }
+    for (blocks, what) in [(damaged, "do not match their checksums"), (unreadable, "cannot be read")] {
+        if !blocks.is_empty() {
+            report.add(FindingKind::DataChecksum, format!("{role} blocks in use {what}: {}", summarize(&blocks)));
+        }
+    }
+    Ok(())
 }
 
 /// What snapshots being deleted may still hold in the summary: a deletion
@@ -348,17 +481,81 @@ impl Pending {
     }
 }
 
-fn log_pending<F: BlockDevice>(flash: &mut F, superblock: &Superblock) -> Result<bool> {
-    if superblock.log_head < 2 || superblock.log_head >= superblock.flash_block_count {
-        return Ok(false);
+/// Slot A is written and flushed before slot B at every CP, so a crash leaves
+/// A one CP ahead of B at most; anything else is damage.
+fn check_slot_generations(report: &mut FsckReport, slot_a: u64, slot_b: u64) {
+    if slot_a == slot_b {
+        return;
     }
-    let bytes = read_pieces(flash, DeviceRole::Flash, &[(superblock.log_head, 1)])?;
-    Ok(decode_log_block(&bytes).is_ok_and(|block| {
-        block.header.generation == superblock.generation
-            && block.header.owner == superblock.mount_count
-            && block.header.key == 0
-            && block.header.volume_id == superblock.volume_id
-    }))
+    if slot_a == slot_b + 1 {
+        report.notes.push(format!(
+            "superblock slot B holds CP {slot_b}, slot A CP {slot_a}: a crash came between the two slot writes; \
+             the next CP rewrites both"
+        ));
+    } else {
+        report.add(
+            FindingKind::SuperblockSlot,
+            format!("slots hold generations {slot_a} and {slot_b}, which no sequence of CPs and crashes leaves"),
+        );
+    }
+}
+
+/// Walks the log after the CP without replaying it: whether there is one,
+/// damage to the copies of acknowledged blocks and to the staged data their
+/// records name (findings), and what a crash left at its end (notes).
+fn check_log<F: BlockDevice>(report: &mut FsckReport, flash: &mut F, superblock: &Superblock) -> Result<()> {
+    let identity = LogIdentity {
+        volume_id: superblock.volume_id,
+        generation: superblock.generation,
+        mount_count: superblock.mount_count,
+    };
+    let walk = match walk_log(flash, identity, superblock.log_head, superblock.flash_block_count) {
+        Ok(walk) => walk,
+        Err(EngineError::Corrupt { block, what, detail }) => {
+            report.add(FindingKind::CorruptMetadata, format!("log: {what} at flash block {block}: {detail}"));
+            return Ok(());
+        }
+        Err(other) => return Err(other),
+    };
+    report.log_pending = !walk.blocks.is_empty();
+    let acknowledged_through = walk.acknowledged_through();
+    for walked in &walk.blocks {
+        let acknowledged = acknowledged_through.is_some_and(|through| walked.sequence <= through);
+        if let Some(copy) = walked.damaged_copy {
+            let detail = format!("log block {} (copy at flash block {copy})", walked.sequence);
+            if acknowledged {
+                report.add(FindingKind::LogCopyDamaged, format!("{detail} is damaged; the other copy holds it"));
+            } else {
+                report.notes.push(format!("{detail} was not completed before the crash; the other copy holds it"));
+            }
+        }
+        if !acknowledged {
+            continue;
+        }
+        for record in &walked.block.records {
+            let LogRecord::Staged { extent_id, logical_block, flash_block, data_crc } = *record else { continue };
+            let matches = flash_block < superblock.flash_block_count
+                && read_pieces(flash, DeviceRole::Flash, &[(flash_block, 1)])
+                    .is_ok_and(|bytes| crc32c::crc32c(&bytes) == data_crc);
+            if !matches {
+                report.add(
+                    FindingKind::StagedDataDamaged,
+                    format!(
+                        "log block {}: acknowledged staged data of extent #{extent_id} block {logical_block} at flash \
+                         block {flash_block} does not match its record",
+                        walked.sequence
+                    ),
+                );
+            }
+        }
+    }
+    if let ChainEnd::Torn { sequence } = walk.end {
+        report.notes.push(format!(
+            "the log ends in block {sequence}, torn or damaged: the records of the last flush window after it \
+             will not be replayed"
+        ));
+    }
+    Ok(())
 }
 
 fn pick(walk: &Walk, data: bool) -> (&Bitmap, Option<&Bitmap>, Option<&Bitmap>) {

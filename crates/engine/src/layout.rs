@@ -292,6 +292,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                     self.frame_homes.insert((id, logical_block), home);
                 }
             }
+            if let Some(checksums) = &mut self.checksums {
+                checksums.flash.set(block, payload.block_crc(index as u64));
+            }
             self.apply_mapping(id, logical_block, 1, Location::Flash(block));
             self.push_record(record)?;
         }
@@ -348,10 +351,21 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
         let stores = self.data_stores_payload();
         let mut pieces = Vec::new();
+        let mut written = Vec::new();
         for segment in &segments {
             let Some(Location::Data(block)) = segment.location else { unreachable!("checked above") };
             let piece = payload.slice(segment.logical_block - logical, segment.block_count);
             pieces.push((block, segment.block_count, piece.device_bytes(stores)));
+            written.push((block, piece));
+        }
+        // The blocks' new checksums (the map does not change) are durable
+        // before the blocks change: after a crash, replay keeps whichever of
+        // the old and new checksums each block matches.
+        if self.checksums.is_some() {
+            for (block, piece) in written {
+                self.log_data_checksums(block, piece)?;
+            }
+            self.flush_pending_records()?;
         }
         self.write_data_pieces(pieces)?;
         self.log.data_unflushed = true;
@@ -363,6 +377,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// logs a direct record.
     pub(crate) fn write_direct_piece(&mut self, id: u64, logical: u64, start: u64, payload: Payload<'_>) -> Result<()> {
         let count = payload.block_count();
+        self.announce_data_writes(&[(start, count)])?;
         match payload {
             Payload::Bytes(bytes) if self.data_stores_payload() => {
                 // Straight from the caller's bytes, in requests of at most
@@ -378,18 +393,70 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             }
         }
         self.log.data_unflushed = true;
+        self.log_data_checksums(start, payload)?;
         self.apply_mapping(id, logical, count, Location::Data(start));
         self.push_record(LogRecord::Direct {
             extent_id: id,
             logical_block: logical,
-            block_count: count as u32,
+            block_count: u32::try_from(count).expect("a direct piece is at most u32::MAX blocks"),
             data_block: start,
         })
+    }
+
+    /// Sets the checksums of data blocks `[first, first + n)` just written
+    /// with `payload` and logs them — before the record that maps them, so
+    /// that a durable mapping implies durable checksums.
+    pub(crate) fn log_data_checksums(&mut self, first: u64, payload: Payload<'_>) -> Result<()> {
+        let Some(checksums) = &mut self.checksums else { return Ok(()) };
+        let crcs: Vec<u32> = (0..payload.block_count()).map(|index| payload.block_crc(index)).collect();
+        for (block, &crc) in (first..).zip(&crcs) {
+            checksums.data.set(block, crc);
+        }
+        self.push_records(LogRecord::checksums(first, &crcs))
+    }
+
+    /// Before data-device writes to `ranges` (`(first block, count)`): on a
+    /// device whose redundancy a crash can leave inconsistent, logs the
+    /// write-intent regions not yet logged in this epoch and makes them
+    /// durable, so that the next open after a crash resynchronises them.
+    pub(crate) fn announce_data_writes(&mut self, ranges: &[(u64, u64)]) -> Result<()> {
+        if !self.options.write_intents {
+            return Ok(());
+        }
+        let Some(region_blocks) = self.data.write_intent_region_blocks() else { return Ok(()) };
+        assert!(region_blocks > 0, "a write-intent region holds blocks");
+        let mut new_regions: Vec<u64> = ranges
+            .iter()
+            .filter(|&&(_, count)| count > 0)
+            .flat_map(|&(first, count)| first / region_blocks..=(first + count - 1) / region_blocks)
+            .filter(|region| !self.log.intent_regions.contains(region))
+            .collect();
+        if new_regions.is_empty() {
+            return Ok(());
+        }
+        new_regions.sort_unstable();
+        new_regions.dedup();
+        let mut records: Vec<LogRecord> = Vec::new();
+        for &region in &new_regions {
+            match records.last_mut() {
+                Some(LogRecord::WriteIntent { first_region, region_count })
+                    if *first_region + u64::from(*region_count) == region && *region_count < u32::MAX =>
+                {
+                    *region_count += 1
+                }
+                _ => records.push(LogRecord::WriteIntent { first_region: region, region_count: 1 }),
+            }
+        }
+        self.log.intent_regions.extend(new_regions);
+        self.push_records(records)?;
+        self.flush_pending_records()
     }
 
     /// Writes `(first block, block count, bytes)` pieces to the data device in
     /// one batch; bytes are empty when the device keeps no payload.
     pub(crate) fn write_data_pieces(&mut self, pieces: Vec<(u64, u64, Vec<u8>)>) -> Result<()> {
+        let ranges: Vec<(u64, u64)> = pieces.iter().map(|&(block, count, _)| (block, count)).collect();
+        self.announce_data_writes(&ranges)?;
         let requests = crate::io::write_requests(pieces);
         if requests.is_empty() {
             return Ok(());

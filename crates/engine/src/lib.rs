@@ -7,6 +7,7 @@
 
 mod bitmap;
 mod checkpoint;
+mod checksums;
 pub mod chunked;
 pub mod codec;
 mod destage;
@@ -16,7 +17,9 @@ mod io;
 mod layout;
 mod log;
 pub mod map;
+mod pages;
 pub mod policy;
+mod read;
 mod snapshot;
 mod space;
 mod synthetic;
@@ -25,8 +28,8 @@ mod volume;
 
 pub use destage::{DestageBatchReport, DestageObserver, DestageSummary, NoDestageObserver};
 pub use error::{DeviceRole, EngineError, Result};
-pub use fsck::{check as fsck_devices, Finding, FindingKind, FsckReport};
-pub use log::ReplayEnd;
+pub use fsck::{check as fsck_devices, Finding, FindingKind, FsckReport, FsckScope};
+pub use log::{CorruptStagedBlock, LogEnd, RecoveryReport};
 pub use map::Location;
 pub use policy::{Layout, LayoutParameters, Placement, WriteContext};
 pub use snapshot::SnapshotInfo;
@@ -39,9 +42,15 @@ pub use volume::{
 use proxima_device::BlockDevice;
 
 impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
-    /// Commits a CP, then checks the durable state on the devices.
+    /// Commits a CP, then checks the durable state on the devices, data
+    /// included.
     pub fn fsck(&mut self) -> Result<FsckReport> {
+        self.fsck_scope(FsckScope::MetadataAndData)
+    }
+
+    /// Commits a CP, then checks the durable state on the devices.
+    pub fn fsck_scope(&mut self, scope: FsckScope) -> Result<FsckReport> {
         self.commit()?;
-        fsck::check(&mut self.data, &mut self.flash)
+        fsck::check(&mut self.data, &mut self.flash, scope)
     }
 }

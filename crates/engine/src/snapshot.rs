@@ -8,15 +8,15 @@ use proxima_device::BlockDevice;
 use serde::Serialize;
 
 use crate::bitmap::{Bitmap, PersistentBitmap};
+use crate::checksums::{Checksums, PersistentChecksums};
 use crate::codec::{ExtentRecord, RootSet, SnapshotRecord, SnapshotState, BITS_PER_PAGE, BLOCK_SIZE, WORDS_PER_PAGE};
-use crate::error::{metadata_no_space, DeviceRole, EngineError, Result};
-use crate::io::{device_error, FlashReader};
-use crate::map::{self, ExtentMap, Location};
+use crate::error::{metadata_no_space, EngineError, Result};
+use crate::io::FlashReader;
+use crate::map::{self, ExtentMap};
+use crate::read::{fill_from_segments, map_block_status, request_segments};
 use crate::space::YoungestScan;
 use crate::tree::PersistentTree;
-use crate::volume::{
-    fill_from_segments, map_block_status, request_segments, validate_name, BlockStatus, ExtentInfo, Volume,
-};
+use crate::volume::{validate_name, BlockStatus, ExtentInfo, Volume};
 
 /// A snapshot as listed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -433,11 +433,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     fn read_snapshot_range(&mut self, snapshot_id: u64, id: u64, offset_bytes: u64, buffer: &mut [u8]) -> Result<()> {
         let map = &self.snapshot_views[&snapshot_id].maps[&id];
         let segments = request_segments(map, offset_bytes, buffer.len() as u64);
-        let (data, flash) = (&mut self.data, &mut self.flash);
-        fill_from_segments(&segments, offset_bytes, buffer, self.data_payload, |location, destination| match location {
-            Location::Data(block) => data.read_into(block, destination).map_err(device_error(DeviceRole::Data)),
-            Location::Flash(block) => flash.read_into(block, destination).map_err(device_error(DeviceRole::Flash)),
-        })
+        let data_payload = self.data_payload;
+        fill_from_segments(&segments, offset_bytes, buffer, data_payload, &mut self.exclusive_source())
     }
 
     /// Restores one extent's contents (and size) to those of a snapshot by
@@ -504,6 +501,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let roots = record.roots;
         let data_count = self.data_space.block_count();
         let flash_count = self.flash_space.block_count();
+        let keeps_checksums = self.checksums.is_some();
         let mut reader = self.reader();
         let extents = PersistentTree::<ExtentRecord>::load(roots.extent_table, 0, &mut reader)?;
         let mut maps = HashMap::new();
@@ -520,7 +518,16 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut orphaned = snapshot_table.blocks();
         orphaned.extend(data_summary_old.blocks());
         orphaned.extend(flash_summary_old.blocks());
-        orphaned.push(record.log_head);
+        orphaned.extend(record.log_head.blocks());
+        // The active tree goes on keeping checksums if it kept them; the
+        // snapshot's tables cover every block it and older snapshots use.
+        let checksums = match keeps_checksums {
+            true => Some(Checksums {
+                data: PersistentChecksums::load(roots.data_checksums, data_count, &mut reader)?,
+                flash: PersistentChecksums::load(roots.flash_checksums, flash_count, &mut reader)?,
+            }),
+            false => None,
+        };
         // Summaries rebuilt by addition over the remaining snapshots, each
         // counting for what it will still account for: a snapshot being
         // deleted no longer holds the data pages its scan has passed (the scan
@@ -553,7 +560,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.refresh_youngest()?;
         // The log of the current epoch is empty (just committed); its blocks are
         // not in the adopted activemap and stay protected by the safe copies.
-        self.log = crate::log::LogState::new(self.flash_space.allocate_one("log head").map_err(metadata_no_space)?);
+        self.checksums = checksums;
+        self.log = crate::log::LogState::new(self.reserve_log_head().map_err(metadata_no_space)?);
         for block in orphaned {
             self.flash_space.free(block);
         }

@@ -9,14 +9,15 @@ use proxima_device::BlockDevice;
 use serde::Serialize;
 
 use crate::bitmap::{Bitmap, PersistentBitmap};
+use crate::checksums::{Checksums, PersistentChecksums};
 use crate::codec::{
-    ExtentRecord, LogRecord, RootSet, SnapshotRecord, Superblock, BLOCK_SIZE, NAME_CAPACITY, SUPERBLOCK_SLOTS,
+    ExtentRecord, LogRecord, LogSlot, RootSet, SnapshotRecord, Superblock, BLOCK_SIZE, NAME_CAPACITY, SUPERBLOCK_SLOTS,
 };
 use crate::error::{DeviceRole, EngineError, Result};
-use crate::io::{device_error, read_pieces, FlashReader, MAX_REQUEST_BLOCKS};
+use crate::io::{read_pieces, FlashReader};
 use crate::layout::Payload;
-use crate::log::LogState;
-use crate::map::{self, ExtentMap, Location, Segment};
+use crate::log::{LogState, RecoveryReport};
+use crate::map::{self, ExtentMap, Location};
 use crate::policy::{Layout, LayoutParameters};
 use crate::snapshot::{DeletionScan, SnapshotView};
 use crate::space::SpaceMap;
@@ -74,6 +75,17 @@ pub struct VolumeOptions {
     /// flash reserve and the size of the metadata, see
     /// `checkpoint_if_log_is_long`).
     pub records_per_checkpoint: u64,
+    /// On a data device with redundancy that a crash can leave inconsistent
+    /// (RAID-4/5: the write hole), log the regions about to be written before
+    /// writing them, and resynchronise them at the next open after a crash.
+    /// Off only where something else keeps parity consistent (the
+    /// laboratory's model of an array with NVRAM).
+    pub write_intents: bool,
+    /// Keep a crc32c of every data and staged block and verify every read
+    /// against it (docs/format.md, "Checksum tables"). Decided at format
+    /// (with `payload`: there is nothing to check without it); an open with
+    /// options that disagree with the volume is refused.
+    pub data_checksums: bool,
 }
 
 impl Default for VolumeOptions {
@@ -90,6 +102,8 @@ impl Default for VolumeOptions {
             trim_released_flash: true,
             scan_pages_per_checkpoint: 64,
             records_per_checkpoint: 0,
+            write_intents: true,
+            data_checksums: true,
         }
     }
 }
@@ -104,6 +118,12 @@ impl VolumeOptions {
             proximal_span_ranges: self.proximal_span_ranges,
             range_reserve_fraction: self.range_reserve_fraction,
         }
+    }
+
+    /// Whether a volume formatted or opened with these options keeps data
+    /// checksums.
+    fn keeps_checksums(&self) -> bool {
+        self.payload && self.data_checksums
     }
 
     fn validate(&self) -> Result<()> {
@@ -150,6 +170,10 @@ pub struct EngineStats {
     pub replayed_records: u64,
     /// Flushes requested.
     pub flush_count: u64,
+    /// Blocks read that did not match their checksums.
+    pub checksum_mismatches: u64,
+    /// Of those, blocks repaired from the device's redundancy.
+    pub repaired_blocks: u64,
 }
 
 /// One extent as listed.
@@ -258,6 +282,11 @@ pub struct Volume<D: BlockDevice, F: BlockDevice> {
     /// Whether data blocks carry bytes: the option and the data device agree
     /// (kept so the data path need not ask the device for its info).
     pub(crate) data_payload: bool,
+    /// The data checksum tables (`None`: a volume formatted without payload,
+    /// which keeps none).
+    pub(crate) checksums: Option<Checksums>,
+    /// What the recovery at open found.
+    pub(crate) recovery: RecoveryReport,
 }
 
 pub(crate) fn validate_name(name: &str) -> Result<()> {
@@ -316,7 +345,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         );
         let flash_space = SpaceMap::new(DeviceRole::Flash, flash_active, PersistentBitmap::new(flash_block_count), 2);
         let mut volume = Self::assemble(data, flash, options, volume_id, data_space, flash_space);
-        volume.log = LogState::new(0);
+        if volume.options.keeps_checksums() {
+            volume.checksums = Some(Checksums::new(data_block_count, flash_block_count));
+        }
+        volume.log = LogState::new(LogSlot::default());
         volume.commit()?;
         Ok(volume)
     }
@@ -347,7 +379,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             snapshots: PersistentTree::new(0),
             data_space,
             flash_space,
-            log: LogState::new(0),
+            log: LogState::new(LogSlot::default()),
             staged_block_count: 0,
             snapshot_views: HashMap::new(),
             scan: None,
@@ -358,6 +390,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             no_fresh_range: false,
             hole_cursor: 0,
             frame_homes: HashMap::new(),
+            checksums: None,
+            recovery: RecoveryReport::default(),
         }
     }
 
@@ -383,6 +417,21 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             flash_block_count: superblock.flash_block_count,
         };
         let roots = superblock.roots;
+        if superblock.has_data_checksums() != options.keeps_checksums() {
+            let kept = if superblock.has_data_checksums() { "keeps" } else { "keeps no" };
+            return Err(EngineError::Unsuitable(format!(
+                "the volume {kept} data checksums; open it with payload and data_checksums both {}",
+                if superblock.has_data_checksums() { "on" } else { "off (either of them)" }
+            )));
+        }
+        let checksums = if superblock.has_data_checksums() {
+            Some(Checksums {
+                data: PersistentChecksums::load(roots.data_checksums, superblock.data_block_count, &mut reader)?,
+                flash: PersistentChecksums::load(roots.flash_checksums, superblock.flash_block_count, &mut reader)?,
+            })
+        } else {
+            None
+        };
         let extents = PersistentTree::<ExtentRecord>::load(roots.extent_table, 0, &mut reader)?;
         let snapshots = PersistentTree::<SnapshotRecord>::load(roots.snapshot_table, 0, &mut reader)?;
         let mut maps = HashMap::new();
@@ -414,13 +463,14 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         volume.snapshots = snapshots;
         volume.maps = maps;
         volume.extent_names = extent_names;
+        volume.checksums = checksums;
         volume.staged_block_count = volume.count_staged_blocks();
         volume.refresh_youngest()?;
         // A deletion scan in progress decides, for pages it has passed, whether
         // a block freed by a replayed record is still held: load its state now.
         volume.scan_step(0)?;
         volume.log = LogState::new(superblock.log_head);
-        volume.replay_log()?;
+        volume.recovery = volume.replay_log(superblock.log_head)?;
         volume.mount_count += 1;
         volume.commit()?;
         Ok(volume)
@@ -491,6 +541,17 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Generation of the last durable CP.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// What recovery found when the volume was opened (empty after format).
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// Whether the volume keeps data checksums (every volume formatted with
+    /// payload does).
+    pub fn has_data_checksums(&self) -> bool {
+        self.checksums.is_some()
     }
 
     /// The layout's name.
@@ -614,7 +675,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.extents.get(id).map(|record| record.size_bytes).ok_or_else(|| EngineError::NoSuchExtent(format!("#{id}")))
     }
 
-    fn check_range(&self, id: u64, offset_bytes: u64, length_bytes: u64) -> Result<()> {
+    pub(crate) fn check_range(&self, id: u64, offset_bytes: u64, length_bytes: u64) -> Result<()> {
         let size = self.extent_size(id)?;
         match offset_bytes.checked_add(length_bytes) {
             Some(end) if end <= size => Ok(()),
@@ -622,103 +683,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 "{length_bytes} bytes at offset {offset_bytes} exceed extent #{id} of {size} bytes"
             ))),
         }
-    }
-
-    // ----- reads -----
-
-    /// Reads `length_bytes` at `offset_bytes` of extent `id`.
-    pub fn read(&mut self, id: u64, offset_bytes: u64, length_bytes: u64) -> Result<Vec<u8>> {
-        self.check_range(id, offset_bytes, length_bytes)?;
-        let mut buffer = vec![0; length_bytes as usize];
-        self.read_into(id, offset_bytes, &mut buffer)?;
-        Ok(buffer)
-    }
-
-    /// Reads `buffer.len()` bytes at `offset_bytes` of extent `id` into
-    /// `buffer`: whole blocks straight from the devices into it, holes zeroed,
-    /// no intermediate buffer.
-    pub fn read_into(&mut self, id: u64, offset_bytes: u64, buffer: &mut [u8]) -> Result<()> {
-        self.check_usable()?;
-        self.check_range(id, offset_bytes, buffer.len() as u64)?;
-        let segments = request_segments(&self.maps[&id], offset_bytes, buffer.len() as u64);
-        let (data, flash) = (&mut self.data, &mut self.flash);
-        fill_from_segments(&segments, offset_bytes, buffer, self.data_payload, |location, destination| match location {
-            Location::Data(block) => data.read_into(block, destination).map_err(device_error(DeviceRole::Data)),
-            Location::Flash(block) => flash.read_into(block, destination).map_err(device_error(DeviceRole::Flash)),
-        })
-    }
-
-    /// Whether both devices serve reads through a shared reference, so that
-    /// [`Volume::read_shared`] works.
-    pub fn supports_shared_reads(&self) -> bool {
-        self.data.supports_shared_reads() && self.flash.supports_shared_reads()
-    }
-
-    /// Reads as [`Volume::read_into`] through `&self`, so that a server may run
-    /// reads of several connections at once under a read lock. Copy-on-write
-    /// makes this safe: a block the map points at is never overwritten while
-    /// the map points at it, and a block it stops pointing at is reused only
-    /// after a CP, which needs `&mut self` — so no block is reused while a
-    /// shared read holds `&self`. Fails with [`EngineError::Unsuitable`] when
-    /// [`Volume::supports_shared_reads`] is false.
-    pub fn read_shared(&self, id: u64, offset_bytes: u64, buffer: &mut [u8]) -> Result<()> {
-        self.check_usable()?;
-        self.check_range(id, offset_bytes, buffer.len() as u64)?;
-        if !self.supports_shared_reads() {
-            return Err(EngineError::Unsuitable("the devices do not serve reads through a shared reference".into()));
-        }
-        let segments = request_segments(&self.maps[&id], offset_bytes, buffer.len() as u64);
-        fill_from_segments(&segments, offset_bytes, buffer, self.data_payload, |location, destination| match location {
-            Location::Data(block) => {
-                self.data.read_into_shared(block, destination).map_err(device_error(DeviceRole::Data))
-            }
-            Location::Flash(block) => {
-                self.flash.read_into_shared(block, destination).map_err(device_error(DeviceRole::Flash))
-            }
-        })
-    }
-
-    /// Reads the blocks of `segments` (holes as zeroes), concatenated.
-    pub(crate) fn read_segments(&mut self, segments: &[Segment]) -> Result<Vec<u8>> {
-        let mut data_pieces = Vec::new();
-        let mut flash_pieces = Vec::new();
-        for segment in segments {
-            match segment.location {
-                Some(Location::Data(block)) => data_pieces.push((block, segment.block_count)),
-                Some(Location::Flash(block)) => flash_pieces.push((block, segment.block_count)),
-                None => {}
-            }
-        }
-        let data_bytes = read_pieces(&mut self.data, DeviceRole::Data, &data_pieces)?;
-        let flash_bytes = read_pieces(&mut self.flash, DeviceRole::Flash, &flash_pieces)?;
-        let total: u64 = segments.iter().map(|segment| segment.block_count).sum();
-        let mut out = vec![0; (total * BLOCK_BYTES) as usize];
-        let (mut data_at, mut flash_at, mut out_at) = (0, 0, 0);
-        for segment in segments {
-            let length = (segment.block_count * BLOCK_BYTES) as usize;
-            match segment.location {
-                // A device without payload returns no bytes: its blocks read as zeroes.
-                Some(Location::Data(_)) if data_bytes.is_empty() => {}
-                Some(Location::Data(_)) => {
-                    out[out_at..out_at + length].copy_from_slice(&data_bytes[data_at..data_at + length]);
-                    data_at += length;
-                }
-                Some(Location::Flash(_)) => {
-                    out[out_at..out_at + length].copy_from_slice(&flash_bytes[flash_at..flash_at + length]);
-                    flash_at += length;
-                }
-                None => {}
-            }
-            out_at += length;
-        }
-        Ok(out)
-    }
-
-    /// Which byte ranges of `[offset, offset + length)` are mapped and which are
-    /// holes, at block granularity (clipped to the request).
-    pub fn block_status(&self, id: u64, offset_bytes: u64, length_bytes: u64) -> Result<Vec<BlockStatus>> {
-        self.check_range(id, offset_bytes, length_bytes)?;
-        Ok(map_block_status(&self.maps[&id], offset_bytes, length_bytes))
     }
 
     // ----- writes -----
@@ -947,10 +911,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// With `records_per_checkpoint` set, after that many records. Derived (0),
     /// a CP is due only when the next one might no longer fit in the flash
     /// reserve, or the log reaches [`MAX_RECORDS_PER_CHECKPOINT`] (bounding
-    /// replay at open). The next CP writes at most `min(6 × records, bound)`
-    /// metadata blocks: a record dirties at most six (a map leaf, its
-    /// ancestors and bitmap pages), and `bound` is what rewriting every tree
-    /// and bitmap of the volume could take ([`Volume::checkpoint_bound_blocks`]).
+    /// replay at open). The next CP writes at most `min(Σ per record, bound)`
+    /// metadata blocks: what each record can dirty (`metadata_blocks_bound`:
+    /// a map leaf and its ancestors, bitmap and checksum pages), and `bound`
+    /// is what rewriting every tree, bitmap and checksum table of the volume
+    /// could take ([`Volume::checkpoint_bound_blocks`]).
     /// The log's own blocks come out of the same reserve. So a volume whose
     /// metadata is small (a few hundred blocks for a 256 MiB extent aged by
     /// random writes) commits rarely, and one with much metadata as often as
@@ -973,25 +938,25 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     fn checkpoint_would_crowd_the_reserve(&mut self) -> bool {
         let reserve = self.flash_reserve_blocks();
         let records = self.log.records_since_checkpoint;
-        let log_blocks = self.log.epoch_blocks.len() as u64 + 2;
-        let by_records = records.saturating_mul(6);
+        let log_blocks = self.log.epoch_blocks.len() as u64 + 4;
+        let by_records = self.log.records_bound_blocks;
         if by_records + log_blocks < reserve {
             return false;
         }
         // The structural bound costs a walk over the extents: refresh it every
-        // BOUND_REFRESH_RECORDS records, and add six blocks per record since.
+        // BOUND_REFRESH_RECORDS records, and add the records' bounds since.
         if self.log.metadata_bound_at_records.is_none_or(|at| records >= at + BOUND_REFRESH_RECORDS) {
             self.log.metadata_bound = self.checkpoint_bound_blocks();
             self.log.metadata_bound_at_records = Some(records);
+            self.log.records_bound_at_refresh = by_records;
         }
-        let since = records - self.log.metadata_bound_at_records.unwrap_or(records);
-        let by_structure = self.log.metadata_bound + 6 * since;
+        let by_structure = self.log.metadata_bound + (by_records - self.log.records_bound_at_refresh);
         by_records.min(by_structure) + log_blocks >= reserve
     }
 
     /// An upper bound on the metadata blocks one CP can write, however much
-    /// is dirty: every extent map, the extent and snapshot tables and the four
-    /// bitmaps rewritten whole.
+    /// is dirty: every extent map, the extent and snapshot tables, the four
+    /// bitmaps and the checksum tables rewritten whole.
     pub fn checkpoint_bound_blocks(&self) -> u64 {
         let maps: u64 = self.maps.values().map(ExtentMap::persist_bound_blocks).sum();
         let tables = self.extents.persist_bound_blocks() + self.snapshots.persist_bound_blocks();
@@ -999,7 +964,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .iter()
             .map(|space| space.active().tree_block_count() + space.summary().tree_block_count())
             .sum();
-        maps + tables + bitmaps
+        let checksums = self.checksums.as_ref().map_or(0, Checksums::tree_block_count);
+        maps + tables + bitmaps + checksums
     }
 
     /// Space accounting.
@@ -1032,141 +998,15 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.data_space.memory_bytes() + self.flash_space.memory_bytes()
     }
 
+    /// Bytes of memory held by the data checksum tables.
+    pub fn checksum_memory_bytes(&self) -> usize {
+        self.checksums.as_ref().map_or(0, Checksums::memory_bytes)
+    }
+
     /// Bytes of memory held by extent maps (entries and node partitions).
     pub fn map_memory_bytes(&self) -> usize {
         self.maps.values().map(ExtentMap::memory_bytes).sum()
     }
-}
-
-/// The segments of the blocks that bytes `[offset_bytes, offset_bytes +
-/// length_bytes)` touch (none for an empty range).
-pub(crate) fn request_segments(map: &ExtentMap, offset_bytes: u64, length_bytes: u64) -> Vec<Segment> {
-    if length_bytes == 0 {
-        return Vec::new();
-    }
-    let first = offset_bytes / BLOCK_BYTES;
-    let end = (offset_bytes + length_bytes).div_ceil(BLOCK_BYTES);
-    map::segments(map, first, end - first)
-}
-
-/// Fills `buffer` with the bytes from `offset_bytes` on of the logical range
-/// `segments` cover: holes (and data blocks of a data device without payload,
-/// when `data_payload` is false) as zeroes, mapped blocks through
-/// `read_blocks(location, whole blocks)`.
-///
-/// Data-device segments that keep their logical distance on the device — an
-/// extent laid out in one run whose random updates are staged on flash, or
-/// were trimmed — are read as one span, blocks between them included, and the
-/// staged blocks and holes in between are then written over it: one data
-/// request instead of one per piece (after random-write aging a 1 MiB read
-/// has dozens of such pieces). Whole blocks are read straight into `buffer`,
-/// in requests of at most [`MAX_REQUEST_BLOCKS`]; a partly covered block at
-/// either end goes through one block on the stack.
-pub(crate) fn fill_from_segments(
-    segments: &[Segment],
-    offset_bytes: u64,
-    buffer: &mut [u8],
-    data_payload: bool,
-    mut read_blocks: impl FnMut(Location, &mut [u8]) -> Result<()>,
-) -> Result<()> {
-    let data_block = |segment: &Segment| match segment.location {
-        Some(Location::Data(block)) if data_payload => Some(block),
-        _ => None,
-    };
-    let mut index = 0;
-    while index < segments.len() {
-        let Some(first_block) = data_block(&segments[index]) else {
-            index += 1;
-            continue;
-        };
-        let logical_start = segments[index].logical_block;
-        let mut last = index;
-        for (later, segment) in segments.iter().enumerate().skip(index + 1) {
-            // Staged blocks and holes are skipped: written over the span below.
-            if let Some(Location::Data(_)) = segment.location {
-                let keeps_distance = data_block(segment)
-                    .is_some_and(|block| block.checked_sub(first_block) == Some(segment.logical_block - logical_start));
-                if !keeps_distance {
-                    break;
-                }
-                last = later;
-            }
-        }
-        let logical_end = segments[last].logical_block + segments[last].block_count;
-        let span = Segment {
-            logical_block: logical_start,
-            block_count: logical_end - logical_start,
-            location: Some(Location::Data(first_block)),
-        };
-        read_segment_bytes(&span, offset_bytes, buffer, &mut read_blocks)?;
-        index = last + 1;
-    }
-    for segment in segments {
-        match segment.location {
-            Some(Location::Flash(_)) => read_segment_bytes(segment, offset_bytes, buffer, &mut read_blocks)?,
-            Some(Location::Data(_)) if data_payload => {}
-            _ => {
-                let request_end = offset_bytes + buffer.len() as u64;
-                let low = (segment.logical_block * BLOCK_BYTES).max(offset_bytes);
-                let high = ((segment.logical_block + segment.block_count) * BLOCK_BYTES).min(request_end);
-                if low < high {
-                    buffer[(low - offset_bytes) as usize..(high - offset_bytes) as usize].fill(0);
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Reads the part of a mapped segment that falls in the request into its
-/// place in `buffer`.
-fn read_segment_bytes(
-    segment: &Segment,
-    offset_bytes: u64,
-    buffer: &mut [u8],
-    read_blocks: &mut impl FnMut(Location, &mut [u8]) -> Result<()>,
-) -> Result<()> {
-    let location = segment.location.expect("a mapped segment");
-    let request_end = offset_bytes + buffer.len() as u64;
-    let low = (segment.logical_block * BLOCK_BYTES).max(offset_bytes);
-    let high = ((segment.logical_block + segment.block_count) * BLOCK_BYTES).min(request_end);
-    let mut at = low;
-    while at < high {
-        let block_location = location.offset(at / BLOCK_BYTES - segment.logical_block);
-        let within_block = (at % BLOCK_BYTES) as usize;
-        let destination_at = (at - offset_bytes) as usize;
-        if within_block == 0 && high - at >= BLOCK_BYTES {
-            let whole_blocks = ((high - at) / BLOCK_BYTES).min(MAX_REQUEST_BLOCKS);
-            let length = (whole_blocks * BLOCK_BYTES) as usize;
-            read_blocks(block_location, &mut buffer[destination_at..destination_at + length])?;
-            at += length as u64;
-        } else {
-            let mut block = [0u8; BLOCK_SIZE];
-            read_blocks(block_location, &mut block)?;
-            let length = (BLOCK_SIZE - within_block).min((high - at) as usize);
-            buffer[destination_at..destination_at + length]
-                .copy_from_slice(&block[within_block..within_block + length]);
-            at += length as u64;
-        }
-    }
-    Ok(())
-}
-
-/// Block status of `[offset, offset + length)` of an extent's map: runs of
-/// mapped and hole blocks, clipped to the request.
-pub(crate) fn map_block_status(map: &ExtentMap, offset_bytes: u64, length_bytes: u64) -> Vec<BlockStatus> {
-    let request_end = offset_bytes + length_bytes;
-    let mut statuses: Vec<BlockStatus> = Vec::new();
-    for segment in request_segments(map, offset_bytes, length_bytes) {
-        let start = (segment.logical_block * BLOCK_BYTES).max(offset_bytes);
-        let stop = ((segment.logical_block + segment.block_count) * BLOCK_BYTES).min(request_end);
-        let allocated = segment.location.is_some();
-        match statuses.last_mut() {
-            Some(last) if last.allocated == allocated => last.length_bytes += stop - start,
-            _ => statuses.push(BlockStatus { offset_bytes: start, length_bytes: stop - start, allocated }),
-        }
-    }
-    statuses
 }
 
 fn check_size(size_bytes: u64) -> Result<()> {
@@ -1194,6 +1034,7 @@ fn stops_the_volume(error: &EngineError) -> bool {
             | EngineError::InvalidRange(_)
             | EngineError::StagingFull { .. }
             | EngineError::NoSpace { .. }
+            | EngineError::ChecksumMismatch { .. }
     )
 }
 

@@ -96,7 +96,8 @@ fn detected(
         }
     }
     let (mut data_device, mut flash_device) = volume.into_devices();
-    match proxima_engine::fsck_devices(&mut data_device, &mut flash_device) {
+    match proxima_engine::fsck_devices(&mut data_device, &mut flash_device, proxima_engine::FsckScope::MetadataAndData)
+    {
         Ok(report) => {
             reported |= report
                 .findings

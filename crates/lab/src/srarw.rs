@@ -487,6 +487,9 @@ fn volume_options(spec: &RunSpec, staging_blocks: u64) -> VolumeOptions {
         range_reserve_fraction: 0.0,
         auto_destage: false,
         payload: false,
+        // The paper's array keeps parity consistent through its NVRAM: no
+        // write-intent log, whose flushes would add I/O the array does not do.
+        write_intents: false,
         ..VolumeOptions::default()
     }
 }

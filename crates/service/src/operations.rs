@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::PoisonError;
 use std::time::Duration;
 
-use proxima_engine::fsck_devices;
+use proxima_engine::{fsck_devices, FsckScope};
 use proxima_nbd::ShutdownHandle;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -129,7 +129,7 @@ fn run_locally(directory: &Path, config: VolumeConfig, lock: VolumeLock, request
         // Offline fsck checks the durable state as it is, without replaying the
         // log or committing anything.
         let (mut data, mut flash) = open_devices(directory, &config)?;
-        let report = fsck_devices(&mut data, &mut flash)?;
+        let report = fsck_devices(&mut data, &mut flash, FsckScope::MetadataAndData)?;
         return Ok(serde_json::to_value(report).expect("a report serialises"));
     }
     let mut open = open_locked(directory, config, lock)?;

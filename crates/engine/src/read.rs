@@ -1,0 +1,382 @@
+//! The read path: filling a caller's buffer from an extent's map (holes as
+//! zeroes, data and staged blocks straight from the devices), with every
+//! data and staged block checked against its checksum.
+//!
+//! A block that does not match is never returned: it is read again from the
+//! device's redundancy (a RAID array reconstructs it), repaired when that
+//! copy matches, and otherwise the read fails with
+//! [`EngineError::ChecksumMismatch`]. Shared reads (`&self`, several at once
+//! under a server's read lock) cannot repair: they fail the same way, and the
+//! caller retries with [`Volume::read_into`].
+
+use proxima_device::BlockDevice;
+
+use crate::checksums::Checksums;
+use crate::codec::BLOCK_SIZE;
+use crate::error::{DeviceRole, EngineError, Result};
+use crate::io::{device_error, MAX_REQUEST_BLOCKS};
+use crate::map::{self, ExtentMap, Location, Segment};
+use crate::volume::{BlockStatus, EngineStats, Volume};
+
+const BLOCK_BYTES: u64 = BLOCK_SIZE as u64;
+
+/// Where a read gets its blocks and how it verifies them.
+pub(crate) trait BlockSource {
+    /// Reads whole blocks from `location` into `destination`.
+    fn read(&mut self, location: Location, destination: &mut [u8]) -> Result<()>;
+
+    /// Checks whole blocks just read from `location` against their checksums,
+    /// replacing any that does not match with a verified redundant copy, or
+    /// failing.
+    fn verify(&mut self, location: Location, blocks: &mut [u8]) -> Result<()>;
+}
+
+/// The first block of `blocks` (read from `location`) that does not match its
+/// checksum, by index, with the block's device and number.
+fn first_mismatch(checksums: &Checksums, location: Location, blocks: &[u8]) -> Option<(usize, DeviceRole, u64)> {
+    let (role, first, table) = match location {
+        Location::Data(block) => (DeviceRole::Data, block, &checksums.data),
+        Location::Flash(block) => (DeviceRole::Flash, block, &checksums.flash),
+    };
+    blocks
+        .chunks(BLOCK_SIZE)
+        .enumerate()
+        .find(|&(index, bytes)| crc32c::crc32c(bytes) != table.get(first + index as u64))
+        .map(|(index, _)| (index, role, first + index as u64))
+}
+
+/// Reads through `&mut` devices: repairs from redundancy.
+pub(crate) struct ExclusiveSource<'a, D, F> {
+    pub data: &'a mut D,
+    pub flash: &'a mut F,
+    pub checksums: Option<&'a Checksums>,
+    pub stats: &'a mut EngineStats,
+}
+
+impl<D: BlockDevice, F: BlockDevice> BlockSource for ExclusiveSource<'_, D, F> {
+    fn read(&mut self, location: Location, destination: &mut [u8]) -> Result<()> {
+        match location {
+            Location::Data(block) => self.data.read_into(block, destination).map_err(device_error(DeviceRole::Data)),
+            Location::Flash(block) => self.flash.read_into(block, destination).map_err(device_error(DeviceRole::Flash)),
+        }
+    }
+
+    fn verify(&mut self, location: Location, blocks: &mut [u8]) -> Result<()> {
+        let Some(checksums) = self.checksums else { return Ok(()) };
+        let mut from = 0;
+        while let Some((index, role, block)) =
+            first_mismatch(checksums, location.offset(from as u64), &blocks[from * BLOCK_SIZE..])
+        {
+            let index = from + index;
+            self.stats.checksum_mismatches += 1;
+            let expected = match role {
+                DeviceRole::Data => checksums.data.get(block),
+                DeviceRole::Flash => checksums.flash.get(block),
+            };
+            let device: &mut dyn RedundantCopies = match role {
+                DeviceRole::Data => self.data,
+                DeviceRole::Flash => self.flash,
+            };
+            let copy = device.redundant_copy(block).map_err(device_error(role))?;
+            let Some(copy) = copy.filter(|copy| crc32c::crc32c(copy) == expected) else {
+                return Err(EngineError::ChecksumMismatch { role, block });
+            };
+            // The copy is good whether or not writing it back succeeds; a
+            // failed repair leaves the next read to reconstruct it again.
+            if device.repair_copy(block, &copy).is_ok() {
+                self.stats.repaired_blocks += 1;
+            }
+            blocks[index * BLOCK_SIZE..(index + 1) * BLOCK_SIZE].copy_from_slice(&copy);
+            from = index + 1;
+        }
+        Ok(())
+    }
+}
+
+/// The redundancy half of a device, object-safe, for the repair path.
+trait RedundantCopies {
+    fn redundant_copy(&mut self, block: u64) -> std::result::Result<Option<Vec<u8>>, proxima_device::DeviceError>;
+    fn repair_copy(&mut self, block: u64, data: &[u8]) -> std::result::Result<(), proxima_device::DeviceError>;
+}
+
+impl<D: BlockDevice> RedundantCopies for D {
+    fn redundant_copy(&mut self, block: u64) -> std::result::Result<Option<Vec<u8>>, proxima_device::DeviceError> {
+        self.read_redundant(block)
+    }
+    fn repair_copy(&mut self, block: u64, data: &[u8]) -> std::result::Result<(), proxima_device::DeviceError> {
+        self.repair(block, data)
+    }
+}
+
+/// Reads through shared devices: verifies, cannot repair.
+pub(crate) struct SharedSource<'a, D, F> {
+    pub data: &'a D,
+    pub flash: &'a F,
+    pub checksums: Option<&'a Checksums>,
+}
+
+impl<D: BlockDevice, F: BlockDevice> BlockSource for SharedSource<'_, D, F> {
+    fn read(&mut self, location: Location, destination: &mut [u8]) -> Result<()> {
+        match location {
+            Location::Data(block) => {
+                self.data.read_into_shared(block, destination).map_err(device_error(DeviceRole::Data))
+            }
+            Location::Flash(block) => {
+                self.flash.read_into_shared(block, destination).map_err(device_error(DeviceRole::Flash))
+            }
+        }
+    }
+
+    fn verify(&mut self, location: Location, blocks: &mut [u8]) -> Result<()> {
+        let Some(checksums) = self.checksums else { return Ok(()) };
+        match first_mismatch(checksums, location, blocks) {
+            Some((_, role, block)) => Err(EngineError::ChecksumMismatch { role, block }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
+    /// Reads `length_bytes` at `offset_bytes` of extent `id`.
+    pub fn read(&mut self, id: u64, offset_bytes: u64, length_bytes: u64) -> Result<Vec<u8>> {
+        self.check_range(id, offset_bytes, length_bytes)?;
+        let mut buffer = vec![0; usize::try_from(length_bytes).expect("a read fits in memory")];
+        self.read_into(id, offset_bytes, &mut buffer)?;
+        Ok(buffer)
+    }
+
+    /// Reads `buffer.len()` bytes at `offset_bytes` of extent `id` into
+    /// `buffer`: whole blocks straight from the devices into it, holes zeroed,
+    /// no intermediate buffer; every block verified (and repaired from
+    /// redundancy where it can be).
+    pub fn read_into(&mut self, id: u64, offset_bytes: u64, buffer: &mut [u8]) -> Result<()> {
+        self.check_usable()?;
+        self.check_range(id, offset_bytes, buffer.len() as u64)?;
+        let segments = request_segments(&self.maps[&id], offset_bytes, buffer.len() as u64);
+        let data_payload = self.data_payload;
+        fill_from_segments(&segments, offset_bytes, buffer, data_payload, &mut self.exclusive_source())
+    }
+
+    /// The read source of this volume's devices, repairing from redundancy.
+    pub(crate) fn exclusive_source(&mut self) -> ExclusiveSource<'_, D, F> {
+        ExclusiveSource {
+            data: &mut self.data,
+            flash: &mut self.flash,
+            checksums: self.checksums.as_ref(),
+            stats: &mut self.stats,
+        }
+    }
+
+    /// Whether both devices serve reads through a shared reference, so that
+    /// [`Volume::read_shared`] works.
+    pub fn supports_shared_reads(&self) -> bool {
+        self.data.supports_shared_reads() && self.flash.supports_shared_reads()
+    }
+
+    /// Reads as [`Volume::read_into`] through `&self`, so that a server may run
+    /// reads of several connections at once under a read lock. Copy-on-write
+    /// makes this safe: a block the map points at is never overwritten while
+    /// the map points at it, and a block it stops pointing at is reused only
+    /// after a CP, which needs `&mut self` — so no block is reused while a
+    /// shared read holds `&self`. Fails with [`EngineError::Unsuitable`] when
+    /// [`Volume::supports_shared_reads`] is false, and with
+    /// [`EngineError::ChecksumMismatch`] on a damaged block, which
+    /// [`Volume::read_into`] may repair.
+    pub fn read_shared(&self, id: u64, offset_bytes: u64, buffer: &mut [u8]) -> Result<()> {
+        self.check_usable()?;
+        self.check_range(id, offset_bytes, buffer.len() as u64)?;
+        if !self.supports_shared_reads() {
+            return Err(EngineError::Unsuitable("the devices do not serve reads through a shared reference".into()));
+        }
+        let segments = request_segments(&self.maps[&id], offset_bytes, buffer.len() as u64);
+        let mut source = SharedSource { data: &self.data, flash: &self.flash, checksums: self.checksums.as_ref() };
+        fill_from_segments(&segments, offset_bytes, buffer, self.data_payload, &mut source)
+    }
+
+    /// Reads the blocks of `segments` (contiguous; holes as zeroes),
+    /// concatenated and verified.
+    pub(crate) fn read_segments(&mut self, segments: &[Segment]) -> Result<Vec<u8>> {
+        let Some(first) = segments.first() else { return Ok(Vec::new()) };
+        let total: u64 = segments.iter().map(|segment| segment.block_count).sum();
+        let mut out = vec![0; usize::try_from(total * BLOCK_BYTES).expect("a read fits in memory")];
+        let offset_bytes = first.logical_block * BLOCK_BYTES;
+        let data_payload = self.data_payload;
+        fill_from_segments(segments, offset_bytes, &mut out, data_payload, &mut self.exclusive_source())?;
+        Ok(out)
+    }
+
+    /// Which byte ranges of `[offset, offset + length)` are mapped and which are
+    /// holes, at block granularity (clipped to the request).
+    pub fn block_status(&self, id: u64, offset_bytes: u64, length_bytes: u64) -> Result<Vec<BlockStatus>> {
+        self.check_range(id, offset_bytes, length_bytes)?;
+        Ok(map_block_status(&self.maps[&id], offset_bytes, length_bytes))
+    }
+}
+
+/// The segments of the blocks that bytes `[offset_bytes, offset_bytes +
+/// length_bytes)` touch (none for an empty range).
+pub(crate) fn request_segments(map: &ExtentMap, offset_bytes: u64, length_bytes: u64) -> Vec<Segment> {
+    if length_bytes == 0 {
+        return Vec::new();
+    }
+    let first = offset_bytes / BLOCK_BYTES;
+    let end = (offset_bytes + length_bytes).div_ceil(BLOCK_BYTES);
+    map::segments(map, first, end - first)
+}
+
+/// The bytes `[low, high)` of the request a segment covers, if any.
+fn segment_bytes(segment: &Segment, offset_bytes: u64, request_end: u64) -> Option<(u64, u64)> {
+    let low = (segment.logical_block * BLOCK_BYTES).max(offset_bytes);
+    let high = ((segment.logical_block + segment.block_count) * BLOCK_BYTES).min(request_end);
+    (low < high).then_some((low, high))
+}
+
+/// Fills `buffer` with the bytes from `offset_bytes` on of the logical range
+/// `segments` cover: holes (and data blocks of a data device without payload,
+/// when `data_payload` is false) as zeroes, mapped blocks through `source`,
+/// each verified.
+///
+/// Data-device segments that keep their logical distance on the device — an
+/// extent laid out in one run whose random updates are staged on flash, or
+/// were trimmed — are read as one span, blocks between them included, and the
+/// staged blocks and holes in between are then written over it: one data
+/// request instead of one per piece (after random-write aging a 1 MiB read
+/// has dozens of such pieces). Only the span's mapped blocks are verified.
+/// Whole blocks are read straight into `buffer`, in requests of at most
+/// [`MAX_REQUEST_BLOCKS`]; a partly covered block at either end goes through
+/// one block on the stack, verified there.
+pub(crate) fn fill_from_segments(
+    segments: &[Segment],
+    offset_bytes: u64,
+    buffer: &mut [u8],
+    data_payload: bool,
+    source: &mut impl BlockSource,
+) -> Result<()> {
+    let data_block = |segment: &Segment| match segment.location {
+        Some(Location::Data(block)) if data_payload => Some(block),
+        _ => None,
+    };
+    let mut index = 0;
+    while index < segments.len() {
+        let Some(first_block) = data_block(&segments[index]) else {
+            index += 1;
+            continue;
+        };
+        let logical_start = segments[index].logical_block;
+        let mut last = index;
+        for (later, segment) in segments.iter().enumerate().skip(index + 1) {
+            // Staged blocks and holes are skipped: written over the span below.
+            if let Some(Location::Data(_)) = segment.location {
+                let keeps_distance = data_block(segment)
+                    .is_some_and(|block| block.checked_sub(first_block) == Some(segment.logical_block - logical_start));
+                if !keeps_distance {
+                    break;
+                }
+                last = later;
+            }
+        }
+        let logical_end = segments[last].logical_block + segments[last].block_count;
+        let span = Segment {
+            logical_block: logical_start,
+            block_count: logical_end - logical_start,
+            location: Some(Location::Data(first_block)),
+        };
+        read_segment_bytes(&span, offset_bytes, buffer, source)?;
+        for segment in &segments[index..=last] {
+            if data_block(segment).is_some() {
+                verify_whole_blocks(segment, offset_bytes, buffer, source)?;
+            }
+        }
+        index = last + 1;
+    }
+    let request_end = offset_bytes + buffer.len() as u64;
+    for segment in segments {
+        match segment.location {
+            Some(Location::Flash(_)) => {
+                read_segment_bytes(segment, offset_bytes, buffer, source)?;
+                verify_whole_blocks(segment, offset_bytes, buffer, source)?;
+            }
+            Some(Location::Data(_)) if data_payload => {}
+            _ => {
+                if let Some((low, high)) = segment_bytes(segment, offset_bytes, request_end) {
+                    buffer[(low - offset_bytes) as usize..(high - offset_bytes) as usize].fill(0);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Verifies the blocks of a mapped segment that lie wholly inside the
+/// request, where they were read into `buffer` (partly covered blocks were
+/// verified as they were read).
+fn verify_whole_blocks(
+    segment: &Segment,
+    offset_bytes: u64,
+    buffer: &mut [u8],
+    source: &mut impl BlockSource,
+) -> Result<()> {
+    let location = segment.location.expect("a mapped segment");
+    let Some((low, high)) = segment_bytes(segment, offset_bytes, offset_bytes + buffer.len() as u64) else {
+        return Ok(());
+    };
+    let first_whole = low.div_ceil(BLOCK_BYTES);
+    let end_whole = high / BLOCK_BYTES;
+    if first_whole >= end_whole {
+        return Ok(());
+    }
+    let from = (first_whole * BLOCK_BYTES - offset_bytes) as usize;
+    let to = (end_whole * BLOCK_BYTES - offset_bytes) as usize;
+    source.verify(location.offset(first_whole - segment.logical_block), &mut buffer[from..to])
+}
+
+/// Reads the part of a mapped segment that falls in the request into its
+/// place in `buffer`.
+fn read_segment_bytes(
+    segment: &Segment,
+    offset_bytes: u64,
+    buffer: &mut [u8],
+    source: &mut impl BlockSource,
+) -> Result<()> {
+    let location = segment.location.expect("a mapped segment");
+    let Some((low, high)) = segment_bytes(segment, offset_bytes, offset_bytes + buffer.len() as u64) else {
+        return Ok(());
+    };
+    let mut at = low;
+    while at < high {
+        let block_location = location.offset(at / BLOCK_BYTES - segment.logical_block);
+        let within_block = (at % BLOCK_BYTES) as usize;
+        let destination_at = (at - offset_bytes) as usize;
+        if within_block == 0 && high - at >= BLOCK_BYTES {
+            let whole_blocks = ((high - at) / BLOCK_BYTES).min(MAX_REQUEST_BLOCKS);
+            let length = (whole_blocks * BLOCK_BYTES) as usize;
+            source.read(block_location, &mut buffer[destination_at..destination_at + length])?;
+            at += length as u64;
+        } else {
+            let mut block = [0u8; BLOCK_SIZE];
+            source.read(block_location, &mut block)?;
+            source.verify(block_location, &mut block)?;
+            let length = (BLOCK_SIZE - within_block).min((high - at) as usize);
+            buffer[destination_at..destination_at + length]
+                .copy_from_slice(&block[within_block..within_block + length]);
+            at += length as u64;
+        }
+    }
+    Ok(())
+}
+
+/// Block status of `[offset, offset + length)` of an extent's map: runs of
+/// mapped and hole blocks, clipped to the request.
+pub(crate) fn map_block_status(map: &ExtentMap, offset_bytes: u64, length_bytes: u64) -> Vec<BlockStatus> {
+    let request_end = offset_bytes + length_bytes;
+    let mut statuses: Vec<BlockStatus> = Vec::new();
+    for segment in request_segments(map, offset_bytes, length_bytes) {
+        let Some((start, stop)) = segment_bytes(&segment, offset_bytes, request_end) else { continue };
+        let allocated = segment.location.is_some();
+        match statuses.last_mut() {
+            Some(last) if last.allocated == allocated => last.length_bytes += stop - start,
+            _ => statuses.push(BlockStatus { offset_bytes: start, length_bytes: stop - start, allocated }),
+        }
+    }
+    statuses
+}
