@@ -34,7 +34,7 @@ pub use latch::LatchDevice;
 pub use memory::MemoryDevice;
 pub use raid::{
     zone_block_checksum, ChecksumMismatch, ParityMismatch, RaidConfig, RaidDevice, RaidLevel, RebuildReport,
-    DEFAULT_STRIPE_UNIT_BYTES, NETAPP_ZONE_DATA_BLOCKS,
+    DEFAULT_STRIPE_UNIT_BYTES, NETAPP_ZONE_DATA_BLOCKS, WRITE_INTENT_REGION_BYTES,
 };
 pub use simulated::{SimulatedDevice, SimulatedOptions, SimulationHandle};
 pub use stats::{DeviceStats, OperationStats, StatsDevice};

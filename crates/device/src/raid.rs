@@ -99,6 +99,12 @@ pub fn zone_block_checksum(data: &[u8]) -> u32 {
     }
 }
 
+/// Bytes of a write-intent region (rounded up to whole stripes): a writer logs
+/// the regions it is about to write, and after a crash the array recomputes
+/// their parity. Larger regions log less often and resync more; 64 MiB is what
+/// Linux md's write-intent bitmap uses on large arrays.
+pub const WRITE_INTENT_REGION_BYTES: u64 = 64 << 20;
+
 /// The default stripe unit: 1 MiB.
 pub const DEFAULT_STRIPE_UNIT_BYTES: u64 = 1 << 20;
 
@@ -516,6 +522,91 @@ impl<D: BlockDevice> RaidDevice<D> {
             }
         }
         Ok(mismatches)
+    }
+
+    /// Logical block `block` as the other members of its row say it is
+    /// (the XOR of their blocks, parity included): what the block holds when
+    /// its own copy is damaged. `None` when a member has failed (no second
+    /// copy is left) or the members keep no payload.
+    pub fn reconstruct_block(&mut self, block: u64) -> Result<Option<Vec<u8>>, DeviceError> {
+        validate_request(&self.info, &IoRequest::read(block, 1))?;
+        if self.failed.is_some() || !self.info.stores_payload {
+            return Ok(None);
+        }
+        let location = self.locate(block);
+        let rows = self.read_member_rows(location.member_block..location.member_block + 1, Some(location.member))?;
+        let mut xor = None;
+        rows[0].iter().flatten().for_each(|data| xor_into(&mut xor, data));
+        Ok(xor)
+    }
+
+    /// Writes `data` over logical block `block`'s own copy, leaving parity as
+    /// it is (`data` agrees with it: a reconstruction), with its zone checksum.
+    pub fn rewrite_member_block(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
+        validate_request(&self.info, &IoRequest::write(block, 1, data.to_vec()))?;
+        let location = self.locate(block);
+        if self.failed == Some(location.member) {
+            return Err(
+                self.invalid(format!("member {} has failed: block {block} has no copy to repair", location.member))
+            );
+        }
+        let mut writes: MemberWrites = vec![BTreeMap::new(); self.members.len()];
+        writes[location.member].insert(location.member_block, data.to_vec());
+        self.write_member_blocks(&writes)
+    }
+
+    /// Writes member blocks directly (parity untouched), reading the checksum
+    /// blocks of the zones they do not cover first.
+    fn write_member_blocks(&mut self, writes: &MemberWrites) -> Result<(), DeviceError> {
+        let blocks: Vec<BTreeSet<u64>> = writes.iter().map(|blocks| blocks.keys().copied().collect()).collect();
+        let checksum_reads = self.checksum_pre_reads(&blocks);
+        let mut read = ReadResults::new();
+        if checksum_reads.iter().any(|zones| !zones.is_empty()) {
+            let submitted = self.submit_to_members(&[], &[], &checksum_reads, &[])?;
+            self.wait_members(submitted, &mut read)?.1?;
+        }
+        let checksums = self.checksum_writes(writes, &read)?;
+        let submitted = self.submit_to_members(&[], writes, &[], &checksums)?;
+        self.wait_members(submitted, &mut read)?.1
+    }
+
+    /// Recomputes the parity of every row that holds logical blocks `[block,
+    /// block + block_count)` from the row's data: what a crash during writes
+    /// may have left inconsistent (the RAID write hole). With a failed member
+    /// nothing can be recomputed; the rows are left as they are.
+    pub fn resync_parity(&mut self, block: u64, block_count: u64) -> Result<(), DeviceError> {
+        let request_blocks = u32::try_from(block_count.min(u64::from(u32::MAX))).unwrap_or(u32::MAX);
+        validate_request(&self.info, &IoRequest::read(block, request_blocks.max(1)))?;
+        if self.failed.is_some() || block_count == 0 {
+            return Ok(());
+        }
+        let stripe_blocks = self.unit_blocks * self.data_member_count();
+        let first_stripe = block / stripe_blocks;
+        let end_stripe = (block + block_count).div_ceil(stripe_blocks);
+        for stripe in first_stripe..end_stripe {
+            // A stripe's rows are its unit's member blocks on every member.
+            let first_row = stripe * self.unit_blocks;
+            let parity_member = self.parity_member(stripe);
+            let rows = self.read_member_rows(first_row..first_row + self.unit_blocks, Some(parity_member))?;
+            let mut writes: MemberWrites = vec![BTreeMap::new(); self.members.len()];
+            for (member_block, row) in (first_row..).zip(rows) {
+                let mut xor = None;
+                row.iter().flatten().for_each(|data| xor_into(&mut xor, data));
+                let parity = if self.info.stores_payload { xor.unwrap_or_default() } else { Vec::new() };
+                writes[parity_member].insert(member_block, parity);
+            }
+            self.write_member_blocks(&writes)?;
+        }
+        Ok(())
+    }
+
+    /// Blocks of one write-intent region: whole stripes, at least
+    /// [`WRITE_INTENT_REGION_BYTES`].
+    pub fn write_intent_region_blocks(&self) -> u64 {
+        let stripe_blocks = self.unit_blocks * self.data_member_count();
+        let region_stripes =
+            (WRITE_INTENT_REGION_BYTES / u64::from(self.info.block_size_bytes)).div_ceil(stripe_blocks);
+        stripe_blocks * region_stripes.max(1)
     }
 
     fn invalid(&self, detail: String) -> DeviceError {
@@ -1128,6 +1219,22 @@ impl<D: BlockDevice> BlockDevice for RaidDevice<D> {
 
     fn now_ns(&self) -> u64 {
         self.members.iter().map(BlockDevice::now_ns).max().unwrap_or(0)
+    }
+
+    fn read_redundant(&mut self, block: u64) -> Result<Option<Vec<u8>>, DeviceError> {
+        self.reconstruct_block(block)
+    }
+
+    fn repair(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
+        self.rewrite_member_block(block, data)
+    }
+
+    fn write_intent_region_blocks(&self) -> Option<u64> {
+        Some(RaidDevice::write_intent_region_blocks(self))
+    }
+
+    fn resync(&mut self, block: u64, block_count: u64) -> Result<(), DeviceError> {
+        self.resync_parity(block, block_count)
     }
 }
 

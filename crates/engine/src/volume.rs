@@ -567,16 +567,30 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     /// Runs `operation`; a failure of it stops the volume (the in-memory state
-    /// may no longer match what is on disk).
+    /// may no longer match what is on disk), and so does a panic, which then
+    /// continues to unwind: nothing is committed after it, every later call
+    /// fails with [`EngineError::Failed`], and reopening recovers from the
+    /// last durable CP.
     pub(crate) fn guarded<T>(&mut self, operation: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
         self.check_usable()?;
-        let result = operation(self);
+        let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| operation(&mut *self))) {
+            Ok(result) => result,
+            Err(panic) => {
+                self.failure = Some(format!("an operation panicked: {}", panic_message(panic.as_ref())));
+                std::panic::resume_unwind(panic)
+            }
+        };
         if let Err(error) = &result {
             if stops_the_volume(error) {
                 self.failure = Some(error.to_string());
             }
         }
         result
+    }
+
+    /// Why the volume stopped accepting operations, if it did.
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
     }
 
     // ----- extents -----
@@ -1036,6 +1050,15 @@ fn stops_the_volume(error: &EngineError) -> bool {
             | EngineError::NoSpace { .. }
             | EngineError::ChecksumMismatch { .. }
     )
+}
+
+/// The message a panic carried.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message")
 }
 
 /// Reads both superblock slots and returns the valid one with the highest

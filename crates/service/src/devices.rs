@@ -113,6 +113,18 @@ impl BlockDevice for DataDevice {
     fn read_into_shared(&self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
         self.device().read_into_shared(block, buffer)
     }
+    fn read_redundant(&mut self, block: u64) -> Result<Option<Vec<u8>>, DeviceError> {
+        self.device_mut().read_redundant(block)
+    }
+    fn repair(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
+        self.device_mut().repair(block, data)
+    }
+    fn write_intent_region_blocks(&self) -> Option<u64> {
+        self.device().write_intent_region_blocks()
+    }
+    fn resync(&mut self, block: u64, block_count: u64) -> Result<(), DeviceError> {
+        self.device_mut().resync(block, block_count)
+    }
 }
 
 #[cfg(test)]
