@@ -28,6 +28,10 @@ enum ExtentCommand {
         /// Its size (a multiple of 4 KiB; K, M, G, T suffixes).
         #[arg(long, value_name = "SIZE", value_parser = size_argument)]
         size: u64,
+        /// Allow the extents' sizes to add up to more than the data device
+        /// holds (writes fail with ENOSPC once it fills).
+        #[arg(long)]
+        thin: bool,
     },
     /// Delete an extent and free its blocks.
     Delete {
@@ -45,6 +49,9 @@ enum ExtentCommand {
         /// The new size.
         #[arg(long, value_name = "SIZE", value_parser = size_argument)]
         size: u64,
+        /// Allow growing past what the data device holds in all extents.
+        #[arg(long)]
+        thin: bool,
     },
     /// List the extents.
     List {
@@ -56,12 +63,12 @@ enum ExtentCommand {
 /// Runs `proxima extent`.
 pub fn run(args: &ExtentArgs) -> ExitCode {
     let (volume, operation, print_listing): (_, _, Option<ListingPrinter>) = match &args.command {
-        ExtentCommand::Create { volume, name, size } => {
-            (volume, Request::ExtentCreate { name: name.clone(), size_bytes: *size }, None)
+        ExtentCommand::Create { volume, name, size, thin } => {
+            (volume, Request::ExtentCreate { name: name.clone(), size_bytes: *size, thin: *thin }, None)
         }
         ExtentCommand::Delete { volume, name } => (volume, Request::ExtentDelete { name: name.clone() }, None),
-        ExtentCommand::Resize { volume, name, size } => {
-            (volume, Request::ExtentResize { name: name.clone(), size_bytes: *size }, None)
+        ExtentCommand::Resize { volume, name, size, thin } => {
+            (volume, Request::ExtentResize { name: name.clone(), size_bytes: *size, thin: *thin }, None)
         }
         ExtentCommand::List { volume } => (volume, Request::ExtentList, Some(print_extents)),
     };

@@ -50,6 +50,7 @@ fn print_report(directory: &std::path::Path, report: &Value, venue: Venue) {
         report["io_mode"].as_str().unwrap_or("?")
     );
     println!("  capacity            {}", bytes(report, "capacity_bytes"));
+    println!("  committed           {} (the extents' sizes)", bytes(report, "committed_bytes"));
     println!("  used                {}", bytes(report, "used_bytes"));
     println!("  held by snapshots   {}", bytes(report, "held_by_snapshots_bytes"));
     println!("  free                {}", bytes(report, "free_bytes"));

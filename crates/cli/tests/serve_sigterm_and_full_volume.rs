@@ -39,7 +39,17 @@ fn sigterm_flushes_and_commits() {
 #[test]
 fn a_full_volume_answers_enospc() {
     let mut volume = Volume::create(&["--data-size", "8M", "--flash-size", "2M"]);
-    volume.create_extent("thin", "64M");
+    // Not without saying so: the extents would hold more than the device.
+    let refused = volume.command(&["extent", "create", "thin", "--size", "64M"], 2).output().unwrap();
+    assert_eq!(refused.status.code(), Some(1), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("overcommit"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    volume.create_thin_extent("thin", "64M");
+    let status = last_json_line(&run(&mut volume.command(&["status", "--json"], 1)));
+    assert_eq!(status["committed_bytes"], 64 << 20, "{status}");
     volume.start_server();
     let output = Command::new("qemu-io")
         .args(["-f", "raw", "-c", "write -P 0x70 0 32M"])

@@ -19,7 +19,7 @@ use proxima_device::{BlockDevice, IoRequest};
 use serde::Serialize;
 
 use crate::codec::{LogRecord, BLOCK_SIZE};
-use crate::error::{DeviceRole, Result};
+use crate::error::{DeviceRole, EngineError, Result};
 use crate::io::{device_error, read_pieces, write_requests, MAX_REQUEST_BLOCKS};
 use crate::map::{self, ExtentMap, Location};
 use crate::policy::{choose_destage_range, group_staged_runs, hint_in_range, Layout, RangeChoice, StagedRun};
@@ -165,8 +165,18 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         // durable: commit first, so staged blocks can return to their holes.
         self.commit()?;
         let mut summary = DestageSummary::default();
+        let mut out_of_space = None;
         for id in ids {
-            let batch = self.destage_extent(id, observer)?;
+            // An extent the data device has no room for stays staged; the
+            // others still go (a full device does not stop every destage).
+            let batch = match self.destage_extent(id, observer) {
+                Ok(batch) => batch,
+                Err(error @ EngineError::NoSpace { .. }) => {
+                    out_of_space = Some(error);
+                    continue;
+                }
+                Err(other) => return Err(other),
+            };
             // CPs between batches keep the log, and the metadata a CP
             // rewrites, bounded however large the staging area.
             self.checkpoint_if_log_is_long()?;
@@ -177,7 +187,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.stats.destage_count += 1;
         self.stats.destaged_blocks += summary.user_blocks;
         self.commit()?;
-        Ok(summary)
+        match out_of_space {
+            Some(error) if summary.user_blocks == 0 => Err(error),
+            _ => Ok(summary),
+        }
     }
 
     /// Destages one extent's staged blocks as one batch.
@@ -195,7 +208,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let staged: Vec<StagedRun> =
             runs.iter().map(|&(logical_block, block_count, _)| StagedRun { logical_block, block_count }).collect();
         let placed = self.place_extent(id, &staged)?;
-        let user_blocks: u64 = staged.iter().map(|run| run.block_count).sum();
+        let user_blocks: u64 = placed.iter().map(|piece| piece.block_count).sum();
         let group_count = group_staged_runs(staged, self.options.allocation_range_blocks).len() as u64;
         let (requests, run_count) = self.strand_requests(&runs, &placed, &staged_bytes);
         let data_request_count = requests.len() as u64;
@@ -362,9 +375,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         placed: &[PlacedPiece],
         staged_bytes: &[u8],
     ) -> (Vec<IoRequest>, u64) {
-        assert_eq!(
-            runs.iter().map(|run| run.1).sum::<u64>(),
-            placed.iter().map(|piece| piece.block_count).sum::<u64>()
+        assert!(
+            placed.iter().map(|piece| piece.block_count).sum::<u64>() <= runs.iter().map(|run| run.1).sum::<u64>(),
+            "a batch places at most its staged blocks"
         );
         let stores = self.data_stores_payload();
         let mut order: Vec<&PlacedPiece> = placed.iter().collect();
@@ -390,7 +403,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     /// Allocates data blocks for an extent's staged runs (sorted by logical
-    /// block); returns the placed pieces, buffer offsets following `staged`.
+    /// block); returns the placed pieces, buffer offsets following `staged`:
+    /// all of them, or, when the data device fills, those placed before
+    /// (`NoSpace` if none).
     fn place_extent(&mut self, id: u64, staged: &[StagedRun]) -> Result<Vec<PlacedPiece>> {
         let window = self.options.allocation_range_blocks;
         // Staged runs are in logical order; a block's bytes sit at its run's
@@ -425,17 +440,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                     let (start, got) =
                         match self.place_blocks(id, logical, run.block_count - done, range, run_neighbour) {
                             Ok(run) => run,
-                            Err(error) => {
-                                // All or none: release what this batch took
-                                // (pinned until the next CP), so the refused
-                                // destage leaves the volume as it was.
-                                for piece in &placed {
-                                    for block in piece.data_block..piece.data_block + piece.block_count {
-                                        self.data_space.free(block);
-                                    }
-                                }
-                                return Err(error);
-                            }
+                            // The data device is full: what is placed goes,
+                            // the rest stays staged.
+                            Err(EngineError::NoSpace { .. }) if !placed.is_empty() => return Ok(placed),
+                            Err(error) => return Err(error),
                         };
                     placed.push(PlacedPiece {
                         logical_block: logical,

@@ -83,6 +83,20 @@ pub enum EngineError {
         /// What is wrong with it.
         reason: String,
     },
+    /// Creating or growing an extent would commit more than the data device
+    /// holds, and overcommitment was not allowed.
+    #[error(
+        "the extents would hold {committed_bytes} + {requested_bytes} bytes on a data device of {physical_bytes}; \
+         allow overcommitment to create thin extents beyond capacity"
+    )]
+    Overcommit {
+        /// The other extents' sizes, in all.
+        committed_bytes: u64,
+        /// The size asked for.
+        requested_bytes: u64,
+        /// What the data device holds.
+        physical_bytes: u64,
+    },
     /// An offset, length or size is out of range or misaligned.
     #[error("invalid range: {0}")]
     InvalidRange(String),

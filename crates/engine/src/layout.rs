@@ -111,11 +111,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             previous: segments[0].location,
             overwrites_data_blocks: segments.iter().all(|segment| matches!(segment.location, Some(Location::Data(_)))),
         };
+        let overwrite = segments.iter().all(|segment| segment.location.is_some());
         match place_write(&self.options.layout_parameters(), &context) {
             Placement::Stage if self.options.layout == Layout::InPlace && count > self.staging_capacity_blocks() => {
                 self.write_through_cache(id, logical, payload)
             }
-            Placement::Stage if self.make_staging_room(count)? => self.write_staged(id, logical, payload),
+            Placement::Stage if self.make_staging_room(count, overwrite)? => self.write_staged(id, logical, payload),
             Placement::Stage | Placement::Ranges => self.write_in_ranges(id, logical, payload),
             Placement::InPlace => self.write_in_place(id, logical, payload),
             Placement::PlugHoles => self.write_plugging_holes(id, logical, payload),
@@ -126,13 +127,15 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// full (or fails with [`EngineError::StagingFull`] without auto destage),
     /// commits when blocks awaiting a CP are what is missing. Returns false if
     /// the write cannot be staged at all (larger than the staging area).
-    fn make_staging_room(&mut self, count: u64) -> Result<bool> {
+    /// `overwrite`: every block written is mapped already (see
+    /// [`Volume::destage_for_room`]).
+    fn make_staging_room(&mut self, count: u64, overwrite: bool) -> Result<bool> {
         let capacity = self.staging_capacity_blocks();
         if count > capacity {
             return Ok(false);
         }
         if staging_is_full(self.staged_block_count, capacity, count) {
-            self.destage_or_refuse(count, capacity)?;
+            self.destage_for_room(count, capacity, overwrite)?;
         }
         if count > self.staging_available_blocks() {
             // Staging blocks freed by the last destage wait for a durable CP.
@@ -142,9 +145,52 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             if self.staged_block_count == 0 {
                 return Ok(false);
             }
-            self.destage_or_refuse(count, capacity)?;
+            self.destage_for_room(count, capacity, overwrite)?;
         }
         Ok(count <= self.staging_available_blocks())
+    }
+
+    /// Destages to make room for `count` staged blocks.
+    ///
+    /// When the data device is full — a destage places nothing — the staging
+    /// area cannot drain, but an overwrite is still admitted while the flash
+    /// has room: each block it stages frees the block it replaces (staged, or
+    /// on the data device, where the next destage puts it back). Anything
+    /// else is refused with [`EngineError::NoSpace`], and refusing stays cheap:
+    /// after a destage that placed nothing, the next is tried only once an
+    /// eighth of the staging capacity has been freed since (each attempt
+    /// costs two CPs and a scan of the free space).
+    fn destage_for_room(&mut self, count: u64, capacity: u64, overwrite: bool) -> Result<()> {
+        if !self.options.auto_destage {
+            return Err(EngineError::StagingFull {
+                staged_blocks: self.staged_block_count,
+                capacity_blocks: capacity.min(self.staged_block_count + self.staging_available_blocks()),
+                incoming_blocks: count,
+            });
+        }
+        let retry_after_frees = (capacity / 8).max(1);
+        let may_progress =
+            self.destage_stall.is_none_or(|at| self.data_space.free_count() >= at.saturating_add(retry_after_frees));
+        if may_progress {
+            match self.destage_unguarded(&mut NoDestageObserver) {
+                Ok(summary) if summary.user_blocks > 0 => {
+                    self.destage_stall = None;
+                    return Ok(());
+                }
+                Ok(_) | Err(EngineError::NoSpace { .. }) => self.destage_stall = Some(self.data_space.free_count()),
+                Err(other) => return Err(other),
+            }
+        }
+        if overwrite {
+            return Ok(());
+        }
+        Err(EngineError::NoSpace {
+            role: DeviceRole::Data,
+            detail: format!(
+                "the staging area holds {} of {capacity} blocks and the data device has no room to destage them",
+                self.staged_block_count
+            ),
+        })
     }
 
     /// In-place layout: an overwrite larger than the write cache passes
@@ -157,25 +203,13 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         while done < count {
             let this = (count - done).min(piece_blocks);
             let piece = payload.slice(done, this);
-            if self.make_staging_room(this)? {
+            if self.make_staging_room(this, true)? {
                 self.write_staged(id, logical + done, piece)?;
             } else {
                 self.write_in_ranges(id, logical + done, piece)?;
             }
             done += this;
         }
-        Ok(())
-    }
-
-    fn destage_or_refuse(&mut self, count: u64, capacity: u64) -> Result<()> {
-        if !self.options.auto_destage {
-            return Err(EngineError::StagingFull {
-                staged_blocks: self.staged_block_count,
-                capacity_blocks: capacity.min(self.staged_block_count + self.staging_available_blocks()),
-                incoming_blocks: count,
-            });
-        }
-        self.destage_unguarded(&mut NoDestageObserver)?;
         Ok(())
     }
 
@@ -250,7 +284,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// once (the caller writes them one by one).
     pub(crate) fn write_staged_group(&mut self, writes: &[(u64, u64, &[u8])]) -> Result<bool> {
         let total: u64 = writes.iter().map(|&(_, _, bytes)| (bytes.len() / BLOCK_SIZE) as u64).sum();
-        if !self.make_staging_room(total)? {
+        let overwrite = writes.iter().all(|&(id, logical, bytes)| {
+            let count = (bytes.len() / BLOCK_SIZE) as u64;
+            map::segments(&self.maps[&id], logical, count).iter().all(|segment| segment.location.is_some())
+        });
+        if !self.make_staging_room(total, overwrite)? {
             return Ok(false);
         }
         let blocks = self.allocate_staging_blocks(total)?;

@@ -35,8 +35,8 @@ pub use policy::{Layout, LayoutParameters, Placement, WriteContext};
 pub use snapshot::SnapshotInfo;
 pub use synthetic::ReadReport;
 pub use volume::{
-    BatchedWrite, BlockStatus, DeviceSpace, EngineStats, ExtentInfo, SpaceReport, StagingFill, Volume, VolumeOptions,
-    MAX_RECORDS_PER_CHECKPOINT, MIN_FLASH_BLOCKS,
+    BatchedWrite, BlockStatus, DeviceSpace, EngineStats, ExtentInfo, Overcommit, SpaceReport, StagingFill, Volume,
+    VolumeOptions, MAX_RECORDS_PER_CHECKPOINT, MIN_FLASH_BLOCKS,
 };
 
 use proxima_device::BlockDevice;

@@ -65,6 +65,8 @@ pub struct SpaceMap {
     pub youngest_scan: Option<YoungestScan>,
     cursor: u64,
     first_usable_block: u64,
+    /// Blocks the active tree or a deletion scan has let go of since open.
+    free_count: u64,
 }
 
 impl SpaceMap {
@@ -88,6 +90,7 @@ impl SpaceMap {
             youngest_scan: None,
             cursor: first_usable_block,
             first_usable_block,
+            free_count: 0,
         };
         space.recount_all();
         space
@@ -332,6 +335,7 @@ impl SpaceMap {
     /// The active tree stops using `block`: it is held by the summary if a
     /// snapshot holds it, else pinned until the next CP is durable.
     pub fn free(&mut self, block: u64) {
+        self.free_count += 1;
         self.record(MapKind::Active, block, false);
         assert!(!self.summary.get(block), "{}: block {block} in both the activemap and the summary", self.role);
         if self.snapshot_holds(block) {
@@ -343,6 +347,7 @@ impl SpaceMap {
 
     /// The snapshot deletion scan found `block` held by no snapshot any more.
     pub fn release_from_summary(&mut self, block: u64) {
+        self.free_count += 1;
         self.record(MapKind::Summary, block, false);
         if !self.active.get(block) {
             self.pinned.put(block, true);
@@ -408,6 +413,12 @@ impl SpaceMap {
             }
         }
         Ok(())
+    }
+
+    /// Blocks let go of (by the active tree or a deletion scan) since open: a
+    /// clock of when space may have come back.
+    pub fn free_count(&self) -> u64 {
+        self.free_count
     }
 
     /// Blocks in use by the active tree.

@@ -138,6 +138,16 @@ impl VolumeOptions {
     }
 }
 
+/// Whether an extent may be created or grown so that the extents' sizes add
+/// up to more than the data device holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overcommit {
+    /// Refuse with [`EngineError::Overcommit`].
+    Refuse,
+    /// Allow: writes fail with [`EngineError::NoSpace`] once the device fills.
+    Allow,
+}
+
 /// How full the staging area is, in blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct StagingFill {
@@ -287,6 +297,9 @@ pub struct Volume<D: BlockDevice, F: BlockDevice> {
     pub(crate) checksums: Option<Checksums>,
     /// What the recovery at open found.
     pub(crate) recovery: RecoveryReport,
+    /// The data device's free count when a destage last placed nothing (the
+    /// device was full); `None` since one placed something.
+    pub(crate) destage_stall: Option<u64>,
 }
 
 pub(crate) fn validate_name(name: &str) -> Result<()> {
@@ -392,6 +405,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             frame_homes: HashMap::new(),
             checksums: None,
             recovery: RecoveryReport::default(),
+            destage_stall: None,
         }
     }
 
@@ -595,13 +609,24 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     // ----- extents -----
 
-    /// Creates an empty extent of `size_bytes` (a multiple of 4096) and commits.
+    /// Creates an empty extent of `size_bytes` (a multiple of 4096) and
+    /// commits, refusing to commit more than the data device holds.
     pub fn create_extent(&mut self, name: &str, size_bytes: u64) -> Result<u64> {
+        self.create_extent_with(name, size_bytes, Overcommit::Refuse)
+    }
+
+    /// Creates an empty extent of `size_bytes` (a multiple of 4096) and
+    /// commits. Extents are thin: blocks are allocated as they are written,
+    /// so the sizes of all extents may add up to more than the data device
+    /// holds only when `overcommit` allows it (writes then fail with
+    /// [`EngineError::NoSpace`] when the device fills).
+    pub fn create_extent_with(&mut self, name: &str, size_bytes: u64, overcommit: Overcommit) -> Result<u64> {
         validate_name(name)?;
         check_size(size_bytes)?;
         if self.extent_names.contains_key(name) {
             return Err(EngineError::ExtentExists(name.to_string()));
         }
+        self.check_commitment(0, size_bytes, overcommit)?;
         self.guarded(|volume| {
             let id = volume.next_extent_id;
             volume.next_extent_id += 1;
@@ -639,9 +664,18 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     /// Changes an extent's size; shrinking unmaps the blocks past the new end.
+    /// Growing refuses to commit more than the data device holds.
     pub fn resize_extent(&mut self, name: &str, size_bytes: u64) -> Result<()> {
+        self.resize_extent_with(name, size_bytes, Overcommit::Refuse)
+    }
+
+    /// Changes an extent's size, growing it past what the data device holds
+    /// only when `overcommit` allows (see [`Volume::create_extent_with`]).
+    pub fn resize_extent_with(&mut self, name: &str, size_bytes: u64, overcommit: Overcommit) -> Result<()> {
         check_size(size_bytes)?;
         let id = self.extent_id(name)?;
+        let current = self.extent_size(id)?;
+        self.check_commitment(current, size_bytes, overcommit)?;
         self.guarded(|volume| {
             volume.flush_pending_records()?;
             let mut record = volume.extents.get(id).expect("listed").clone();
@@ -654,6 +688,31 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             volume.extents.insert(id, record);
             volume.commit()
         })
+    }
+
+    /// Bytes the extents may hold in all (the sum of their sizes).
+    pub fn committed_bytes(&self) -> u64 {
+        self.extents.iter().map(|(_, record)| record.size_bytes).sum()
+    }
+
+    /// Bytes the data device holds.
+    pub fn physical_bytes(&self) -> u64 {
+        self.data_space.block_count() * BLOCK_BYTES
+    }
+
+    /// Refuses an extent going from `old_bytes` to `new_bytes` when that
+    /// would commit more than the data device holds, unless allowed.
+    fn check_commitment(&self, old_bytes: u64, new_bytes: u64, overcommit: Overcommit) -> Result<()> {
+        let committed = self.committed_bytes() - old_bytes;
+        let physical = self.physical_bytes();
+        if overcommit == Overcommit::Refuse && new_bytes > old_bytes && committed + new_bytes > physical {
+            return Err(EngineError::Overcommit {
+                committed_bytes: committed,
+                requested_bytes: new_bytes,
+                physical_bytes: physical,
+            });
+        }
+        Ok(())
     }
 
     /// The id of the extent named `name`.
@@ -1049,6 +1108,7 @@ fn stops_the_volume(error: &EngineError) -> bool {
             | EngineError::StagingFull { .. }
             | EngineError::NoSpace { .. }
             | EngineError::ChecksumMismatch { .. }
+            | EngineError::Overcommit { .. }
     )
 }
 

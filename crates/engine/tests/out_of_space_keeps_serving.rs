@@ -7,7 +7,7 @@
 mod common;
 
 use common::{assert_clean, memory_volume, pattern, BLOCK};
-use proxima_engine::EngineError;
+use proxima_engine::{EngineError, Overcommit};
 
 const MIB: usize = 1 << 20;
 
@@ -15,7 +15,7 @@ const MIB: usize = 1 << 20;
 fn a_large_write_past_the_end_of_the_data_device_is_refused_and_the_volume_serves_on() {
     // 8 MiB of data blocks under a 64 MiB thin extent.
     let mut volume = memory_volume(2048, 512);
-    let id = volume.create_extent("thin", 64 * MIB as u64).unwrap();
+    let id = volume.create_extent_with("thin", 64 * MIB as u64, Overcommit::Allow).unwrap();
     volume.write(id, 0, &pattern(1, MIB), false).unwrap();
     let error = volume.write(id, MIB as u64, &pattern(2, 16 * MIB), false).unwrap_err();
     assert!(matches!(error, EngineError::NoSpace { .. }), "{error}");
@@ -38,7 +38,7 @@ fn a_large_write_past_the_end_of_the_data_device_is_refused_and_the_volume_serve
 fn staged_writes_whose_destage_finds_no_room_are_refused_and_the_volume_serves_on() {
     // 1 MiB of data blocks, so the staging area (flash) outgrows it.
     let mut volume = memory_volume(256, 1024);
-    let id = volume.create_extent("thin", 16 * MIB as u64).unwrap();
+    let id = volume.create_extent_with("thin", 16 * MIB as u64, Overcommit::Allow).unwrap();
     let mut written = Vec::new();
     let mut refused = None;
     for index in 0..2048u64 {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::PoisonError;
 use std::time::Duration;
 
-use proxima_engine::{fsck_devices, FsckScope};
+use proxima_engine::{fsck_devices, FsckScope, Overcommit};
 use proxima_nbd::ShutdownHandle;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -39,6 +39,9 @@ pub enum Request {
         name: String,
         /// Its size (a multiple of 4096).
         size_bytes: u64,
+        /// Allow the extents' sizes to add up to more than the data device.
+        #[serde(default)]
+        thin: bool,
     },
     /// Delete an extent and free its blocks.
     ExtentDelete {
@@ -51,6 +54,9 @@ pub enum Request {
         name: String,
         /// The new size (a multiple of 4096).
         size_bytes: u64,
+        /// Allow the extents' sizes to add up to more than the data device.
+        #[serde(default)]
+        thin: bool,
     },
     /// List the extents.
     ExtentList,
@@ -138,20 +144,28 @@ fn run_locally(directory: &Path, config: VolumeConfig, lock: VolumeLock, request
     Ok(value)
 }
 
+fn overcommit(thin: bool) -> Overcommit {
+    if thin {
+        Overcommit::Allow
+    } else {
+        Overcommit::Refuse
+    }
+}
+
 /// Executes `request` on an open volume.
 pub fn execute(volume: &mut ServiceVolume, config: &VolumeConfig, request: &Request, venue: Venue) -> Result<Value> {
     let done = |message: String| json!({ "message": message });
     Ok(match request {
-        Request::ExtentCreate { name, size_bytes } => {
-            let id = volume.create_extent(name, *size_bytes)?;
+        Request::ExtentCreate { name, size_bytes, thin } => {
+            let id = volume.create_extent_with(name, *size_bytes, overcommit(*thin))?;
             json!({ "message": format!("created extent {name} ({size_bytes} bytes)"), "id": id })
         }
         Request::ExtentDelete { name } => {
             volume.delete_extent(name)?;
             done(format!("deleted extent {name}"))
         }
-        Request::ExtentResize { name, size_bytes } => {
-            volume.resize_extent(name, *size_bytes)?;
+        Request::ExtentResize { name, size_bytes, thin } => {
+            volume.resize_extent_with(name, *size_bytes, overcommit(*thin))?;
             done(format!("resized extent {name} to {size_bytes} bytes"))
         }
         Request::ExtentList => json!({ "extents": volume.extents() }),

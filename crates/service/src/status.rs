@@ -12,7 +12,7 @@
 //! run length (mapped blocks per run) is reported beside it.
 
 use proxima_device::BlockDevice;
-use proxima_engine::{ExtentInfo, SnapshotInfo, StagingFill};
+use proxima_engine::{ExtentInfo, RecoveryReport, SnapshotInfo, StagingFill};
 use serde::Serialize;
 
 use crate::config::VolumeConfig;
@@ -32,6 +32,9 @@ pub struct StatusReport {
     pub io_mode: String,
     /// Data device capacity in bytes (after RAID parity).
     pub capacity_bytes: u64,
+    /// Bytes the extents may hold in all (the sum of their sizes): above
+    /// `capacity_bytes` when extents were created thin (overcommitted).
+    pub committed_bytes: u64,
     /// Data device bytes in use by the active volume.
     pub used_bytes: u64,
     /// Data device bytes held only by snapshots.
@@ -64,6 +67,15 @@ pub struct StatusReport {
     pub snapshots: Vec<SnapshotInfo>,
     /// Snapshot deletions whose space is still being reclaimed.
     pub pending_deletions: usize,
+    /// Data and staged blocks read that did not match their checksums since
+    /// open, and how many of them were repaired from redundancy.
+    pub checksum_mismatches_since_open: u64,
+    /// Of those, repaired from the data device's redundancy.
+    pub repaired_blocks_since_open: u64,
+    /// What recovery found when the volume was opened.
+    pub recovery: RecoveryReport,
+    /// Why the volume stopped serving, if it did (reopen it to recover).
+    pub failure: Option<String>,
 }
 
 /// Staging area fill.
@@ -109,6 +121,7 @@ pub fn status(volume: &ServiceVolume, config: &VolumeConfig) -> StatusReport {
         data_disk_count: config.data_disks.len(),
         io_mode: config.io_mode.name().to_owned(),
         capacity_bytes: volume.data_device().info().capacity_bytes(),
+        committed_bytes: volume.committed_bytes(),
         used_bytes: space.data.used_blocks * BLOCK_BYTES,
         held_by_snapshots_bytes: space.data.snapshot_only_blocks * BLOCK_BYTES,
         free_bytes: space.data.allocatable_blocks * BLOCK_BYTES,
@@ -126,6 +139,10 @@ pub fn status(volume: &ServiceVolume, config: &VolumeConfig) -> StatusReport {
         extents,
         snapshots: volume.snapshots(),
         pending_deletions: volume.pending_deletions(),
+        checksum_mismatches_since_open: stats.checksum_mismatches,
+        repaired_blocks_since_open: stats.repaired_blocks,
+        recovery: volume.recovery().clone(),
+        failure: volume.failure().map(str::to_owned),
     }
 }
 

@@ -55,6 +55,11 @@ impl Volume {
         run(&mut self.command(&["extent", "create", name, "--size", size], 2));
     }
 
+    /// Creates a thin extent, which may be larger than the data device.
+    pub fn create_thin_extent(&self, name: &str, size: &str) {
+        run(&mut self.command(&["extent", "create", name, "--size", size, "--thin"], 2));
+    }
+
     /// A path in the test's temporary directory.
     pub fn path(&self, name: &str) -> PathBuf {
         self.temporary.path().join(name)
