@@ -19,7 +19,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet};
 use std::rc::Rc;
 
-use common::{pattern, BLOCK};
+use common::{copy_of, pattern, BLOCK};
 use proxima_device::{
     BatchTicket, BlockDevice, CrashDevice, CrashPoint, DeviceError, DeviceInfo, IoCompletion, IoOp, IoRequest,
     MemoryDevice, PendingWrites, Tear,
@@ -71,13 +71,6 @@ impl<D: BlockDevice> BlockDevice for Ordered<D> {
     fn now_ns(&self) -> u64 {
         self.inner.now_ns()
     }
-}
-
-fn copy_of(device: &MemoryDevice) -> MemoryDevice {
-    let info = device.info();
-    let mut copy = MemoryDevice::new(info.block_size_bytes, info.block_count).named(info.name.clone());
-    copy.write_blocks(0, device.contents()).unwrap();
-    copy
 }
 
 /// The model's view after one operation: per extent, the crc of every block.

@@ -67,3 +67,41 @@ fn staged_writes_whose_destage_finds_no_room_are_refused_and_the_volume_serves_o
     assert_eq!(volume.read(id, 0, 8 * BLOCK as u64).unwrap(), pattern(9, 8 * BLOCK));
     assert_clean(&mut volume);
 }
+
+#[test]
+fn overwrites_keep_working_on_a_full_volume_and_refusing_new_blocks_is_cheap() {
+    // 1 MiB of data blocks under a 16 MiB thin extent: the staging area
+    // (flash) fills with blocks the data device has no room for.
+    let mut volume = memory_volume(256, 1024);
+    let id = volume.create_extent_with("thin", 16 * MIB as u64, Overcommit::Allow).unwrap();
+    let mut written = Vec::new();
+    for index in 0..4096u64 {
+        match volume.write(id, index * BLOCK as u64, &pattern(index, BLOCK), false) {
+            Ok(()) => written.push(index),
+            Err(EngineError::NoSpace { .. }) => break,
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert!(written.len() > 256, "staging holds more than the data device");
+    // Overwrites of blocks already written, staged or on the data device,
+    // are accepted: each frees as much as it takes.
+    let overwritten: Vec<u64> = written.iter().copied().step_by(written.len() / 30).take(30).collect();
+    for &index in &overwritten {
+        volume.write(id, index * BLOCK as u64, &pattern(10_000 + index, BLOCK), false).unwrap();
+    }
+    // New blocks are refused, without a CP (and a destage attempt) each.
+    let checkpoints = volume.stats().checkpoint_count;
+    let fresh = *written.last().unwrap() + 1;
+    for index in fresh..fresh + 30 {
+        let refused = volume.write(id, index * BLOCK as u64, &pattern(index, BLOCK), false).unwrap_err();
+        assert!(matches!(refused, EngineError::NoSpace { .. }), "{refused}");
+    }
+    assert!(volume.stats().checkpoint_count <= checkpoints + 2, "refusals committed CPs");
+    for &index in &written {
+        let expected =
+            if overwritten.contains(&index) { pattern(10_000 + index, BLOCK) } else { pattern(index, BLOCK) };
+        assert_eq!(volume.read(id, index * BLOCK as u64, BLOCK as u64).unwrap(), expected, "block {index}");
+    }
+    volume.flush().unwrap();
+    assert_clean(&mut volume);
+}

@@ -18,6 +18,14 @@ pub fn memory_volume(data_blocks: u64, flash_blocks: u64) -> Volume<MemoryDevice
     .expect("format")
 }
 
+/// A copy of a memory device's contents.
+pub fn copy_of(device: &MemoryDevice) -> MemoryDevice {
+    let info = device.info();
+    let mut copy = MemoryDevice::new(info.block_size_bytes, info.block_count).named(info.name.clone());
+    copy.write_blocks(0, device.contents()).unwrap();
+    copy
+}
+
 /// A block of `byte` repeated, tagged with `tag` in its first 8 bytes.
 pub fn pattern(tag: u64, length: usize) -> Vec<u8> {
     let mut bytes = vec![(tag % 251) as u8; length];
