@@ -90,11 +90,22 @@ pub struct FileOptions {
     pub trims: TrimPolicy,
     /// The block size (a power of two of at least 512 bytes).
     pub block_size_bytes: u32,
+    /// Hold the file or block device exclusively while open: an exclusive
+    /// `flock` (released by the kernel when the process dies, even by
+    /// SIGKILL), and, on a block device, `O_EXCL` (refused while it is
+    /// mounted or another program holds it so). A second open — from this
+    /// process or another — is refused with [`DeviceError::InUse`].
+    pub exclusive: bool,
 }
 
 impl Default for FileOptions {
     fn default() -> Self {
-        Self { io: FileIo::Direct, trims: TrimPolicy::Forward, block_size_bytes: DEFAULT_BLOCK_SIZE_BYTES }
+        Self {
+            io: FileIo::Direct,
+            trims: TrimPolicy::Forward,
+            block_size_bytes: DEFAULT_BLOCK_SIZE_BYTES,
+            exclusive: true,
+        }
     }
 }
 
@@ -167,10 +178,15 @@ impl FileDevice {
     pub fn open_with_options(path: &Path, options: FileOptions) -> Result<Self, DeviceError> {
         let block_size_bytes = options.block_size_bytes;
         check_block_size(path, block_size_bytes)?;
+        let is_block_device = std::fs::metadata(path).is_ok_and(|metadata| metadata.file_type().is_block_device());
+        let extra_flags = if options.exclusive && is_block_device { libc::O_EXCL } else { 0 };
         let (file, direct) = match options.io {
-            FileIo::Direct => open_preferring_direct(path)?,
-            FileIo::Buffered => (open_buffered(path)?, false),
+            FileIo::Direct => open_preferring_direct(path, extra_flags)?,
+            FileIo::Buffered => (open_buffered(path, extra_flags)?, false),
         };
+        if options.exclusive {
+            lock_exclusively(&file, path)?;
+        }
         let metadata = file.metadata().map_err(|error| os_error(path, 0, "stat", &error))?;
         let kind = if metadata.file_type().is_block_device() { FileKind::BlockDevice } else { FileKind::Regular };
         if kind == FileKind::Regular && !metadata.file_type().is_file() {
@@ -264,7 +280,7 @@ impl FileDevice {
         match io(self) {
             Ok(data) => Ok(data),
             Err(error) if self.direct && error.raw_os_error() == Some(libc::EINVAL) => {
-                self.file = open_buffered(&self.path)?;
+                clear_direct(&self.file, &self.path)?;
                 self.direct = false;
                 io(self).map_err(|error| os_error(&self.path, block, what, &error))
             }
@@ -374,7 +390,7 @@ impl BlockDevice for FileDevice {
             Ok(()) => Ok(()),
             Err(error) if self.direct && error.raw_os_error() == Some(libc::EINVAL) => {
                 // Refused O_DIRECT I/O: reopen buffered, as `perform` does.
-                self.file = open_buffered(&self.path)?;
+                clear_direct(&self.file, &self.path)?;
                 self.direct = false;
                 self.read_at_into(offset_bytes, buffer).map_err(|error| os_error(&self.path, block, "read", &error))
             }
@@ -494,18 +510,63 @@ impl AlignedBuffer {
     }
 }
 
-fn open_preferring_direct(path: &Path) -> Result<(File, bool), DeviceError> {
-    let direct = OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(path);
+fn open_preferring_direct(path: &Path, extra_flags: i32) -> Result<(File, bool), DeviceError> {
+    let direct = OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT | extra_flags).open(path);
     match direct {
         Ok(file) => Ok((file, true)),
         // tmpfs and some FUSE file systems refuse O_DIRECT at open.
-        Err(error) if error.raw_os_error() == Some(libc::EINVAL) => Ok((open_buffered(path)?, false)),
-        Err(error) => Err(os_error(path, 0, "open", &error)),
+        Err(error) if error.raw_os_error() == Some(libc::EINVAL) => Ok((open_buffered(path, extra_flags)?, false)),
+        Err(error) => Err(open_error(path, &error)),
     }
 }
 
-fn open_buffered(path: &Path) -> Result<File, DeviceError> {
-    OpenOptions::new().read(true).write(true).open(path).map_err(|error| os_error(path, 0, "open", &error))
+fn open_buffered(path: &Path, extra_flags: i32) -> Result<File, DeviceError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(extra_flags)
+        .open(path)
+        .map_err(|error| open_error(path, &error))
+}
+
+fn open_error(path: &Path, error: &std::io::Error) -> DeviceError {
+    match error.raw_os_error() {
+        Some(libc::EBUSY) => DeviceError::InUse {
+            device: path.display().to_string(),
+            detail: "the block device is mounted or held exclusively by another program".into(),
+        },
+        _ => os_error(path, 0, "open", error),
+    }
+}
+
+/// Turns O_DIRECT off on an open file: the same descriptor, and the lock it
+/// holds, go on buffered.
+fn clear_direct(file: &File, path: &Path) -> Result<(), DeviceError> {
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl with F_GETFL/F_SETFL takes a valid descriptor and integers.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_DIRECT) } < 0 {
+        return Err(os_error(path, 0, "turn O_DIRECT off", &std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Takes an exclusive `flock` on `file` without waiting.
+fn lock_exclusively(file: &File, path: &Path) -> Result<(), DeviceError> {
+    // SAFETY: flock takes a valid open descriptor and flags; it touches no memory of ours.
+    let status = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if status == 0 {
+        return Ok(());
+    }
+    let error = std::io::Error::last_os_error();
+    match error.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => Err(DeviceError::InUse {
+            device: path.display().to_string(),
+            detail: "another open of it holds it (another volume, or a server of this one)".into(),
+        }),
+        _ => Err(os_error(path, 0, "flock", &error)),
+    }
 }
 
 fn punch_hole(file: &File, offset_bytes: u64, length_bytes: usize) -> std::io::Result<()> {

@@ -21,6 +21,7 @@ mod batches;
 mod crash;
 mod fault;
 mod file;
+mod label;
 mod latch;
 mod memory;
 mod raid;
@@ -30,6 +31,7 @@ mod stats;
 pub use crash::{CrashDevice, CrashImage, CrashPoint, CrashReport, PendingWrites, Tear, TornWrite};
 pub use fault::{Fault, FaultDevice, FaultOp, FaultPlan, FaultRule, FaultTrigger, InjectedFault};
 pub use file::{FileDevice, FileIo, FileKind, FileOptions, TrimMethod, TrimPolicy, DEFAULT_BLOCK_SIZE_BYTES};
+pub use label::{read_label, DeviceLabel, LabelError, LabelRole, LabeledDevice, LABEL_BLOCKS};
 pub use latch::LatchDevice;
 pub use memory::MemoryDevice;
 pub use raid::{
@@ -160,6 +162,9 @@ pub enum DeviceError {
     /// An earlier write or flush failed; the device refuses further writes.
     #[error("{device}: writes refused after an earlier write or flush failure")]
     Latched { device: String },
+    /// The device is held by another user: a lock, a mount, or an exclusive open.
+    #[error("{device}: in use: {detail}")]
+    InUse { device: String, detail: String },
     /// The ticket does not name a pending batch of this device.
     #[error("{device}: unknown batch ticket {ticket}")]
     UnknownTicket { device: String, ticket: u64 },
