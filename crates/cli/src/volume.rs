@@ -59,6 +59,11 @@ struct CreateArgs {
     /// Bypass the page cache (O_DIRECT) instead of buffered I/O with fdatasync.
     #[arg(long)]
     direct: bool,
+    /// Take existing block devices (--data, --flash) that hold data — another
+    /// volume's label, a partition table, a file system — all the same,
+    /// overwriting it.
+    #[arg(long)]
+    force: bool,
     /// Print the configuration as JSON on the last line.
     #[arg(long)]
     json: bool,
@@ -90,6 +95,7 @@ fn run_create(args: &CreateArgs) -> ExitCode {
         raid: args.raid,
         stripe_unit_bytes: args.stripe_unit,
         io_mode: if args.direct { IoMode::Direct } else { IoMode::Buffered },
+        force: args.force,
     };
     let message = format!("creating volume {}", args.directory.display());
     match with_spinner(&message, || create_volume(&args.directory, &spec)) {

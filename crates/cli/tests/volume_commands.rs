@@ -57,7 +57,8 @@ fn extents_snapshots_status_and_restore() {
     run(&mut volume.command(&["extent", "delete", "lun1"], 2));
     let status = last_json_line(&run(&mut volume.command(&["status", "--json"], 1)));
     assert_eq!(status["raid"], "raid4");
-    assert_eq!(status["capacity_bytes"], 512u64 << 20, "two data disks of 256 MiB, one parity");
+    // Each member gives up a stripe unit: its label block, rounded to units.
+    assert_eq!(status["capacity_bytes"], 2 * ((256u64 << 20) - (64 << 10)), "two data disks of 256 MiB, one parity");
     assert_eq!(status["extents"].as_array().unwrap().len(), 1);
     assert_eq!(status["snapshots"][0]["name"], "s1");
     for key in [
@@ -118,9 +119,10 @@ fn bad_input_is_exit_code_2_with_a_clear_message() {
 fn fsck_reports_a_damaged_superblock_slot_and_exits_1() {
     let volume = Volume::create(&["--data-size", "64M", "--flash-size", "8M"]);
     volume.create_extent("lun0", "4M");
-    // Junk in superblock slot A (flash block 0); slot B stays valid.
+    // Junk in superblock slot A (flash block 0, after the label block); slot
+    // B stays valid.
     let mut flash = std::fs::OpenOptions::new().write(true).open(volume.directory.join("flash.img")).unwrap();
-    flash.seek(SeekFrom::Start(100)).unwrap();
+    flash.seek(SeekFrom::Start(4096 + 100)).unwrap();
     flash.write_all(&[0xA5; 64]).unwrap();
     drop(flash);
     let output = volume.command(&["fsck", "--json"], 1).output().unwrap();

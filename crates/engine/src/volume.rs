@@ -411,9 +411,25 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// Opens a volume: loads the newest valid superblock, replays the log after
     /// it and commits a CP.
-    pub fn open(data: D, mut flash: F, options: VolumeOptions) -> Result<Self> {
+    pub fn open(data: D, flash: F, options: VolumeOptions) -> Result<Self> {
+        Self::open_checked(data, flash, options, None)
+    }
+
+    /// Opens the volume `volume_id` as [`Volume::open`] does, refusing before
+    /// anything is replayed or written when the devices hold another.
+    pub fn open_as(data: D, flash: F, options: VolumeOptions, volume_id: u64) -> Result<Self> {
+        Self::open_checked(data, flash, options, Some(volume_id))
+    }
+
+    fn open_checked(data: D, mut flash: F, options: VolumeOptions, volume_id: Option<u64>) -> Result<Self> {
         check_devices(&data, &flash, &options)?;
         let superblock = read_superblock(&mut flash)?;
+        if let Some(expected) = volume_id.filter(|&expected| expected != superblock.volume_id) {
+            return Err(EngineError::Unsuitable(format!(
+                "the flash device holds volume {:#x}, not {expected:#x}",
+                superblock.volume_id
+            )));
+        }
         if superblock.data_block_count != data.info().block_count
             || superblock.flash_block_count != flash.info().block_count
         {

@@ -6,14 +6,15 @@
 //!
 //! ```json
 //! {
-//!   "format_version": 1,
+//!   "format_version": 2,
 //!   "volume_id": 1234,
 //!   "layout": "proximal",
 //!   "io_mode": "buffered",
 //!   "raid": "none",
 //!   "stripe_unit_bytes": 1048576,
 //!   "data_disks": [{ "path": "data-0.img", "size_bytes": 17179869184 }],
-//!   "flash": { "path": "flash.img", "size_bytes": 1073741824 }
+//!   "flash": { "path": "flash.img", "size_bytes": 1073741824 },
+//!   "label_generation": 1
 //! }
 //! ```
 
@@ -27,8 +28,8 @@ use crate::error::{Result, ServiceError};
 
 /// Name of the configuration file inside a volume directory.
 pub const CONFIG_FILE_NAME: &str = "proxima-volume.json";
-/// The configuration format this code reads and writes.
-pub const CONFIG_FORMAT_VERSION: u32 = 1;
+/// The configuration format this code reads and writes (2: labelled devices).
+pub const CONFIG_FORMAT_VERSION: u32 = 2;
 
 /// How the data disks are combined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,6 +95,9 @@ pub struct VolumeConfig {
     pub data_disks: Vec<DeviceEntry>,
     /// The flash (staging and metadata) device.
     pub flash: DeviceEntry,
+    /// The generation of the devices' labels (raised when the set of devices
+    /// changes, so a device that left the volume is not taken back).
+    pub label_generation: u64,
 }
 
 impl VolumeConfig {
@@ -234,6 +238,7 @@ mod tests {
             stripe_unit_bytes: 1 << 20,
             data_disks: vec![DeviceEntry { path: "data-0.img".into(), size_bytes: 1 << 30 }],
             flash: DeviceEntry { path: "flash.img".into(), size_bytes: 64 << 20 },
+            label_generation: 1,
         }
     }
 
@@ -257,9 +262,12 @@ mod tests {
     fn unknown_versions_and_fields_and_values_are_refused() {
         let file = Path::new("c.json");
         let mut value = serde_json::to_value(sample()).unwrap();
-        value["format_version"] = 2.into();
+        value["format_version"] = 3.into();
         let error = VolumeConfig::parse(&value.to_string(), file).unwrap_err();
-        assert!(matches!(error, ServiceError::UnsupportedVersion { found: 2, .. }), "{error}");
+        assert!(matches!(error, ServiceError::UnsupportedVersion { found: 3, .. }), "{error}");
+        value["format_version"] = 1.into();
+        let error = VolumeConfig::parse(&value.to_string(), file).unwrap_err();
+        assert!(matches!(error, ServiceError::UnsupportedVersion { found: 1, .. }), "{error}");
 
         let mut value = serde_json::to_value(sample()).unwrap();
         value["colour"] = "blue".into();

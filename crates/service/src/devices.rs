@@ -1,8 +1,10 @@
 //! Opening the devices of a volume: each data disk and the flash device is a
 //! file or block device, a `proxima_device::FileDevice` accessed either
 //! through the page cache (`fdatasync` on flush, the default and what nbdkit's
-//! file plugin does) or with `O_DIRECT`. Several data disks form a RAID-4 or
-//! RAID-5 array.
+//! file plugin does) or with `O_DIRECT`, held exclusively while open, and
+//! labelled (`proxima_device::LabeledDevice`: block 0 names the volume and the
+//! device's place in it). Several data disks form a RAID-4 or RAID-5 array of
+//! labelled members.
 //!
 //! [`DataDevice`] is an enum rather than a boxed trait object so that the
 //! engine's `Volume<D, F>` stays `Send` and monomorphic.
@@ -12,7 +14,7 @@ use std::path::Path;
 pub use proxima_device::TrimPolicy;
 use proxima_device::{
     BatchTicket, BlockDevice, DeviceError, DeviceInfo, FileDevice, FileIo, FileOptions, IoCompletion, IoRequest,
-    RaidDevice,
+    LabeledDevice, RaidDevice,
 };
 use serde::{Deserialize, Serialize};
 
@@ -57,13 +59,16 @@ pub fn open_file(path: &Path, mode: IoMode, trims: TrimPolicy) -> Result<FileDev
     FileDevice::open_with_options(path, FileOptions { io: mode.file_io(), trims, ..FileOptions::default() })
 }
 
+/// A labelled file or block device: what every device of a volume is.
+pub type VolumeDisk = LabeledDevice<FileDevice>;
+
 /// The data device of a volume: one disk, or a RAID-4/5 array of several.
 #[derive(Debug)]
 pub enum DataDevice {
     /// A single disk.
-    Single(FileDevice),
+    Single(VolumeDisk),
     /// An array (data members first, parity last for RAID-4).
-    Raid(RaidDevice<FileDevice>),
+    Raid(RaidDevice<VolumeDisk>),
 }
 
 impl DataDevice {
@@ -141,12 +146,20 @@ mod tests {
     }
 
     #[test]
-    fn raid_of_buffered_files_is_a_data_device() {
+    fn raid_of_labelled_buffered_files_is_a_data_device() {
         let directory = tempfile::tempdir().unwrap();
-        let members: Vec<FileDevice> = (0..3)
+        let members: Vec<VolumeDisk> = (0..3)
             .map(|index| {
-                let path = file_of(directory.path(), &format!("d{index}"), 64 * BLOCK_BYTES);
-                open_file(&path, IoMode::Buffered, TrimPolicy::Forward).unwrap()
+                let path = file_of(directory.path(), &format!("d{index}"), 65 * BLOCK_BYTES);
+                let file = open_file(&path, IoMode::Buffered, TrimPolicy::Forward).unwrap();
+                let label = proxima_device::DeviceLabel {
+                    volume_id: 1,
+                    role: proxima_device::LabelRole::Data,
+                    member_index: index,
+                    member_count: 3,
+                    generation: 1,
+                };
+                LabeledDevice::create(file, label).unwrap()
             })
             .collect();
         let raid = RaidDevice::new(members, proxima_device::RaidConfig::raid5().with_stripe_unit_bytes(16384)).unwrap();

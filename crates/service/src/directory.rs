@@ -13,15 +13,17 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
-use proxima_device::{BlockDevice, FileDevice, RaidConfig, RaidDevice};
+use proxima_device::{
+    read_label, BlockDevice, DeviceLabel, FileDevice, LabelError, LabelRole, LabeledDevice, RaidConfig, RaidDevice,
+};
 use proxima_engine::{Layout, Volume, MIN_FLASH_BLOCKS};
 
 use crate::config::{DeviceEntry, RaidChoice, VolumeConfig, CONFIG_FORMAT_VERSION};
-use crate::devices::{open_file, DataDevice, IoMode, TrimPolicy, BLOCK_BYTES};
+use crate::devices::{open_file, DataDevice, IoMode, TrimPolicy, VolumeDisk, BLOCK_BYTES};
 use crate::error::{Result, ServiceError};
 
 /// The engine volume as the service opens it.
-pub type ServiceVolume = Volume<DataDevice, FileDevice>;
+pub type ServiceVolume = Volume<DataDevice, VolumeDisk>;
 
 /// Name of the lock file inside a volume directory.
 pub const LOCK_FILE_NAME: &str = "proxima.lock";
@@ -55,6 +57,9 @@ pub struct CreateSpec {
     pub stripe_unit_bytes: u64,
     /// How the files are accessed.
     pub io_mode: IoMode,
+    /// Take existing block devices that hold data (another volume's label, a
+    /// partition table, a file system) all the same.
+    pub force: bool,
 }
 
 impl Default for CreateSpec {
@@ -69,6 +74,7 @@ impl Default for CreateSpec {
             raid: None,
             stripe_unit_bytes: proxima_device::DEFAULT_STRIPE_UNIT_BYTES,
             io_mode: IoMode::Buffered,
+            force: false,
         }
     }
 }
@@ -129,34 +135,78 @@ pub fn open_volume(directory: &Path) -> Result<OpenVolume> {
 /// Opens the volume of `directory` whose lock the caller holds.
 pub fn open_locked(directory: &Path, config: VolumeConfig, lock: VolumeLock) -> Result<OpenVolume> {
     let (data, flash) = open_devices(directory, &config)?;
-    let volume = Volume::open(data, flash, config.volume_options())?;
+    let volume = Volume::open_as(data, flash, config.volume_options(), config.volume_id)?;
     Ok(OpenVolume { directory: directory.to_owned(), config, volume, lock })
 }
 
-/// Opens the devices a configuration names, checking their sizes against it.
-pub fn open_devices(directory: &Path, config: &VolumeConfig) -> Result<(DataDevice, FileDevice)> {
-    let open = |entry: &DeviceEntry, trims: TrimPolicy| -> Result<FileDevice> {
-        let path = VolumeConfig::resolve(directory, &entry.path);
-        let device = open_file(&path, config.io_mode, trims)?;
-        let size_bytes = device.info().capacity_bytes();
-        if size_bytes != entry.size_bytes {
-            return Err(ServiceError::DevicePath {
-                path,
-                message: format!("is {size_bytes} bytes; the configuration says {}", entry.size_bytes),
-            });
-        }
-        Ok(device)
+/// The label the configuration expects on data disk `index`, or on the flash
+/// device (`None`).
+fn expected_label(config: &VolumeConfig, data_disk_index: Option<usize>) -> DeviceLabel {
+    let (role, member_index, member_count) = match data_disk_index {
+        Some(index) => (
+            LabelRole::Data,
+            u32::try_from(index).expect("a handful of disks"),
+            u32::try_from(config.data_disks.len()).expect("a handful of disks"),
+        ),
+        None => (LabelRole::Flash, 0, 1),
     };
-    let mut disks =
-        config.data_disks.iter().map(|entry| open(entry, TrimPolicy::Forward)).collect::<Result<Vec<_>>>()?;
-    let data = match config.raid {
+    DeviceLabel { volume_id: config.volume_id, role, member_index, member_count, generation: config.label_generation }
+}
+
+/// Opens (exclusively) a device the configuration names, checking its size.
+fn open_entry(directory: &Path, config: &VolumeConfig, entry: &DeviceEntry, trims: TrimPolicy) -> Result<FileDevice> {
+    let path = VolumeConfig::resolve(directory, &entry.path);
+    let device = open_file(&path, config.io_mode, trims)?;
+    let size_bytes = device.info().capacity_bytes();
+    if size_bytes != entry.size_bytes {
+        return Err(ServiceError::DevicePath {
+            path,
+            message: format!("is {size_bytes} bytes; the configuration says {}", entry.size_bytes),
+        });
+    }
+    Ok(device)
+}
+
+/// Opens the devices a configuration names, checking their sizes and labels
+/// against it.
+pub fn open_devices(directory: &Path, config: &VolumeConfig) -> Result<(DataDevice, VolumeDisk)> {
+    let labelled = |device: FileDevice, data_disk_index: Option<usize>| -> Result<VolumeDisk> {
+        let path = PathBuf::from(device.info().name);
+        LabeledDevice::open(device, expected_label(config, data_disk_index))
+            .map_err(|source| ServiceError::Label { path, source })
+    };
+    let mut disks = Vec::new();
+    for (index, entry) in config.data_disks.iter().enumerate() {
+        disks.push(labelled(open_entry(directory, config, entry, TrimPolicy::Forward)?, Some(index))?);
+    }
+    let flash = labelled(open_entry(directory, config, &config.flash, TrimPolicy::Ignore)?, None)?;
+    Ok((assemble_data_device(config, disks)?, flash))
+}
+
+/// One disk, or the RAID array of several.
+fn assemble_data_device(config: &VolumeConfig, mut disks: Vec<VolumeDisk>) -> Result<DataDevice> {
+    Ok(match config.raid {
         RaidChoice::None => DataDevice::Single(disks.pop().expect("validated: one disk")),
         RaidChoice::Raid4 | RaidChoice::Raid5 => {
             let level = if config.raid == RaidChoice::Raid4 { RaidConfig::raid4() } else { RaidConfig::raid5() };
             DataDevice::Raid(RaidDevice::new(disks, level.with_stripe_unit_bytes(config.stripe_unit_bytes))?)
         }
+    })
+}
+
+/// Opens the devices of a configuration being created and writes their labels.
+fn label_new_devices(directory: &Path, config: &VolumeConfig) -> Result<(DataDevice, VolumeDisk)> {
+    let labelled = |device: FileDevice, data_disk_index: Option<usize>| -> Result<VolumeDisk> {
+        let path = PathBuf::from(device.info().name);
+        LabeledDevice::create(device, expected_label(config, data_disk_index))
+            .map_err(|source| ServiceError::Label { path, source })
     };
-    Ok((data, open(&config.flash, TrimPolicy::Ignore)?))
+    let mut disks = Vec::new();
+    for (index, entry) in config.data_disks.iter().enumerate() {
+        disks.push(labelled(open_entry(directory, config, entry, TrimPolicy::Forward)?, Some(index))?);
+    }
+    let flash = labelled(open_entry(directory, config, &config.flash, TrimPolicy::Ignore)?, None)?;
+    Ok((assemble_data_device(config, disks)?, flash))
 }
 
 /// Creates a volume in `directory` (created if missing): the device files, the
@@ -190,12 +240,21 @@ fn create_locked(
     } else {
         spec.data_paths.clone()
     };
+    let names_a_block_device = data_paths.iter().chain(&spec.flash_path).any(|path| {
+        std::fs::metadata(VolumeConfig::resolve(directory, path)).is_ok_and(|m| m.file_type().is_block_device())
+    });
+    if spec.force && !names_a_block_device {
+        return Err(ServiceError::InvalidParameter {
+            parameter: "--force".into(),
+            message: "applies to existing block devices, and none is named (--data, --flash)".into(),
+        });
+    }
     let mut data_disks = Vec::new();
     for path in &data_paths {
-        data_disks.push(prepare_device(directory, path, spec.data_disk_bytes, created)?);
+        data_disks.push(prepare_device(directory, path, spec.data_disk_bytes, spec.force, created)?);
     }
     let flash_path = spec.flash_path.clone().unwrap_or_else(|| PathBuf::from("flash.img"));
-    let flash = prepare_device(directory, &flash_path, spec.flash_bytes, created)?;
+    let flash = prepare_device(directory, &flash_path, spec.flash_bytes, spec.force, created)?;
     let config = VolumeConfig {
         format_version: CONFIG_FORMAT_VERSION,
         volume_id: new_volume_id(),
@@ -205,9 +264,10 @@ fn create_locked(
         stripe_unit_bytes: spec.stripe_unit_bytes,
         data_disks,
         flash,
+        label_generation: 1,
     };
     config.validate(&VolumeConfig::path_in(directory))?;
-    let (data, flash_device) = open_devices(directory, &config)?;
+    let (data, flash_device) = label_new_devices(directory, &config)?;
     let volume = Volume::format(data, flash_device, config.volume_id, config.volume_options())?;
     let (mut data, mut flash_device) = volume.close()?;
     data.flush()?;
@@ -254,14 +314,26 @@ fn check_spec(spec: &CreateSpec) -> Result<RaidChoice> {
 }
 
 /// Creates a sparse file of `size_bytes` at `path` (relative to `directory`),
-/// or takes an existing block device whole. An existing regular file is refused
+/// or takes an existing block device whole — unless it holds something
+/// recognisable and `force` is off. An existing regular file is refused
 /// rather than overwritten.
-fn prepare_device(directory: &Path, path: &Path, size_bytes: u64, created: &mut Vec<PathBuf>) -> Result<DeviceEntry> {
+fn prepare_device(
+    directory: &Path,
+    path: &Path,
+    size_bytes: u64,
+    force: bool,
+    created: &mut Vec<PathBuf>,
+) -> Result<DeviceEntry> {
     let resolved = VolumeConfig::resolve(directory, path);
     let refuse = |message: String| ServiceError::DevicePath { path: resolved.clone(), message };
     match std::fs::metadata(&resolved) {
         Ok(metadata) if metadata.file_type().is_block_device() => {
-            let device = open_file(&resolved, IoMode::Buffered, TrimPolicy::Forward)?;
+            let mut device = open_file(&resolved, IoMode::Buffered, TrimPolicy::Forward)?;
+            if !force {
+                if let Some(what) = recognisable_contents(&mut device)? {
+                    return Err(ServiceError::HoldsData { path: resolved.clone(), what });
+                }
+            }
             let size_bytes = device.info().capacity_bytes();
             Ok(DeviceEntry { path: absolute(&resolved), size_bytes })
         }
@@ -279,6 +351,38 @@ fn prepare_device(directory: &Path, path: &Path, size_bytes: u64, created: &mut 
         }
         Err(error) => Err(refuse(error.to_string())),
     }
+}
+
+/// Bytes at the start of a device inspected for existing contents.
+const INSPECTED_BYTES: u64 = 1 << 20;
+
+/// What an existing device holds, if anything recognisable: a Proxima label,
+/// a partition table or file system signature, or any data in its first MiB
+/// (a fresh or wiped device reads as zeroes there).
+fn recognisable_contents(device: &mut FileDevice) -> Result<Option<String>> {
+    let path = PathBuf::from(device.info().name);
+    match read_label(device) {
+        Ok(Some(label)) => return Ok(Some(format!("a Proxima label of volume {:#x}", label.volume_id))),
+        Ok(None) => {}
+        Err(LabelError::Damaged { .. }) => return Ok(Some("a damaged Proxima label".into())),
+        Err(source) => return Err(ServiceError::Label { path, source }),
+    }
+    let blocks = (INSPECTED_BYTES / BLOCK_BYTES).min(device.info().block_count);
+    let head = device.read_blocks(0, u32::try_from(blocks).expect("a MiB of blocks"))?;
+    let signatures: [(usize, &[u8], &str); 6] = [
+        (510, &[0x55, 0xAA], "a partition table or boot sector"),
+        (512, b"EFI PART", "a GPT partition table"),
+        (1080, &[0x53, 0xEF], "an ext2/3/4 file system"),
+        (0, b"XFSB", "an XFS file system"),
+        (0x10040, b"_BHRfS_M", "a Btrfs file system"),
+        (0, b"LUKS\xba\xbe", "a LUKS volume"),
+    ];
+    for (offset, signature, what) in signatures {
+        if head.get(offset..offset + signature.len()) == Some(signature) {
+            return Ok(Some(what.to_owned()));
+        }
+    }
+    Ok(head.iter().any(|&byte| byte != 0).then(|| "data in its first MiB".to_owned()))
 }
 
 fn absolute(path: &Path) -> PathBuf {

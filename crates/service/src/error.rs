@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use proxima_device::DeviceError;
+use proxima_device::{DeviceError, LabelError};
 use proxima_engine::EngineError;
 use thiserror::Error;
 
@@ -73,6 +73,23 @@ pub enum ServiceError {
         /// What is wrong.
         message: String,
     },
+    /// A device's label is not the one the configuration expects: another
+    /// volume's device, another role or member, or none at all.
+    #[error("device {path}: {source}")]
+    Label {
+        /// The path.
+        path: PathBuf,
+        /// What the label says.
+        source: LabelError,
+    },
+    /// `volume create` over a device that holds something.
+    #[error("device {path} holds {what}; it is not overwritten without --force")]
+    HoldsData {
+        /// The path.
+        path: PathBuf,
+        /// What it holds.
+        what: String,
+    },
     /// A device failed.
     #[error(transparent)]
     Device(#[from] DeviceError),
@@ -133,7 +150,11 @@ impl ServiceError {
             | ServiceError::MalformedConfig { .. }
             | ServiceError::InvalidConfig { .. }
             | ServiceError::UnsupportedVersion { .. }
-            | ServiceError::InvalidParameter { .. } => true,
+            | ServiceError::InvalidParameter { .. }
+            | ServiceError::HoldsData { .. } => true,
+            ServiceError::Label { source, .. } => {
+                matches!(source, LabelError::Missing { .. } | LabelError::Mismatch { .. })
+            }
             ServiceError::Engine(error) => matches!(
                 error,
                 EngineError::NoSuchExtent(_)
