@@ -609,6 +609,27 @@ impl<D: BlockDevice> RaidDevice<D> {
         stripe_blocks * region_stripes.max(1)
     }
 
+    /// A member failed a write or a flush: with every other member present it
+    /// is failed (as an array takes a disk out), and the array goes on
+    /// degraded — the rows it was written in stay reconstructable from the
+    /// others, which took their share of the write. Otherwise the error stands.
+    /// The failure is not recorded on the members: after a restart the member
+    /// is back, and its stale blocks are caught by their checksums above.
+    fn fail_member_on_error(&mut self, member: usize, error: DeviceError) -> Result<(), DeviceError> {
+        if matches!(error, DeviceError::Invalid { .. } | DeviceError::OutOfRange { .. }) {
+            return Err(error);
+        }
+        match self.failed {
+            None => {
+                tracing::warn!(member, %error, "a RAID member failed a write; the array runs degraded");
+                self.failed = Some(member);
+                Ok(())
+            }
+            Some(failed) if failed == member => Ok(()),
+            Some(_) => Err(error),
+        }
+    }
+
     fn invalid(&self, detail: String) -> DeviceError {
         DeviceError::Invalid { device: self.info.name.clone(), detail }
     }
@@ -961,8 +982,10 @@ impl<D: BlockDevice> RaidDevice<D> {
             for (run, completion) in runs.into_iter().zip(completions) {
                 if !run.is_read {
                     writes_done_ns = writes_done_ns.max(completion.completed_ns);
-                    if let (Err(error), Ok(())) = (completion.result, &write_outcome) {
-                        write_outcome = Err(error);
+                    if let Err(error) = completion.result {
+                        if let (Err(error), Ok(())) = (self.fail_member_on_error(member, error), &write_outcome) {
+                            write_outcome = Err(error);
+                        }
                     }
                     continue;
                 }
@@ -1208,10 +1231,11 @@ impl<D: BlockDevice> BlockDevice for RaidDevice<D> {
     }
 
     fn flush(&mut self) -> Result<(), DeviceError> {
-        let failed = self.failed;
-        for (index, member) in self.members.iter_mut().enumerate() {
-            if Some(index) != failed {
-                member.flush()?;
+        for index in 0..self.members.len() {
+            if Some(index) != self.failed {
+                if let Err(error) = self.members[index].flush() {
+                    self.fail_member_on_error(index, error)?;
+                }
             }
         }
         Ok(())

@@ -20,6 +20,7 @@ pub mod map;
 mod pages;
 pub mod policy;
 mod read;
+mod scrub;
 mod snapshot;
 mod space;
 mod synthetic;
@@ -32,6 +33,7 @@ pub use fsck::{check as fsck_devices, Finding, FindingKind, FsckReport, FsckScop
 pub use log::{CorruptStagedBlock, LogEnd, RecoveryReport};
 pub use map::Location;
 pub use policy::{Layout, LayoutParameters, Placement, WriteContext};
+pub use scrub::ScrubReport;
 pub use snapshot::SnapshotInfo;
 pub use synthetic::ReadReport;
 pub use volume::{

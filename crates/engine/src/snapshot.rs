@@ -349,6 +349,30 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         Ok((snapshot_id, id, record))
     }
 
+    /// The flash blocks holding staged data that the active tree or a live
+    /// snapshot maps (with repeats).
+    pub(crate) fn staged_blocks_of_live_trees(&mut self) -> Result<Vec<u64>> {
+        let staged_of = |map: &ExtentMap| -> Vec<u64> {
+            map.iter()
+                .filter_map(|(_, run)| match map::Location::from_raw(run.location()) {
+                    map::Location::Flash(block) => Some(block..block + run.count()),
+                    map::Location::Data(_) => None,
+                })
+                .flatten()
+                .collect()
+        };
+        let mut blocks: Vec<u64> = self.maps.values().flat_map(staged_of).collect();
+        for snapshot in self.snapshots() {
+            let names: Vec<String> =
+                self.snapshot_view(snapshot.id)?.extents.iter().map(|(_, record)| record.name.clone()).collect();
+            for name in names {
+                let (snapshot_id, id, _) = self.snapshot_extent(&snapshot.name, &name)?;
+                blocks.extend(staged_of(&self.snapshot_views[&snapshot_id].maps[&id]));
+            }
+        }
+        Ok(blocks)
+    }
+
     /// The extents of a snapshot.
     pub fn snapshot_extents(&mut self, snapshot: &str) -> Result<Vec<ExtentInfo>> {
         self.check_usable()?;
