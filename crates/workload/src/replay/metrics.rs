@@ -162,7 +162,9 @@ impl Metrics {
         self.bytes += completed.length_bytes;
         let latency = completed.completion_ns.saturating_sub(completed.issue_ns);
         self.latency_sum_ns += u128::from(latency);
-        self.latency_ns.saturating_record(latency);
+        if self.latency_ns.record(latency).is_err() {
+            self.latency_ns.saturating_record(latency);
+        }
         match completed.recorded_response_ns {
             Some(response) => {
                 let first = self.recorded_first_issue_ns.get_or_insert(completed.recorded_issue_ns);

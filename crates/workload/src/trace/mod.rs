@@ -302,6 +302,12 @@ impl TraceReader {
         self.bytes_read.load(Ordering::Relaxed)
     }
 
+    /// A shared counter of the bytes read so far, readable from another
+    /// thread or after the reader has been moved into a pipeline.
+    pub fn progress_counter(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.bytes_read)
+    }
+
     /// The file's size in bytes (as stored, compressed or not).
     pub fn file_size_bytes(&self) -> u64 {
         self.file_size_bytes
