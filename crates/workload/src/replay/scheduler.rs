@@ -3,9 +3,11 @@
 //! [`InOrder`] serves the timed and untimed modes that keep the trace's order
 //! (faithful, scaled, AFAP, load): only the next request matters, ready at its
 //! mode's time. [`DependencyOrder`] serves dependency mode: a request is ready
-//! once every inferred parent has completed in the replay, at the latest of
-//! their completions plus the recorded think times, and the earliest ready
-//! request goes next, whatever its place in the trace.
+//! once every inferred parent has completed in the replay, at the last of
+//! those completions plus its *slack*: the recorded time from the completion
+//! of the parent that finished last to its own issue (as hfplayer's replay
+//! engine does); and the earliest ready request goes next, whatever its place
+//! in the trace.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
@@ -73,15 +75,34 @@ impl InOrder {
 struct Waiting {
     entry: Entry,
     parents_left: usize,
+    /// The latest replay completion among its resolved parents.
+    last_parent_completion_ns: u64,
+    /// Whether any parent was replayed (not skipped).
+    any_parent_replayed: bool,
+    /// The recorded time from its last parent's completion to its issue.
+    slack_ns: u64,
+    /// When it may be issued, once no parent is left (a root: its recorded time).
     ready_ns: u64,
+}
+
+impl Waiting {
+    /// When it may go once no parent is left: after the last replayed parent
+    /// plus the slack, or at its recorded time if none was replayed.
+    fn ready_time(&self) -> u64 {
+        if self.any_parent_replayed {
+            self.last_parent_completion_ns.saturating_add(self.slack_ns)
+        } else {
+            self.entry.sequenced.issue_ns
+        }
+    }
 }
 
 /// Dependency order: ready when the parents are done.
 #[derive(Debug, Default)]
 pub struct DependencyOrder {
     waiting: HashMap<u64, Waiting>,
-    /// Children waiting on each parent: (child, think time).
-    children: HashMap<u64, Vec<(u64, u64)>>,
+    /// Children waiting on each parent.
+    children: HashMap<u64, Vec<u64>>,
     ready: BinaryHeap<Reverse<(u64, u64)>>,
     /// Replay completions of requests that may still be parents; `None` for a
     /// request that was not replayed (its children do not wait for it).
@@ -92,22 +113,35 @@ impl DependencyOrder {
     /// Queues `entry` with its parents; a root is ready at its recorded time.
     pub fn push(&mut self, entry: Entry, parents: &[Parent]) {
         let sequence = entry.sequenced.sequence;
-        let mut ready_ns = if parents.is_empty() { entry.sequenced.issue_ns } else { 0 };
-        let mut parents_left = 0;
+        let slack_ns = parents.iter().map(|parent| parent.think_ns).min().unwrap_or(0);
+        let mut waiting = Waiting {
+            ready_ns: 0,
+            entry,
+            parents_left: 0,
+            last_parent_completion_ns: 0,
+            any_parent_replayed: false,
+            slack_ns,
+        };
+        let mut any_replayed = false;
         for parent in parents {
             match self.resolved.get(&parent.sequence) {
-                Some(Some(completion_ns)) => ready_ns = ready_ns.max(completion_ns.saturating_add(parent.think_ns)),
+                Some(Some(completion_ns)) => {
+                    waiting.last_parent_completion_ns = waiting.last_parent_completion_ns.max(*completion_ns);
+                    any_replayed = true;
+                }
                 Some(None) => {}
                 None => {
-                    self.children.entry(parent.sequence).or_default().push((sequence, parent.think_ns));
-                    parents_left += 1;
+                    self.children.entry(parent.sequence).or_default().push(sequence);
+                    waiting.parents_left += 1;
                 }
             }
         }
-        if parents_left == 0 {
-            self.ready.push(Reverse((ready_ns, sequence)));
+        waiting.any_parent_replayed = any_replayed;
+        if waiting.parents_left == 0 {
+            waiting.ready_ns = waiting.ready_time();
+            self.ready.push(Reverse((waiting.ready_ns, sequence)));
         }
-        self.waiting.insert(sequence, Waiting { entry, parents_left, ready_ns });
+        self.waiting.insert(sequence, waiting);
     }
 
     /// Notes that `sequence` will not be replayed.
@@ -122,13 +156,15 @@ impl DependencyOrder {
 
     fn resolve(&mut self, sequence: u64, completion_ns: Option<u64>) {
         self.resolved.insert(sequence, completion_ns);
-        for (child, think_ns) in self.children.remove(&sequence).unwrap_or_default() {
+        for child in self.children.remove(&sequence).unwrap_or_default() {
             let waiting = self.waiting.get_mut(&child).expect("children wait until their parents resolve");
             if let Some(completion_ns) = completion_ns {
-                waiting.ready_ns = waiting.ready_ns.max(completion_ns.saturating_add(think_ns));
+                waiting.last_parent_completion_ns = waiting.last_parent_completion_ns.max(completion_ns);
+                waiting.any_parent_replayed = true;
             }
             waiting.parents_left -= 1;
             if waiting.parents_left == 0 {
+                waiting.ready_ns = waiting.ready_time();
                 self.ready.push(Reverse((waiting.ready_ns, child)));
             }
         }
