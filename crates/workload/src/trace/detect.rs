@@ -1,8 +1,10 @@
 //! Format detection from a trace's first lines.
 //!
-//! Each format is tried in turn on the first non-blank lines (up to 64): the
-//! first whose parser accepts every one of them, and yields at least one
-//! request or header, wins. The formats' shapes exclude one another (a fio
+//! Each format is tried on the first non-blank lines (up to 64); the one whose
+//! parser accepts the longest run of them from the first wins (the earliest in
+//! the list below on a tie), so a malformed line among the first ones is
+//! reported by the reader, at its line, rather than defeating detection. The
+//! formats' shapes exclude one another (a fio
 //! version line; Systor's header or its decimal seconds with `R`/`W`; MSR's
 //! seven fields with `Read`/`Write`; SPC's integer ASU and sector with
 //! `r`/`w`; validate's `R|W Hit|Miss`; blkparse's `major,minor`; DiskSim's
@@ -37,20 +39,32 @@ pub fn detect(lines: &[String]) -> Result<TraceFormat, String> {
     let Some(first) = non_blank.first() else {
         return Err("the file is empty".into());
     };
+    let mut best: Option<(TraceFormat, usize)> = None;
     for format in CANDIDATES {
-        if accepts(format, &non_blank) {
-            return Ok(if format == TraceFormat::DisksimAscii { disksim_unit(&non_blank) } else { format });
+        let accepted = accepted_prefix(format, &non_blank);
+        if accepted > best.map_or(0, |(_, count)| count) {
+            best = Some((format, accepted));
         }
     }
-    let shown: String = first.chars().take(80).collect();
-    Err(format!("first line `{shown}` matches no known format"))
+    match best {
+        Some((TraceFormat::DisksimAscii, accepted)) => Ok(disksim_unit(&non_blank[..accepted])),
+        Some((format, _)) => Ok(format),
+        None => {
+            let shown: String = first.chars().take(80).collect();
+            Err(format!("first line `{shown}` matches no known format"))
+        }
+    }
 }
 
-/// Whether `format`'s parser accepts every line.
-fn accepts(format: TraceFormat, lines: &[&str]) -> bool {
+/// How many lines from the first `format`'s parser accepts.
+fn accepted_prefix(format: TraceFormat, lines: &[&str]) -> usize {
     let mut parser = format.parser();
     let mut out = VecDeque::new();
-    lines.iter().enumerate().all(|(index, line)| parser.parse_line(line, index as u64 + 1, &mut out).is_ok())
+    lines
+        .iter()
+        .enumerate()
+        .take_while(|(index, line)| parser.parse_line(line, *index as u64 + 1, &mut out).is_ok())
+        .count()
 }
 
 /// Milliseconds or nanoseconds for a DiskSim ascii trace.
@@ -94,6 +108,11 @@ mod tests {
         for (text, expected) in cases {
             assert_eq!(detect_text(text), Ok(expected), "{text}");
         }
+    }
+
+    #[test]
+    fn a_malformed_line_does_not_defeat_detection() {
+        assert_eq!(detect_text("1,hm,0,Read,0,512,3\n2,hm,0,Raed,0,512,3\n"), Ok(TraceFormat::Msr));
     }
 
     #[test]
