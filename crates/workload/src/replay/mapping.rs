@@ -158,7 +158,7 @@ impl Mapping {
     /// no block.
     pub fn new(options: MappingOptions, shape: TargetShape) -> Result<Mapping, String> {
         let block = options.block_bytes;
-        if block == 0 || block % 512 != 0 {
+        if block == 0 || !block.is_multiple_of(512) {
             return Err(format!("block size {block} is not a positive multiple of 512 bytes"));
         }
         let slices = match options.device_map {

@@ -281,20 +281,17 @@ impl<I: Iterator<Item = Result<TraceRequest, TraceError>>> Feeder<'_, I> {
     }
 
     fn missing_response(&self, sequenced: &Sequenced) -> ReplayError {
-        ReplayError::MissingResponseTimes {
-            file: self.file.to_string(),
-            line: sequenced.request.line_number,
-            mode: self.options.mode.name(),
-        }
+        missing_response(self.file, self.options.mode, sequenced)
     }
 
     fn feed(&mut self, sequenced: Sequenced, order: &mut Order, metrics: &mut Metrics) -> Result<(), ReplayError> {
-        let parents = if self.inference.is_some() {
-            let completion = sequenced.completion_ns().ok_or_else(|| self.missing_response(&sequenced))?;
-            let inference = self.inference.as_mut().expect("checked just above");
-            Some(inference.parents(&sequenced, completion))
-        } else {
-            None
+        let (file, mode) = (self.file, self.options.mode);
+        let parents = match &mut self.inference {
+            Some(inference) => {
+                let completion = sequenced.completion_ns().ok_or_else(|| missing_response(file, mode, &sequenced))?;
+                Some(inference.parents(&sequenced, completion))
+            }
+            None => None,
         };
         let request = match self.mapping.map(&sequenced.request) {
             Mapped::Issue(request) => request,
@@ -353,6 +350,11 @@ impl<I: Iterator<Item = Result<TraceRequest, TraceError>>> Feeder<'_, I> {
             Mode::Scaled { .. } => None,
         })
     }
+}
+
+/// The error for a request without the recorded response time `mode` needs.
+fn missing_response(file: &str, mode: Mode, sequenced: &Sequenced) -> ReplayError {
+    ReplayError::MissingResponseTimes { file: file.to_string(), line: sequenced.request.line_number, mode: mode.name() }
 }
 
 /// A request issued and not yet complete.

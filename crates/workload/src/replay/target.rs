@@ -89,7 +89,8 @@ impl Target for DiskTarget {
                 other => unreachable!("the mapping skips {} for the disk model", other.name()),
             };
             assert!(
-                request.offset_bytes % self.sector_bytes == 0 && request.length_bytes % self.sector_bytes == 0,
+                request.offset_bytes.is_multiple_of(self.sector_bytes)
+                    && request.length_bytes.is_multiple_of(self.sector_bytes),
                 "the mapping rounds to whole sectors"
             );
             let sector_count =

@@ -41,7 +41,9 @@ impl<W: Write> DisksimAsciiWriter<W> {
     pub fn write(&mut self, request: &TraceRequest) -> io::Result<()> {
         assert!(request.operation.transfers_data(), "DiskSim ascii has only reads and writes");
         assert!(
-            request.offset_bytes % 512 == 0 && request.length_bytes % 512 == 0 && request.length_bytes > 0,
+            request.offset_bytes.is_multiple_of(512)
+                && request.length_bytes.is_multiple_of(512)
+                && request.length_bytes > 0,
             "DiskSim ascii addresses whole 512-byte blocks"
         );
         let flags = u8::from(request.operation == Operation::Read);
