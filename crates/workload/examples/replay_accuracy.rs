@@ -1,14 +1,14 @@
 //! Replay accuracy on the deterministic simulator, after hfplayer's
 //! evaluation (FAST'17): an application captured on one drive model and
 //! replayed on another, in every mode, against the application run directly
-//! on the second; and a capture replayed unscaled on its own model.
+//! on the second; and each capture replayed unscaled on its own model.
 //!
-//! The application: `THREADS` threads, each a TPC-B-like loop (read a random
-//! 4 KiB page, think, write it back, think), think times uniform in
-//! [`THINK_US_MIN`, `THINK_US_MAX`], over the smaller drive's capacity.
+//! The application: N threads, each a TPC-B-like loop (read a random 4 KiB
+//! page, think, write it back, think), think times uniform in 0.1–2 ms, over
+//! the smaller drive's capacity; N = 1, 2, 3, 4, 8, 16.
 //!
 //! Run: `cargo run --release -p proxima-workload --example replay_accuracy [SOURCE_MODEL TARGET_MODEL [REQUESTS [SEED]]]`
-//! (defaults: nearline7200 cheetah15k5 20000 1). Prints one JSON object.
+//! (defaults: atlas10k cheetah15k5 10000 1). Prints one JSON object.
 
 use std::sync::Arc;
 
@@ -19,50 +19,65 @@ use proxima_workload::replay::{replay, DiskTarget, Mode, NoObserver, ReplayOptio
 use proxima_workload::synthetic::{Pattern, SyntheticSpec};
 use proxima_workload::TraceRequest;
 
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|text| text.parse().ok()).unwrap_or(default)
-}
+const THREAD_COUNTS: [usize; 6] = [1, 2, 3, 4, 8, 16];
+const THINK_US: (u64, u64) = (100, 2000);
 
 fn main() {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
-    let source_name = arguments.first().map_or("nearline7200", String::as_str);
+    let source_name = arguments.first().map_or("atlas10k", String::as_str);
     let target_name = arguments.get(1).map_or("cheetah15k5", String::as_str);
-    let requests: u64 = arguments.get(2).map_or(20_000, |text| text.parse().expect("REQUESTS is a count"));
+    let requests: u64 = arguments.get(2).map_or(10_000, |text| text.parse().expect("REQUESTS is a count"));
     let seed: u64 = arguments.get(3).map_or(1, |text| text.parse().expect("SEED is an integer"));
-    let threads: usize = env_or("THREADS", 4);
-    let think_us_min: u64 = env_or("THINK_US_MIN", 100);
-    let think_us_max: u64 = env_or("THINK_US_MAX", 2000);
-    let pattern = match std::env::var("PATTERN").as_deref() {
-        Ok("uniform") => Pattern::Uniform,
-        _ => Pattern::TpcB,
-    };
     let source = Arc::new(DiskModel::builtin(source_name).expect("a built-in model"));
     let target = Arc::new(DiskModel::builtin(target_name).expect("a built-in model"));
     let block_count = source.sector_count().min(target.sector_count()) * 512 / APPLICATION_BLOCK_BYTES;
-    let workload = SyntheticSpec { pattern, block_count, request_blocks: 1, read_fraction: 0.5, scatter: false, seed };
-    let config = ApplicationConfig {
-        thread_count: threads,
-        think_ns_min: think_us_min * 1000,
-        think_ns_max: think_us_max * 1000,
-        request_count: requests,
-        seed,
-        disk_seed: seed,
-    };
-    let mut capture = Vec::new();
-    let on_source = run_application(Arc::clone(&source), &workload, &config, &mut |request| capture.push(request));
-    let on_target = run_application(Arc::clone(&target), &workload, &config, &mut |_| {});
-    let unscaled = replay_on(&source, &capture, Mode::Faithful, seed);
-    let modes = [Mode::Faithful, Mode::Afap, Mode::Load, Mode::Scaled { factor: 2.0 }, Mode::Dependency];
-    let scaled: Vec<serde_json::Value> =
-        modes.iter().map(|&mode| against(mode, &replay_on(&target, &capture, mode, seed), &on_target)).collect();
-    let recorded = unscaled.recorded.expect("captures record response times");
+    let workload =
+        SyntheticSpec { pattern: Pattern::TpcB, block_count, request_blocks: 1, read_fraction: 0.5, scatter: false, seed };
+    let rows: Vec<serde_json::Value> = THREAD_COUNTS
+        .iter()
+        .map(|&threads| {
+            let config = ApplicationConfig {
+                thread_count: threads,
+                think_ns_min: THINK_US.0 * 1000,
+                think_ns_max: THINK_US.1 * 1000,
+                request_count: requests,
+                seed,
+                disk_seed: seed,
+            };
+            row(&source, &target, &workload, &config)
+        })
+        .collect();
     let json = serde_json::json!({
         "source_model": source_name,
         "target_model": target_name,
         "requests": requests,
         "seed": seed,
-        "threads": threads,
-        "think_us": [think_us_min, think_us_max],
+        "think_us": [THINK_US.0, THINK_US.1],
+        "rows": rows,
+    });
+    println!("{json}");
+}
+
+/// One thread count: the application on both drives, the capture replayed
+/// unscaled on the source and in every mode on the target.
+fn row(
+    source: &Arc<DiskModel>,
+    target: &Arc<DiskModel>,
+    workload: &SyntheticSpec,
+    config: &ApplicationConfig,
+) -> serde_json::Value {
+    let mut capture = Vec::new();
+    let on_source = run_application(Arc::clone(source), workload, config, &mut |request| capture.push(request));
+    let on_target = run_application(Arc::clone(target), workload, config, &mut |_| {});
+    let unscaled = replay_on(source, &capture, Mode::Faithful, config.disk_seed);
+    let recorded = unscaled.recorded.expect("captures record response times");
+    let modes = [Mode::Faithful, Mode::Afap, Mode::Load, Mode::Scaled { factor: 2.0 }, Mode::Dependency];
+    let replays: Vec<serde_json::Value> = modes
+        .iter()
+        .map(|&mode| against(mode, &replay_on(target, &capture, mode, config.disk_seed), &on_target))
+        .collect();
+    serde_json::json!({
+        "threads": config.thread_count,
         "application_on_source": application_json(&on_source),
         "application_on_target": application_json(&on_target),
         "unscaled_on_source": {
@@ -70,9 +85,8 @@ fn main() {
             "mean_latency_error_percent": recorded.mean_latency_error_percent,
             "reordered_fraction": unscaled.reordered_fraction,
         },
-        "replayed_on_target": scaled,
-    });
-    println!("{json}");
+        "replayed_on_target": replays,
+    })
 }
 
 fn replay_on(model: &Arc<DiskModel>, capture: &[TraceRequest], mode: Mode, seed: u64) -> ReplayReport {
