@@ -31,8 +31,14 @@ fn main() {
     let source = Arc::new(DiskModel::builtin(source_name).expect("a built-in model"));
     let target = Arc::new(DiskModel::builtin(target_name).expect("a built-in model"));
     let block_count = source.sector_count().min(target.sector_count()) * 512 / APPLICATION_BLOCK_BYTES;
-    let workload =
-        SyntheticSpec { pattern: Pattern::TpcB, block_count, request_blocks: 1, read_fraction: 0.5, scatter: false, seed };
+    let workload = SyntheticSpec {
+        pattern: Pattern::TpcB,
+        block_count,
+        request_blocks: 1,
+        read_fraction: 0.5,
+        scatter: false,
+        seed,
+    };
     let rows: Vec<serde_json::Value> = THREAD_COUNTS
         .iter()
         .map(|&threads| {

@@ -24,8 +24,8 @@
 //! `scatter` is set, which spreads them with a fixed bijection of the space.
 //!
 //! The SRARW workload of the proximal I/O paper (fill, random updates, serial
-//! reads) has its own generators, [`SrarwUpdates`] and [`srarw_read_order`],
-//! shaped to the laboratory's volume experiments.
+//! reads) has its own generators, [`SrarwUpdates`] and [`SrarwReadOrders`],
+//! which the laboratory's volume experiments draw from.
 //!
 //! [`open_loop`] gives a workload Poisson arrival times, to write it as a trace.
 
@@ -300,7 +300,8 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
-/// Independent random streams of one seed, as the laboratory draws them.
+/// Independent random streams of one seed: stream `purpose` of the ChaCha8
+/// generator seeded with `seed`.
 pub fn seeded_stream(seed: u64, purpose: u64) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(purpose);
@@ -335,10 +336,24 @@ impl Iterator for SrarwUpdates {
     }
 }
 
-/// The order in which SRARW reads its extents back: `items` shuffled with
-/// stream 3 of the seed.
-pub fn srarw_read_order<T>(seed: u64, items: &mut [T]) {
-    items.shuffle(&mut seeded_stream(seed, 3));
+/// The orders in which SRARW reads its extents back: each a shuffle drawn
+/// from stream 3 of the seed, one after another (a run that reads its extents
+/// fresh and again after aging draws two orders from the one stream).
+#[derive(Debug, Clone)]
+pub struct SrarwReadOrders {
+    rng: ChaCha8Rng,
+}
+
+impl SrarwReadOrders {
+    /// The read orders of `seed`.
+    pub fn new(seed: u64) -> SrarwReadOrders {
+        SrarwReadOrders { rng: seeded_stream(seed, 3) }
+    }
+
+    /// Shuffles `items` into the next read order.
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        items.shuffle(&mut self.rng);
+    }
 }
 
 /// Gives `workload` Poisson arrivals at `requests_per_second` (exponential
@@ -428,6 +443,20 @@ mod tests {
         }
         let sequential: Vec<u64> = SyntheticWorkload::new(spec(Pattern::Sequential)).take(3).map(|r| r.block).collect();
         assert_eq!(sequential, [0, 1, 2]);
+    }
+
+    #[test]
+    fn srarw_updates_and_read_orders_follow_their_seed() {
+        let updates: Vec<(usize, u64)> = SrarwUpdates::new(3, 5, 4096).take(1000).collect();
+        assert!(updates.iter().all(|&(extent, block)| extent < 5 && block < 4096));
+        assert_eq!(updates, SrarwUpdates::new(3, 5, 4096).take(1000).collect::<Vec<_>>());
+        let mut orders = SrarwReadOrders::new(3);
+        let (mut first, mut second) = ((0..50).collect::<Vec<u32>>(), (0..50).collect::<Vec<u32>>());
+        orders.shuffle(&mut first);
+        orders.shuffle(&mut second);
+        assert_ne!(first, second, "successive orders continue the stream");
+        first.sort_unstable();
+        assert_eq!(first, (0..50).collect::<Vec<u32>>(), "a permutation");
     }
 
     #[test]
