@@ -10,7 +10,7 @@
 //!    range) or skips it;
 //! 3. in dependency mode, [`dependency::DependencyInference`] names the
 //!    earlier requests each one waited for;
-//! 4. a scheduler ([`scheduler`]) decides which request goes next and when;
+//! 4. a scheduler (module `scheduler`) decides which request goes next and when;
 //! 5. the target runs them; [`metrics::Metrics`] measures.
 //!
 //! **Modes** ([`Mode`]):
