@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use proxima_disk::{DiskModel, DiskOp, DiskRequest, HardDisk, Nanos};
 use rand::Rng;
+use rand_chacha::ChaCha8Rng;
 
 use crate::request::{Operation, TraceRequest};
 use crate::synthetic::{seeded_stream, SyntheticSpec, SyntheticWorkload};
@@ -56,12 +57,70 @@ pub struct ApplicationResult {
     pub mean_latency_ms: f64,
 }
 
-/// A request in flight: its thread and issue order.
-#[derive(Debug, Clone, Copy)]
-struct Outstanding {
-    thread: usize,
-    sequence: u64,
-    request: TraceRequest,
+/// The application's state while it runs.
+struct Run<'a> {
+    disk: HardDisk,
+    config: &'a ApplicationConfig,
+    sectors_per_block: u64,
+    generators: Vec<SyntheticWorkload>,
+    think: ChaCha8Rng,
+    /// Threads whose think time ends at a time: (time, thread).
+    timers: BinaryHeap<Reverse<(Nanos, usize)>>,
+    /// Requests in flight by id (= issue order): their thread and request.
+    outstanding: BTreeMap<u64, (usize, TraceRequest)>,
+    /// Completed requests not yet captured because an earlier one is in flight.
+    finished: BTreeMap<u64, TraceRequest>,
+    issued: u64,
+    captured: u64,
+    completed: u64,
+    latency_sum_ns: u128,
+    last_completion_ns: Nanos,
+}
+
+impl Run<'_> {
+    /// Handles the drive's completions at `time_ns`, captures what is in
+    /// order, and starts the threads' think times.
+    fn complete(&mut self, time_ns: Nanos, capture: &mut dyn FnMut(TraceRequest)) {
+        let mut completions = Vec::new();
+        self.disk.advance(time_ns, &mut completions);
+        for done in &completions {
+            let (thread, request) = self.outstanding.remove(&done.id).expect("completions name issued requests");
+            let response_ns = done.completion_ns - done.arrival_ns;
+            self.completed += 1;
+            self.latency_sum_ns += u128::from(response_ns);
+            self.last_completion_ns = done.completion_ns;
+            self.finished.insert(done.id, TraceRequest { response_ns: Some(response_ns), ..request });
+            let pause = self.think.gen_range(self.config.think_ns_min..=self.config.think_ns_max);
+            self.timers.push(Reverse((done.completion_ns + pause, thread)));
+        }
+        while let Some(entry) = self.finished.first_entry().filter(|entry| *entry.key() == self.captured) {
+            capture(entry.remove());
+            self.captured += 1;
+        }
+    }
+
+    /// `thread`'s think time ended at `time_ns`: it issues its next request.
+    fn issue(&mut self, time_ns: Nanos, thread: usize) {
+        if self.issued == self.config.request_count {
+            return;
+        }
+        let request = self.generators[thread].next().expect("generators are endless");
+        let op = if request.operation == Operation::Read { DiskOp::Read } else { DiskOp::Write };
+        let lbn = request.block * self.sectors_per_block;
+        let sector_count = u32::try_from(request.block_count * self.sectors_per_block).expect("small requests");
+        self.disk.arrive(time_ns, DiskRequest { id: self.issued, op, lbn, sector_count });
+        let trace_request = TraceRequest {
+            line_number: self.issued + 1,
+            issue_ns: time_ns,
+            device: 0,
+            operation: request.operation,
+            offset_bytes: request.block * APPLICATION_BLOCK_BYTES,
+            length_bytes: request.block_count * APPLICATION_BLOCK_BYTES,
+            response_ns: None,
+        };
+        self.outstanding.insert(self.issued, (thread, trace_request));
+        self.issued += 1;
+    }
 }
 
 /// Runs the application on a fresh drive of `model`; `capture` receives every
@@ -76,74 +135,45 @@ pub fn run_application(
     assert!(config.think_ns_min <= config.think_ns_max, "think time range");
     let sectors_per_block = APPLICATION_BLOCK_BYTES / u64::from(model.sector_size_bytes());
     assert!(workload.block_count * sectors_per_block <= model.sector_count(), "the workload fits on the drive");
-    let mut disk = HardDisk::new(model, config.disk_seed);
-    let mut generators: Vec<SyntheticWorkload> = (0..config.thread_count)
-        .map(|thread| {
-            SyntheticWorkload::new(SyntheticSpec { seed: workload.seed.wrapping_add(thread as u64), ..*workload })
-        })
-        .collect();
-    let mut think = seeded_stream(config.seed, 11);
-    // Threads whose think time ends at a time: (time, thread).
-    let mut timers: BinaryHeap<Reverse<(Nanos, usize)>> = (0..config.thread_count).map(|t| Reverse((0, t))).collect();
-    let mut outstanding: BTreeMap<u64, Outstanding> = BTreeMap::new();
-    // Completed requests not yet captured because an earlier one is in flight.
-    let mut finished: BTreeMap<u64, TraceRequest> = BTreeMap::new();
-    let (mut issued, mut captured, mut completed, mut latency_sum_ns, mut last_ns) = (0u64, 0u64, 0u64, 0u128, 0);
-    let mut completions = Vec::new();
+    let mut run = Run {
+        disk: HardDisk::new(model, config.disk_seed),
+        config,
+        sectors_per_block,
+        generators: (0..config.thread_count)
+            .map(|thread| {
+                SyntheticWorkload::new(SyntheticSpec { seed: workload.seed.wrapping_add(thread as u64), ..*workload })
+            })
+            .collect(),
+        think: seeded_stream(config.seed, 11),
+        timers: (0..config.thread_count).map(|thread| Reverse((0, thread))).collect(),
+        outstanding: BTreeMap::new(),
+        finished: BTreeMap::new(),
+        issued: 0,
+        captured: 0,
+        completed: 0,
+        latency_sum_ns: 0,
+        last_completion_ns: 0,
+    };
     loop {
-        let next_timer = timers.peek().map(|Reverse((time, _))| *time);
-        let next_completion = disk.next_event_ns();
-        match (next_completion, next_timer) {
+        let next_timer = run.timers.peek().map(|Reverse((time, _))| *time);
+        match (run.disk.next_event_ns(), next_timer) {
+            // Completions first, also when a think time ends at the same instant.
             (Some(completion), timer) if timer.is_none_or(|timer| completion <= timer) => {
-                completions.clear();
-                disk.advance(completion, &mut completions);
-                for done in &completions {
-                    let entry = outstanding.remove(&done.id).expect("completions name issued requests");
-                    let response_ns = done.completion_ns - done.arrival_ns;
-                    completed += 1;
-                    latency_sum_ns += u128::from(response_ns);
-                    last_ns = done.completion_ns;
-                    finished.insert(entry.sequence, TraceRequest { response_ns: Some(response_ns), ..entry.request });
-                    let pause = think.gen_range(config.think_ns_min..=config.think_ns_max);
-                    timers.push(Reverse((done.completion_ns + pause, entry.thread)));
-                }
-                while let Some(entry) = finished.first_entry().filter(|entry| *entry.key() == captured) {
-                    capture(entry.remove());
-                    captured += 1;
-                }
+                run.complete(completion, capture);
             }
             (_, Some(time)) => {
-                let Reverse((_, thread)) = timers.pop().expect("peeked");
-                if issued == config.request_count {
-                    continue;
-                }
-                let request = generators[thread].next().expect("generators are endless");
-                let operation = if request.operation == Operation::Read { DiskOp::Read } else { DiskOp::Write };
-                let lbn = request.block * sectors_per_block;
-                let sector_count = u32::try_from(request.block_count * sectors_per_block).expect("small requests");
-                disk.arrive(time, DiskRequest { id: issued, op: operation, lbn, sector_count });
-                let trace_request = TraceRequest {
-                    line_number: issued + 1,
-                    issue_ns: time,
-                    device: 0,
-                    operation: request.operation,
-                    offset_bytes: request.block * APPLICATION_BLOCK_BYTES,
-                    length_bytes: request.block_count * APPLICATION_BLOCK_BYTES,
-                    response_ns: None,
-                };
-                outstanding.insert(issued, Outstanding { thread, sequence: issued, request: trace_request });
-                issued += 1;
+                let Reverse((_, thread)) = run.timers.pop().expect("peeked");
+                run.issue(time, thread);
             }
-            (None, None) => break,
-            (Some(_), None) => unreachable!("handled by the first arm"),
+            (_, None) => break,
         }
     }
-    assert_eq!(completed, config.request_count, "every request completes");
-    let execution_ns = last_ns.max(1);
+    assert_eq!(run.completed, config.request_count, "every request completes");
+    let execution_ns = run.last_completion_ns.max(1);
     ApplicationResult {
-        completed,
+        completed: run.completed,
         execution_ns,
-        iops: completed as f64 * 1e9 / execution_ns as f64,
-        mean_latency_ms: latency_sum_ns as f64 / completed as f64 / 1e6,
+        iops: run.completed as f64 * 1e9 / execution_ns as f64,
+        mean_latency_ms: run.latency_sum_ns as f64 / run.completed as f64 / 1e6,
     }
 }

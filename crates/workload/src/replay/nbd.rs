@@ -95,8 +95,9 @@ impl NbdTarget {
         ReplayError::Target(format!("NBD server {}: {error}", self.address))
     }
 
-    /// Grows the write payload to `length` bytes of a fixed pseudo-random pattern.
-    fn payload(&mut self, length: usize) -> &[u8] {
+    /// Grows the write payload to at least `length` bytes of a fixed
+    /// pseudo-random pattern (xorshift).
+    fn grow_payload(&mut self, length: usize) {
         let mut state = 0x9E37_79B9_7F4A_7C15_u64.wrapping_add(self.payload.len() as u64);
         while self.payload.len() < length {
             state ^= state << 13;
@@ -104,7 +105,6 @@ impl NbdTarget {
             state ^= state << 17;
             self.payload.extend_from_slice(&state.to_le_bytes());
         }
-        &self.payload[..length]
     }
 
     fn write_request(&mut self, id: u64, request: &TargetRequest) -> Result<(), ReplayError> {
@@ -122,8 +122,9 @@ impl NbdTarget {
         let header = request_header(command.code(), cookie, request.offset_bytes, length);
         self.writer.write_all(&header).map_err(|error| self.io_error(error))?;
         if command == Command::Write {
-            let payload = self.payload(length as usize).to_vec();
-            self.writer.write_all(&payload).map_err(|error| self.io_error(error))?;
+            self.grow_payload(length as usize);
+            let written = self.writer.write_all(&self.payload[..length as usize]);
+            written.map_err(|error| self.io_error(error))?;
         }
         Ok(())
     }
