@@ -9,6 +9,7 @@ mod disk_lab;
 mod extent;
 mod fsck;
 mod management;
+mod replay;
 mod reproduce;
 mod serve;
 mod service_common;
@@ -45,6 +46,8 @@ enum Command {
     Fsck(fsck::FsckArgs),
     /// Serve a volume's extents and snapshots over NBD.
     Serve(serve::ServeArgs),
+    /// Replay a block trace on the disk model or against an NBD export; accuracy figures as JSON.
+    Replay(replay::ReplayArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,5 +61,6 @@ fn main() -> ExitCode {
         Command::Status(args) => status::run(&args),
         Command::Fsck(args) => fsck::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Replay(args) => replay::run(&args),
     }
 }

@@ -16,6 +16,10 @@
 //!    positions before each extent, as a full-size array read in random extent
 //!    order would find them.
 //!
+//! The updates and the read orders come from the workload crate's SRARW
+//! generators ([`SrarwUpdates`], [`SrarwReadOrders`]); this module is the rig:
+//! the volume, the destage observer, the arm positions and the measurements.
+//!
 //! **Scale.** `scale` is the fraction of each drive used: the array is built on
 //! a centred window of that many blocks of every drive (the drive's geometry,
 //! zones and seek curve unchanged), and the number of extents and the staging
@@ -30,8 +34,7 @@ use std::sync::Arc;
 use proxima_device::BlockDevice;
 use proxima_disk::DiskModel;
 use proxima_engine::{DestageBatchReport, DestageObserver, EngineError, Layout, Volume, VolumeOptions};
-use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use proxima_workload::synthetic::{seeded_stream, SrarwReadOrders, SrarwUpdates};
 use rand_chacha::ChaCha8Rng;
 
 use crate::measure::{ratio, BatchMeasurement, BatchSummary};
@@ -264,16 +267,12 @@ pub struct LabVolume {
     spec: RunSpec,
     capacity_blocks: u64,
     staging_blocks: u64,
-    updates: ChaCha8Rng,
+    /// The random updates (the workload's stream 1 of the seed).
+    updates: SrarwUpdates,
+    /// The arm positions (stream 2).
     arms: ChaCha8Rng,
-    reads: ChaCha8Rng,
-}
-
-/// Independent random streams of one seed.
-fn stream(seed: u64, purpose: u64) -> ChaCha8Rng {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(purpose);
-    rng
+    /// The read orders (stream 3).
+    reads: SrarwReadOrders,
 }
 
 fn engine_error(error: EngineError) -> LabError {
@@ -310,9 +309,9 @@ impl LabVolume {
             spec: spec.clone(),
             capacity_blocks,
             staging_blocks,
-            updates: stream(spec.seed, 1),
-            arms: stream(spec.seed, 2),
-            reads: stream(spec.seed, 3),
+            updates: SrarwUpdates::new(spec.seed, extent_count as usize, EXTENT_BLOCKS),
+            arms: seeded_stream(spec.seed, 2),
+            reads: SrarwReadOrders::new(spec.seed),
         };
         lab.fill(extent_count, progress)?;
         Ok(lab)
@@ -368,9 +367,8 @@ impl LabVolume {
         let started_ns = self.now_ns();
         take_member_logs(self.volume.data_device_mut());
         for update in 0..update_count {
-            let extent = self.extent_ids[self.updates.gen_range(0..self.extent_ids.len())];
-            let block = self.updates.gen_range(0..EXTENT_BLOCKS);
-            self.update(extent, block, &mut aging)?;
+            let (extent_index, block) = self.updates.next().expect("updates are endless");
+            self.update(self.extent_ids[extent_index], block, &mut aging)?;
             if (update + 1) % UPDATES_PER_LOG_DRAIN == 0 {
                 let logs = take_member_logs(self.volume.data_device_mut());
                 aging.absorb(&logs);
@@ -435,7 +433,7 @@ impl LabVolume {
     /// Reads every extent in random order, in requests of up to 974 blocks.
     pub fn read_every_extent(&mut self, progress: &mut dyn Progress) -> Result<ReadFigures, LabError> {
         let mut order = self.extent_ids.clone();
-        order.shuffle(&mut self.reads);
+        self.reads.shuffle(&mut order);
         progress.start_phase(&format!("reading every extent ({})", self.label()), order.len() as u64);
         let mut figures = ReadFigures::default();
         take_member_logs(self.volume.data_device_mut());
