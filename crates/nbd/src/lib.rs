@@ -7,8 +7,8 @@
 //! - [`MemoryBackend`] (sparse, in memory) and [`FileBackend`] (raw files).
 //! - [`session`]: one connection: handshake, option haggling, validation at the
 //!   edge, pipelined transmission.
-//! - [`server`]: listeners, a thread per connection (two once attached) and a
-//!   worker pool shared by all, limits on connections and memory, a bounded
+//! - [`server`]: listeners, two threads per connection and a worker pool
+//!   shared by all, limits on connections and memory, a bounded
 //!   clean shutdown.
 //! - [`budget`], [`buffers`], [`pool`]: the server's memory budgets, its
 //!   recycled request buffers, and its worker pool.

@@ -1,7 +1,6 @@
-//! The NBD server: Unix socket and TCP listeners, a thread per connection (a
-//! second one, sending replies, once the connection is attached to an export),
-//! a pool of worker threads shared by every connection that executes the
-//! requests, and a shutdown bounded in time.
+//! The NBD server: Unix socket and TCP listeners, two threads per connection
+//! (one reads requests, one sends replies), a pool of worker threads shared by
+//! every connection that executes the requests, and a shutdown bounded in time.
 //!
 //! Limits, each with a setting in [`ServerConfig`]:
 //! - connections: past [`ServerConfig::connection_limit`], a new connection is
@@ -11,9 +10,8 @@
 //!   [`ServerConfig::server_memory_bytes`] in all (see [`crate::budget`]):
 //!   past them, the server stops reading a connection's requests until its
 //!   replies drain;
-//! - threads: a connection whose thread cannot be created is refused the
-//!   same way, and one whose reply thread cannot be created is closed; the
-//!   server goes on serving the others.
+//! - threads: a connection whose threads cannot be created is refused the
+//!   same way, before its handshake; the server goes on serving the others.
 //!
 //! Connections are isolated: a session that fails, or panics, ends only its own
 //! threads. Shutdown (on request, or on SIGINT/SIGTERM when signals are
@@ -45,7 +43,7 @@ use crate::protocol::handshake::{
     HANDSHAKE_FLAG_NO_ZEROES, OPTION_HEADER_LENGTH_BYTES, OPT_ABORT, OPT_EXPORT_NAME, REP_ERR_POLICY,
 };
 use crate::session::{
-    Pipeline, Session, SessionConfig, MAXIMUM_PAYLOAD_BYTES, OPTION_DATA_MAX_BYTES, REQUEST_OVERHEAD_BYTES,
+    Pipeline, ReplyThread, Session, SessionConfig, MAXIMUM_PAYLOAD_BYTES, OPTION_DATA_MAX_BYTES, REQUEST_OVERHEAD_BYTES,
 };
 
 /// The default TCP address, on the IANA port for NBD.
@@ -486,6 +484,10 @@ impl<B: Backend + 'static> Server<B> {
             warn!(peer = %label, "refusing a connection: {reason}");
             return Err((kept, reason));
         }
+        let reply_thread = match ReplyThread::start(format!("nbd-replies-{id}")) {
+            Ok(reply_thread) => reply_thread,
+            Err(error) => return Err(no_thread(kept, &label, &error)),
+        };
         lock_registry(&shared.registry).insert(id, kept);
         let backend = Arc::clone(&self.backend);
         let session_config = SessionConfig { connection_label: format!("#{id} {label}") };
@@ -499,18 +501,23 @@ impl<B: Backend + 'static> Server<B> {
         let registry = Arc::clone(&shared.registry);
         let failures = Arc::clone(&shared.failures);
         let spawned = std::thread::Builder::new().name(format!("nbd-connection-{id}")).spawn(move || {
-            let result = Session::new(&*backend, session_config).run_pipelined(reader, writer, &pipeline);
-            if result.is_err() {
+            let session = Session::new(&*backend, session_config);
+            if session.run_pipelined(reader, writer, &pipeline, reply_thread).is_err() {
                 failures.fetch_add(1, Ordering::SeqCst);
             }
             lock_registry(&registry).remove(&id);
         });
         spawned.map_err(|error| {
-            warn!(peer = %label, "refusing a connection: cannot start its thread: {error}");
             let kept = lock_registry(&shared.registry).remove(&id).expect("registered above");
-            (kept, format!("the server cannot take another connection now ({error})"))
+            no_thread(kept, &label, &error)
         })
     }
+}
+
+/// A connection refused for want of a thread.
+fn no_thread(kept: ConnectionStream, label: &str, error: &io::Error) -> (ConnectionStream, String) {
+    warn!(peer = %label, "refusing a connection: cannot start its threads: {error}");
+    (kept, format!("the server cannot take another connection now ({error})"))
 }
 
 /// An accepted connection: a buffered reader, a writer, the socket kept for

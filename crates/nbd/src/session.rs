@@ -26,7 +26,8 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
 
 use thiserror::Error;
 use tracing::{debug, error, warn};
@@ -116,16 +117,6 @@ pub enum SessionError {
         /// What the client did.
         reason: String,
     },
-    /// The server lacked a resource the connection needs (a thread).
-    #[error("{connection}: cannot start {what}: {source}")]
-    Resources {
-        /// The connection.
-        connection: String,
-        /// What could not be started.
-        what: &'static str,
-        /// The error.
-        source: io::Error,
-    },
 }
 
 /// Serves one connection on a backend.
@@ -182,13 +173,14 @@ impl<'b, B: Backend> Session<'b, B> {
     }
 
     /// Runs the whole session with pipelined transmission: requests execute on
-    /// `pipeline`'s worker pool and a second thread of this connection sends
-    /// their replies (see the module documentation).
-    pub fn run_pipelined<R: Read, W: Write + Send>(
+    /// `pipeline`'s worker pool and `reply_thread`, started with the
+    /// connection, sends their replies (see the module documentation).
+    pub fn run_pipelined<R: Read, W: Write + Send + 'static>(
         &self,
         mut reader: R,
         mut writer: W,
         pipeline: &Pipeline,
+        reply_thread: ReplyThread,
     ) -> Result<SessionEnd, SessionError>
     where
         B::Export: 'static,
@@ -196,7 +188,7 @@ impl<'b, B: Backend> Session<'b, B> {
         let result = match self.handshake(&mut reader, &mut writer) {
             Ok(HandshakeOutcome::Ended(end)) => Ok(end),
             Ok(HandshakeOutcome::Attached(attachment)) => {
-                self.transmit_pipelined(&mut reader, writer, attachment, pipeline)
+                self.transmit_pipelined(&mut reader, writer, attachment, pipeline, reply_thread)
             }
             Err(error) => Err(error),
         };
@@ -527,12 +519,13 @@ impl<'b, B: Backend> Session<'b, B> {
     /// hard disconnect, shutdown) stops the reading; requests already read are
     /// still answered, unless the client stops reading replies or shutdown
     /// cuts the connection.
-    fn transmit_pipelined<R: Read, W: Write + Send>(
+    fn transmit_pipelined<R: Read, W: Write + Send + 'static>(
         &self,
         reader: &mut R,
         writer: W,
         attachment: Attachment<B::Export>,
         pipeline: &Pipeline,
+        reply_thread: ReplyThread,
     ) -> Result<SessionEnd, SessionError>
     where
         B::Export: 'static,
@@ -548,25 +541,22 @@ impl<'b, B: Backend> Session<'b, B> {
             buffers: Arc::clone(&pipeline.buffers),
             server_stopping: Arc::clone(&pipeline.server_stopping),
         });
-        std::thread::scope(|scope| {
-            let reply_thread = std::thread::Builder::new()
-                .name(format!("nbd-replies-{}", pipeline.connection_id))
-                .spawn_scoped(scope, || connection.send_replies(writer))
-                .map_err(|source| SessionError::Resources {
-                    connection: self.label().to_owned(),
-                    what: "the reply thread",
-                    source,
-                })?;
-            let read_outcome = self.read_requests(reader, &limits, &connection, pipeline);
-            connection.finish_reading();
-            let write_outcome =
-                reply_thread.join().unwrap_or_else(|_| Err(io::Error::other("the reply thread panicked")));
-            match (read_outcome, write_outcome) {
-                (Err(error), _) => Err(error),
-                (Ok(_), Err(error)) => Err(self.io_error(error)),
-                (Ok(end), Ok(())) => Ok(end),
-            }
-        })
+        let (outcome_sender, outcome) = mpsc::channel();
+        let replying = Arc::clone(&connection);
+        let replies_thread = reply_thread.run(Box::new(move || {
+            // The receiver waits for this result; it cannot be gone.
+            let _ = outcome_sender.send(replying.send_replies(writer));
+        }));
+        let read_outcome = self.read_requests(reader, &limits, &connection, pipeline);
+        connection.finish_reading();
+        let write_outcome =
+            outcome.recv().unwrap_or_else(|_| Err(io::Error::other("the reply thread ended without a result")));
+        let _ = replies_thread.join();
+        match (read_outcome, write_outcome) {
+            (Err(error), _) => Err(error),
+            (Ok(_), Err(error)) => Err(self.io_error(error)),
+            (Ok(end), Ok(())) => Ok(end),
+        }
     }
 
     /// The reading half of [`Session::transmit_pipelined`].
@@ -851,6 +841,48 @@ pub struct Pipeline {
     /// Set when the server stops: no further request is read, and requests
     /// not yet started are answered with `ESHUTDOWN`.
     pub server_stopping: Arc<AtomicBool>,
+}
+
+/// A connection's reply thread. The server starts it with the connection, so
+/// that a connection is accepted only with every thread it needs (a client is
+/// refused before its handshake rather than cut off after it); the session
+/// gives it its work once the client attaches. Dropped unused, it ends.
+#[derive(Debug)]
+pub struct ReplyThread {
+    work: Option<mpsc::SyncSender<ReplyWork>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+type ReplyWork = Box<dyn FnOnce() + Send + 'static>;
+
+impl ReplyThread {
+    /// Starts the thread, named `name`, waiting for its work.
+    pub fn start(name: String) -> io::Result<Self> {
+        let (work, receiver) = mpsc::sync_channel::<ReplyWork>(1);
+        let thread = std::thread::Builder::new().name(name).spawn(move || {
+            if let Ok(work) = receiver.recv() {
+                work();
+            }
+        })?;
+        Ok(Self { work: Some(work), thread: Some(thread) })
+    }
+
+    /// Gives the thread its work; the thread to join once the work is done.
+    fn run(mut self, work: ReplyWork) -> JoinHandle<()> {
+        let sender = self.work.take().expect("a reply thread is given work once");
+        // The thread waits for this message; it cannot have ended.
+        let _ = sender.send(work);
+        self.thread.take().expect("a reply thread is given work once")
+    }
+}
+
+impl Drop for ReplyThread {
+    fn drop(&mut self) {
+        drop(self.work.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// A validated request ready to execute, with a write's payload.
