@@ -83,8 +83,13 @@ pub fn run(args: &ReproduceArgs) -> ExitCode {
         scale: args.scale.or(experiment.default_scale),
         jobs: usize::from(args.jobs.unwrap_or(1)),
     };
+    let jobs = if experiment_flags(experiment).contains(&"--jobs") {
+        format!(", {} simulation(s) at once", options.jobs)
+    } else {
+        String::new()
+    };
     eprintln!(
-        "proxima reproduce {}: model {}, seed {}, writing to {}",
+        "proxima reproduce {}: model {}, seed {}{jobs}, writing to {}",
         experiment.name,
         options.model,
         options.seed,
