@@ -150,7 +150,7 @@ fn unread_replies_hold_the_reading_to_the_budget_while_others_are_served() {
     let running = start(Arc::clone(&backend), config);
     let (mut hostile, _) = RawClient::attach(&running.socket, "disk", true, false);
     for cookie in 0..8 {
-        hostile.request(Command::Read, 0, cookie, u64::from(cookie) * u64::from(READ_BYTES), READ_BYTES);
+        hostile.request(Command::Read, 0, cookie, cookie * u64::from(READ_BYTES), READ_BYTES);
     }
     // Another connection is served meanwhile, several times over.
     let (mut other, _) = RawClient::attach(&running.socket, "disk", true, false);
