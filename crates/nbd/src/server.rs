@@ -648,3 +648,45 @@ fn tell_refusal(stream: &mut ConnectionStream, reason: &str) -> io::Result<()> {
     stream.shutdown(Shutdown::Both);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_are_checked_against_each_other() {
+        assert!(ServerConfig::default().check().is_ok());
+        let refused = |config: ServerConfig| match config.check() {
+            Err(ServerError::Config { setting, .. }) => setting,
+            other => panic!("not refused: {other:?}"),
+        };
+        assert_eq!(refused(ServerConfig { worker_count: 0, ..ServerConfig::default() }), "worker_count");
+        assert_eq!(refused(ServerConfig { connection_limit: 0, ..ServerConfig::default() }), "connection_limit");
+        let too_little =
+            ServerConfig { connection_memory_bytes: CONNECTION_MEMORY_BYTES_MIN - 1, ..ServerConfig::default() };
+        assert_eq!(refused(too_little), "connection_memory_bytes");
+        let total_below_one = ServerConfig { server_memory_bytes: (64 << 20) - 1, ..ServerConfig::default() };
+        assert_eq!(refused(total_below_one), "server_memory_bytes");
+        let smallest = ServerConfig {
+            connection_memory_bytes: CONNECTION_MEMORY_BYTES_MIN,
+            server_memory_bytes: CONNECTION_MEMORY_BYTES_MIN,
+            ..ServerConfig::default()
+        };
+        assert!(smallest.check().is_ok());
+    }
+
+    #[test]
+    fn a_second_request_to_stop_is_urgent() {
+        let handle = ShutdownHandle::default();
+        assert!(!handle.is_requested());
+        handle.request();
+        handle.request();
+        assert!(handle.is_requested() && !handle.is_urgent(), "asking twice in code is not urgent");
+        // What the signal handler does for a second signal.
+        handle.requests.fetch_add(1, Ordering::SeqCst);
+        assert!(handle.is_urgent());
+        let urgent = ShutdownHandle::default();
+        urgent.request_urgent();
+        assert!(urgent.is_requested() && urgent.is_urgent());
+    }
+}

@@ -83,23 +83,23 @@ impl RawConnection {
         }
     }
 
-    /// Writes `data` at `offset_bytes`, flushes, reads it back and compares.
+    /// Writes `data` at `offset_bytes`, flushes, reads it back and compares,
+    /// each request sent once the previous one is answered (requests in flight
+    /// together may execute in any order, and a flush covers only the writes
+    /// already answered).
     pub fn write_flush_verify(&mut self, offset_bytes: u64, data: &[u8]) -> Result<(), String> {
         let length = u32::try_from(data.len()).expect("a small write");
-        self.send(Command::Write, 1, offset_bytes, length, data);
-        self.send(Command::Flush, 2, 0, 0, &[]);
-        self.send(Command::Read, 3, offset_bytes, length, &[]);
-        let mut read_back = None;
-        for _ in 0..3 {
-            let (cookie, error, bytes) = self.reply();
-            if error != 0 {
-                return Err(format!("request {cookie} failed with error {error}"));
+        let mut exchange = |command: Command, cookie: u64, offset: u64, length: u32, payload: &[u8]| {
+            self.send(command, cookie, offset, length, payload);
+            match self.reply() {
+                (answered, 0, bytes) if answered == cookie => Ok(bytes),
+                (answered, error, _) => Err(format!("request {cookie}: reply to {answered} with error {error}")),
             }
-            if cookie == 3 {
-                read_back = Some(bytes);
-            }
-        }
-        if read_back.as_deref() != Some(data) {
+        };
+        exchange(Command::Write, 1, offset_bytes, length, data)?;
+        exchange(Command::Flush, 2, 0, 0, &[])?;
+        let read_back = exchange(Command::Read, 3, offset_bytes, length, &[])?;
+        if read_back != data {
             return Err(format!("the data read back at {offset_bytes} differs"));
         }
         Ok(())
