@@ -589,6 +589,7 @@ impl<'b, B: Backend> Session<'b, B> {
                         return Ok(stopped());
                     };
                     let Some(payload) = self.read_payload(reader, &header, command, &pipeline.buffers)? else {
+                        connection.begin_request();
                         connection.queue_reply(out_of_memory_reply(&header, connection.structured), reservation);
                         continue;
                     };
@@ -977,7 +978,8 @@ impl<E: Export> Connection<E> {
     }
 
     /// Queues the reply of a request counted by [`Connection::begin_request`]
-    /// (or drops it, and its reservation, once sending has failed).
+    /// (or drops it, and its reservation, once sending has failed). Every
+    /// counted request gets exactly one call: the reply thread waits for them.
     fn queue_reply(&self, reply: ReplyBytes, reservation: Reservation) {
         let mut queue = self.lock();
         if queue.broken {
