@@ -31,6 +31,9 @@ const MAX_REQUEST_BYTES: u64 = 64 * 1024;
 const CONTROL_CLIENTS_MAX: usize = 8;
 /// How long a control client may take to send its request.
 const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client told that the server is busy may take to send its
+/// request and to take the answer (the accept loop waits for it).
+const BUSY_TIMEOUT: Duration = Duration::from_millis(100);
 /// How long a client waits for a server's answer (a snapshot deletion scan or
 /// an fsck of a large volume can take a while).
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(600);
@@ -291,7 +294,11 @@ fn start_client<'scope>(
         let response =
             json!({ "ok": false, "usage": false, "error": format!("the server is busy: {reason}; try again") });
         let _ = stream.set_nonblocking(false);
-        let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+        // The request is read (briefly) before the answer: closing a socket
+        // with unread data resets it, and the client would lose the answer.
+        let _ = stream.set_read_timeout(Some(BUSY_TIMEOUT));
+        let _ = BufReader::new((&stream).take(MAX_REQUEST_BYTES)).read_line(&mut String::new());
+        let _ = stream.set_write_timeout(Some(BUSY_TIMEOUT));
         let _ = (&stream).write_all(format!("{response}\n").as_bytes());
     };
     let live = lock_clients(clients).len();
