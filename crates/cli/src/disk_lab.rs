@@ -87,7 +87,7 @@ pub struct StrandsArgs {
     #[command(flatten)]
     model: ModelArgs,
     /// Requests fall within this many LBNs of the strand's base (1024 track-approximate,
-    /// 100000 proximal); the whole disk when omitted. Ignored by the semi-sequential pattern.
+    /// 100000 proximal); the whole disk when omitted. Random pattern only.
     #[arg(long, value_name = "BLOCKS")]
     span: Option<u64>,
     /// Requests (4 KiB each) per strand.
@@ -159,7 +159,11 @@ pub fn run_strands_command(args: &StrandsArgs) -> ExitCode {
         }
     };
     let placement = match (args.pattern, args.span) {
-        (PatternArg::SemiSequential, _) => Placement::SemiSequential,
+        (PatternArg::SemiSequential, Some(_)) => {
+            eprintln!("proxima disk strands: --span does not apply to --pattern semi-sequential (each request is on the next track)");
+            return ExitCode::from(2);
+        }
+        (PatternArg::SemiSequential, None) => Placement::SemiSequential,
         (PatternArg::Random, Some(span_lbn)) => Placement::Span { span_lbn },
         (PatternArg::Random, None) => Placement::Random,
     };

@@ -10,7 +10,10 @@ use std::process::ExitCode;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use proxima_lab::progress::Progress;
-use proxima_lab::{find_experiment, LabError, ReproduceOptions, EXPERIMENTS};
+use proxima_lab::{
+    find_experiment, proximal_disk, proximal_srarw, proximal_table2, proximal_table3, Experiment, LabError,
+    ReproduceOptions, EXPERIMENTS,
+};
 
 /// `proxima reproduce`.
 #[derive(Debug, Args)]
@@ -26,16 +29,35 @@ pub struct ReproduceArgs {
     /// Disk model: a built-in name or a DiskSim `.parv` file [default: the experiment's].
     #[arg(long)]
     model: Option<String>,
-    /// Fraction of the paper's full size, for experiments that scale [default: the experiment's].
+    /// Fraction of the paper's full size (the layout experiments: proximal-table2,
+    /// proximal-table3, proximal-srarw) [default: the experiment's].
     #[arg(long)]
     scale: Option<f64>,
-    /// Strands per point of a figure [default: the experiment's].
+    /// Strands per point of a figure (proximal-disk) [default: the experiment's].
     #[arg(long)]
     count: Option<u32>,
     /// Independent simulations of a layout experiment run at once, one per
-    /// thread (the figures are the same; peak memory is the sum of those in flight).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
-    jobs: u16,
+    /// thread (the figures are the same; peak memory is the sum of those in
+    /// flight) [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    jobs: Option<u16>,
+}
+
+/// The flags of `reproduce` an experiment takes besides `--out`, `--seed` and
+/// `--model` (which all take): the others would be ignored, so they are refused.
+pub fn experiment_flags(experiment: &Experiment) -> &'static [&'static str] {
+    match experiment.name {
+        proximal_disk::NAME => &["--count"],
+        proximal_table2::NAME | proximal_table3::NAME | proximal_srarw::NAME => &["--scale", "--jobs"],
+        _ => &[],
+    }
+}
+
+/// The first flag given that `experiment` does not take, if any.
+fn inapplicable_flag(experiment: &Experiment, args: &ReproduceArgs) -> Option<&'static str> {
+    let given = [("--scale", args.scale.is_some()), ("--count", args.count.is_some()), ("--jobs", args.jobs.is_some())];
+    let takes = experiment_flags(experiment);
+    given.into_iter().find(|(flag, given)| *given && !takes.contains(flag)).map(|(flag, _)| flag)
 }
 
 /// Runs `proxima reproduce`.
@@ -47,16 +69,27 @@ pub fn run(args: &ReproduceArgs) -> ExitCode {
         }
         return ExitCode::from(2);
     };
+    if let Some(flag) = inapplicable_flag(experiment, args) {
+        let takes = experiment_flags(experiment);
+        let takes = if takes.is_empty() { "none of --scale, --count, --jobs".to_owned() } else { takes.join(", ") };
+        eprintln!("proxima reproduce {}: {flag} does not apply to this experiment (it takes {takes})", experiment.name);
+        return ExitCode::from(2);
+    }
     let options = ReproduceOptions {
         out_dir: args.out.clone().unwrap_or_else(|| PathBuf::from("out").join(experiment.name)),
         seed: args.seed,
         model: args.model.clone().unwrap_or_else(|| experiment.default_model.to_string()),
         strand_count: args.count.unwrap_or(experiment.default_strand_count),
         scale: args.scale.or(experiment.default_scale),
-        jobs: usize::from(args.jobs),
+        jobs: usize::from(args.jobs.unwrap_or(1)),
+    };
+    let jobs = if experiment_flags(experiment).contains(&"--jobs") {
+        format!(", {} simulation(s) at once", options.jobs)
+    } else {
+        String::new()
     };
     eprintln!(
-        "proxima reproduce {}: model {}, seed {}, writing to {}",
+        "proxima reproduce {}: model {}, seed {}{jobs}, writing to {}",
         experiment.name,
         options.model,
         options.seed,

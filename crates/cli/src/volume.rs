@@ -3,7 +3,8 @@
 //! and its configuration file. `proxima volume create ./vol` alone makes one
 //! 16 GiB sparse data file and a 1 GiB flash file with the proximal layout.
 
-use std::path::PathBuf;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
@@ -33,19 +34,20 @@ struct CreateArgs {
     /// device. Repeat for several disks (RAID). Default: data-N.img in DIR.
     #[arg(long = "data", value_name = "PATH")]
     data_paths: Vec<PathBuf>,
-    /// Number of data disk files to create in DIR when no --data is given.
-    #[arg(long = "disks", value_name = "N", default_value_t = 1)]
-    disk_count: usize,
-    /// Size of each data disk file created (K, M, G, T suffixes).
-    #[arg(long, value_name = "SIZE", value_parser = size_argument, default_value = "16G")]
-    data_size: u64,
+    /// Number of data disk files to create in DIR (not with --data) [default: 1].
+    #[arg(long = "disks", value_name = "N")]
+    disk_count: Option<usize>,
+    /// Size of each data disk file created (K, M, G, T suffixes); block devices
+    /// are used whole [default: 16G].
+    #[arg(long, value_name = "SIZE", value_parser = size_argument)]
+    data_size: Option<u64>,
     /// The flash (staging and metadata) device: a new file or a block device.
     /// Default: flash.img in DIR.
     #[arg(long = "flash", value_name = "PATH")]
     flash_path: Option<PathBuf>,
-    /// Size of the flash file created.
-    #[arg(long, value_name = "SIZE", value_parser = size_argument, default_value = "1G")]
-    flash_size: u64,
+    /// Size of the flash file created (a block device is used whole) [default: 1G].
+    #[arg(long, value_name = "SIZE", value_parser = size_argument)]
+    flash_size: Option<u64>,
     /// Data layout: proximal, in-place or write-anywhere.
     #[arg(long, value_parser = parse_layout, default_value = "proximal")]
     layout: Layout,
@@ -53,9 +55,9 @@ struct CreateArgs {
     /// for one disk, raid5 for several].
     #[arg(long, value_parser = parse_raid)]
     raid: Option<RaidChoice>,
-    /// RAID stripe unit.
-    #[arg(long, value_name = "SIZE", value_parser = size_argument, default_value = "1M")]
-    stripe_unit: u64,
+    /// RAID stripe unit (with RAID only) [default: 1M].
+    #[arg(long, value_name = "SIZE", value_parser = size_argument)]
+    stripe_unit: Option<u64>,
     /// Bypass the page cache (O_DIRECT) instead of buffered I/O with fdatasync.
     #[arg(long)]
     direct: bool,
@@ -84,16 +86,50 @@ pub fn run(args: &VolumeArgs) -> ExitCode {
     }
 }
 
+/// Why a flag given would do nothing for this volume, if one would: such a
+/// flag is refused rather than ignored. `is_block_device` tells whether a
+/// path (relative to the volume directory) is an existing block device, which
+/// is used whole.
+fn unused_flag(args: &CreateArgs, is_block_device: impl Fn(&Path) -> bool) -> Option<String> {
+    if args.disk_count.is_some() && !args.data_paths.is_empty() {
+        return Some("--disks does not apply with --data (the data disks are the --data paths)".to_owned());
+    }
+    let disk_count = if args.data_paths.is_empty() { args.disk_count.unwrap_or(1) } else { args.data_paths.len() };
+    let raid = args.raid.unwrap_or(if disk_count == 1 { RaidChoice::None } else { RaidChoice::Raid5 });
+    if args.stripe_unit.is_some() && raid == RaidChoice::None {
+        return Some("--stripe-unit does not apply without RAID (one data disk, or --raid none)".to_owned());
+    }
+    if args.data_size.is_some()
+        && !args.data_paths.is_empty()
+        && args.data_paths.iter().all(|path| is_block_device(path))
+    {
+        return Some("--data-size does not apply: every --data path is a block device, used whole".to_owned());
+    }
+    if args.flash_size.is_some() && args.flash_path.as_deref().is_some_and(&is_block_device) {
+        return Some("--flash-size does not apply: --flash is a block device, used whole".to_owned());
+    }
+    None
+}
+
 fn run_create(args: &CreateArgs) -> ExitCode {
+    let is_block_device = |path: &Path| {
+        std::fs::metadata(VolumeConfig::resolve(&args.directory, path))
+            .is_ok_and(|metadata| metadata.file_type().is_block_device())
+    };
+    if let Some(message) = unused_flag(args, is_block_device) {
+        eprintln!("proxima volume create: {message}");
+        return ExitCode::from(2);
+    }
+    let defaults = CreateSpec::default();
     let spec = CreateSpec {
         data_paths: args.data_paths.clone(),
-        data_disk_count: args.disk_count,
-        data_disk_bytes: args.data_size,
+        data_disk_count: args.disk_count.unwrap_or(defaults.data_disk_count),
+        data_disk_bytes: args.data_size.unwrap_or(defaults.data_disk_bytes),
         flash_path: args.flash_path.clone(),
-        flash_bytes: args.flash_size,
+        flash_bytes: args.flash_size.unwrap_or(defaults.flash_bytes),
         layout: args.layout,
         raid: args.raid,
-        stripe_unit_bytes: args.stripe_unit,
+        stripe_unit_bytes: args.stripe_unit.unwrap_or(defaults.stripe_unit_bytes),
         io_mode: if args.direct { IoMode::Direct } else { IoMode::Buffered },
         force: args.force,
     };
@@ -120,4 +156,52 @@ fn print_created(directory: &std::path::Path, config: &VolumeConfig) {
     }
     println!("  flash {} ({})", config.flash.path.display(), format_size(config.flash.size_bytes));
     println!("next: proxima extent create {} lun0 --size 2G", directory.display());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// `volume create ARGS...` parsed, as the command line would.
+    fn create_args(words: &[&str]) -> CreateArgs {
+        #[derive(Debug, Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            create: CreateArgs,
+        }
+        let mut argv = vec!["create", "vol"];
+        argv.extend_from_slice(words);
+        Wrapper::try_parse_from(argv).expect("valid flags").create
+    }
+
+    fn unused(words: &[&str], block_devices: &[&str]) -> Option<String> {
+        unused_flag(&create_args(words), |path| block_devices.iter().any(|device| Path::new(device) == path))
+    }
+
+    #[test]
+    fn flags_that_would_do_nothing_are_named() {
+        assert!(unused(&["--disks", "3", "--data", "a.img"], &[]).unwrap().starts_with("--disks"));
+        assert!(unused(&["--stripe-unit", "64K"], &[]).unwrap().starts_with("--stripe-unit"));
+        assert!(unused(&["--stripe-unit", "64K", "--disks", "3", "--raid", "none"], &[])
+            .unwrap()
+            .starts_with("--stripe-unit"));
+        let devices = ["/dev/sdb", "/dev/sdc"];
+        let data_size = unused(&["--data", "/dev/sdb", "--data", "/dev/sdc", "--data-size", "1G"], &devices);
+        assert!(data_size.unwrap().starts_with("--data-size"));
+        let flash_size = unused(&["--flash", "/dev/sdb", "--flash-size", "1G"], &devices);
+        assert!(flash_size.unwrap().starts_with("--flash-size"));
+    }
+
+    #[test]
+    fn flags_that_apply_are_accepted() {
+        assert_eq!(unused(&["--disks", "3", "--stripe-unit", "64K"], &[]), None);
+        assert_eq!(
+            unused(&["--data", "a.img", "--data", "b.img", "--raid", "raid4", "--stripe-unit", "64K"], &[]),
+            None
+        );
+        // A file among the data paths is created with --data-size.
+        assert_eq!(unused(&["--data", "/dev/sdb", "--data", "b.img", "--data-size", "1G"], &["/dev/sdb"]), None);
+        assert_eq!(unused(&["--flash", "f.img", "--flash-size", "64M", "--data-size", "1G"], &[]), None);
+    }
 }

@@ -219,8 +219,9 @@ impl<T: Export + ?Sized> Export for Arc<T> {
 
 /// The set of exports a server serves.
 pub trait Backend: Send + Sync {
-    /// The handle of one export.
-    type Export: Export;
+    /// The handle of one export (owned: the server's workers hold it while
+    /// they execute a connection's requests).
+    type Export: Export + 'static;
 
     /// Every export, in the order `NBD_OPT_LIST` reports them.
     fn list_exports(&self) -> Vec<ExportInfo>;

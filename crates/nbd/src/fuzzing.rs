@@ -26,7 +26,7 @@ pub fn fuzz_backend() -> MemoryBackend {
 /// sent.
 pub fn run_session_on_bytes(client_bytes: &[u8]) -> (Result<SessionEnd, SessionError>, Vec<u8>) {
     let backend = fuzz_backend();
-    let config = SessionConfig { worker_count: 0, connection_label: "fuzz".to_owned() };
+    let config = SessionConfig { connection_label: "fuzz".to_owned() };
     let mut server_bytes = Vec::new();
     let result = Session::new(&backend, config).run(client_bytes, &mut server_bytes);
     (result, server_bytes)

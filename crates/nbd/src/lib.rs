@@ -7,13 +7,20 @@
 //! - [`MemoryBackend`] (sparse, in memory) and [`FileBackend`] (raw files).
 //! - [`session`]: one connection: handshake, option haggling, validation at the
 //!   edge, pipelined transmission.
-//! - [`server`]: listeners, a thread per connection, clean shutdown.
+//! - [`server`]: listeners, two threads per connection and a worker pool
+//!   shared by all, limits on connections and memory, a bounded
+//!   clean shutdown.
+//! - [`budget`], [`buffers`], [`pool`]: the server's memory budgets, its
+//!   recycled request buffers, and its worker pool.
 //! - [`fuzzing`]: drives a session from a byte string (fuzz target, property tests).
 
 pub mod backend;
+pub mod budget;
+pub mod buffers;
 pub mod file;
 pub mod fuzzing;
 pub mod memory;
+pub mod pool;
 pub mod protocol;
 pub mod server;
 pub mod session;
@@ -22,4 +29,4 @@ pub use backend::{AllocationState, Backend, BackendError, Export, ExportInfo, St
 pub use file::{FileBackend, FileExport};
 pub use memory::{MemoryBackend, MemoryExport};
 pub use server::{Server, ServerConfig, ServerError, ServerSummary, ShutdownHandle, DEFAULT_TCP_ADDRESS};
-pub use session::{Session, SessionConfig, SessionEnd, SessionError};
+pub use session::{Pipeline, Session, SessionConfig, SessionEnd, SessionError};

@@ -9,22 +9,33 @@
 //! `NBD_OPT_EXPORT_NAME`, a write payload beyond the advertised maximum) ends the
 //! connection with a hard disconnect. Each such event is logged once, here.
 //!
-//! Pipelining: a small pool of worker threads takes turns reading requests (one
-//! reads and validates the next request while the others execute theirs) and each
-//! writes its reply as soon as it is ready, so replies may leave out of order (every reply carries its request's cookie, and
-//! each reply is written whole under one lock, so replies never interleave). With
-//! `worker_count == 0` requests execute inline, in order: how the fuzz target and
-//! property tests drive a session from a byte buffer.
+//! Two ways to run the transmission phase:
+//! - pipelined ([`Session::run_pipelined`], what the server does): the
+//!   connection's thread reads and validates requests and hands each to the
+//!   server's shared worker pool; a second thread of the connection sends the
+//!   replies as they complete, so replies may leave out of order (every reply
+//!   carries its request's cookie and is sent whole, so replies never
+//!   interleave). Each request first reserves its payload or reply memory from
+//!   the connection's and the server's budgets ([`crate::budget`]): when they
+//!   are spent, the connection's requests are not read until replies drain.
+//! - inline ([`Session::run`]): requests execute one at a time, in order, on
+//!   the calling thread; how the fuzz target and property tests drive a
+//!   session from a byte buffer.
 
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
 
 use thiserror::Error;
 use tracing::{debug, error, warn};
 
 use crate::backend::{Backend, Export, ExportInfo, StatusExtent, ZeroOptions};
+use crate::budget::{ConnectionBudget, Reservation};
+use crate::buffers::BufferRecycler;
+use crate::pool::WorkerPool;
 use crate::protocol::handshake::*;
 use crate::protocol::transmission::*;
 use crate::protocol::{DecodeError, Errno};
@@ -55,17 +66,13 @@ pub const BLOCK_SIZE_CONSTRAINTS: BlockSizeConstraints = BlockSizeConstraints {
 /// How a session runs.
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
-    /// Worker threads per connection, which take turns reading requests and
-    /// execute them concurrently: the most requests in flight per connection. 0
-    /// executes requests inline, one at a time, in order.
-    pub worker_count: usize,
     /// Names the connection in logs and errors (e.g. the peer address).
     pub connection_label: String,
 }
 
 impl Default for SessionConfig {
     fn default() -> Self {
-        Self { worker_count: 8, connection_label: "connection".to_owned() }
+        Self { connection_label: "connection".to_owned() }
     }
 }
 
@@ -78,6 +85,9 @@ pub enum SessionEnd {
     Disconnected,
     /// The client closed the connection between two messages.
     ClosedByClient,
+    /// The server stopped reading requests to shut down; the requests read
+    /// before were answered.
+    ServerStopped,
 }
 
 /// Why a session ended with a hard disconnect.
@@ -149,24 +159,48 @@ impl<'b, B: Backend> Session<'b, B> {
         Self { backend, config }
     }
 
-    /// Runs the whole session: handshake, then transmission until the client
-    /// disconnects or breaks the protocol.
-    pub fn run<R: Read + Send, W: Write + Send>(
+    /// Runs the whole session on the calling thread: handshake, then
+    /// transmission with requests executed inline, one at a time, until the
+    /// client disconnects or breaks the protocol.
+    pub fn run<R: Read, W: Write>(&self, mut reader: R, mut writer: W) -> Result<SessionEnd, SessionError> {
+        let result = match self.handshake(&mut reader, &mut writer) {
+            Ok(HandshakeOutcome::Ended(end)) => Ok(end),
+            Ok(HandshakeOutcome::Attached(attachment)) => self.transmit_inline(&mut reader, &mut writer, attachment),
+            Err(error) => Err(error),
+        };
+        self.log_end(&result);
+        result
+    }
+
+    /// Runs the whole session with pipelined transmission: requests execute on
+    /// `pipeline`'s worker pool and `reply_thread`, started with the
+    /// connection, sends their replies (see the module documentation).
+    pub fn run_pipelined<R: Read, W: Write + Send + 'static>(
         &self,
         mut reader: R,
         mut writer: W,
-    ) -> Result<SessionEnd, SessionError> {
-        let outcome = self.handshake(&mut reader, &mut writer);
-        let result = match outcome {
+        pipeline: &Pipeline,
+        reply_thread: ReplyThread,
+    ) -> Result<SessionEnd, SessionError>
+    where
+        B::Export: 'static,
+    {
+        let result = match self.handshake(&mut reader, &mut writer) {
             Ok(HandshakeOutcome::Ended(end)) => Ok(end),
-            Ok(HandshakeOutcome::Attached(attachment)) => self.transmit(&mut reader, writer, attachment),
+            Ok(HandshakeOutcome::Attached(attachment)) => {
+                self.transmit_pipelined(&mut reader, writer, attachment, pipeline, reply_thread)
+            }
             Err(error) => Err(error),
         };
-        match &result {
+        self.log_end(&result);
+        result
+    }
+
+    fn log_end(&self, result: &Result<SessionEnd, SessionError>) {
+        match result {
             Ok(end) => debug!(connection = %self.label(), ?end, "session ended"),
             Err(error) => warn!(connection = %self.label(), "hard disconnect: {error}"),
         }
-        result
     }
 
     fn label(&self) -> &str {
@@ -431,130 +465,213 @@ impl<'b, B: Backend> Session<'b, B> {
 
     // ----- transmission -----
 
-    fn transmit<R: Read + Send, W: Write + Send>(
-        &self,
-        reader: &mut R,
-        writer: W,
-        attachment: Attachment<B::Export>,
-    ) -> Result<SessionEnd, SessionError> {
+    /// What the validator needs to know of the attached export.
+    fn limits(&self, attachment: &Attachment<B::Export>) -> RequestLimits {
         let info = attachment.export.info();
         debug!(connection = %self.label(), export = %info.name, structured = attachment.structured_replies, "attached");
-        let limits = RequestLimits {
+        RequestLimits {
             size_bytes: info.size_bytes,
             read_only: info.read_only,
             structured_replies: attachment.structured_replies,
             block_status: attachment.block_status,
-        };
-        let replies = ReplyWriter {
-            writer: Mutex::new(writer),
-            structured: attachment.structured_replies,
-            connection: self.label(),
-        };
-        let export = &attachment.export;
-        if self.config.worker_count == 0 {
-            let mut scratch = Scratch::default();
-            loop {
-                match self.read_request(reader, &limits, &replies, &mut scratch)? {
-                    NextRequest::Execute(work) => {
-                        execute_guarded(export, work, &replies, &mut scratch).map_err(|error| self.io_error(error))?
-                    }
-                    NextRequest::Answered => {}
-                    NextRequest::End(end) => return Ok(end),
-                }
-            }
         }
-        // Workers take turns reading: the one holding the reader reads a single
-        // request, releases the reader and executes the request, so the next
-        // request is read while this one executes, with no hand-off between
-        // threads. The first worker to see the end of the session records it and
-        // stops the others; requests already read are still answered.
-        let reader = Mutex::new(reader);
-        let stopping = AtomicBool::new(false);
-        let outcome: Mutex<Option<Result<SessionEnd, SessionError>>> = Mutex::new(None);
-        let finish = |result: Result<SessionEnd, SessionError>| {
-            stopping.store(true, Ordering::SeqCst);
-            outcome.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(result);
-        };
-        std::thread::scope(|scope| {
-            for _ in 0..self.config.worker_count {
-                scope.spawn(|| {
-                    let mut scratch = Scratch::default();
-                    loop {
-                        let work = {
-                            let mut reader = reader.lock().unwrap_or_else(PoisonError::into_inner);
-                            if stopping.load(Ordering::SeqCst) {
-                                break;
-                            }
-                            // The end of the session is recorded before the reader is
-                            // released, so a worker reading after a hard disconnect
-                            // cannot record a clean end of stream in its place.
-                            match self.read_request(&mut **reader, &limits, &replies, &mut scratch) {
-                                Ok(NextRequest::Execute(work)) => work,
-                                Ok(NextRequest::Answered) => continue,
-                                Ok(NextRequest::End(end)) => {
-                                    finish(Ok(end));
-                                    break;
-                                }
-                                Err(error) => {
-                                    finish(Err(error));
-                                    break;
-                                }
-                            }
-                        };
-                        if let Err(error) = execute_guarded(export, work, &replies, &mut scratch) {
-                            finish(Err(self.io_error(error)));
-                        }
-                    }
-                });
-            }
-        });
-        outcome.into_inner().unwrap_or_else(PoisonError::into_inner).unwrap_or(Ok(SessionEnd::ClosedByClient))
     }
 
-    /// Reads one request: returns it if valid, answers it here if invalid, or says
-    /// the session is over (end of stream, `NBD_CMD_DISC`, or a hard disconnect).
-    fn read_request<R: Read, W: Write>(
+    /// Executes requests one at a time, in order, each reply written before the
+    /// next request is read.
+    fn transmit_inline<R: Read, W: Write>(
+        &self,
+        reader: &mut R,
+        writer: &mut W,
+        attachment: Attachment<B::Export>,
+    ) -> Result<SessionEnd, SessionError> {
+        let limits = self.limits(&attachment);
+        let context = ExecutionContext {
+            structured: attachment.structured_replies,
+            connection: self.label(),
+            buffers: &BufferRecycler::default(),
+        };
+        let mut send = |reply: ReplyBytes| -> Result<(), SessionError> {
+            writer.write_all(reply.as_slice()).and_then(|()| writer.flush()).map_err(|error| self.io_error(error))
+        };
+        loop {
+            let Some(header) = self.read_header(reader)? else { return Ok(SessionEnd::ClosedByClient) };
+            match validate_request(&header, &limits) {
+                Verdict::Execute(command) => {
+                    let Some(payload) = self.read_payload(reader, &header, command, context.buffers)? else {
+                        send(out_of_memory_reply(&header, context.structured))?;
+                        continue;
+                    };
+                    send(execute_guarded(&attachment.export, Work { header, command, payload }, &context))?;
+                }
+                Verdict::Reject(rejection) => send(self.reject(reader, &header, &rejection, context.structured)?)?,
+                Verdict::HardDisconnect(reason) => return Err(self.protocol_error(reason)),
+                Verdict::Disconnect => return Ok(SessionEnd::Disconnected),
+            }
+        }
+    }
+
+    /// Reads requests and hands each to the worker pool while a reply thread of
+    /// this connection sends the replies as they come, in completion order.
+    /// Each request first reserves its memory from the connection's and the
+    /// server's budgets: when they are spent, reading stops until replies
+    /// drain. The first end of the session (end of stream, `NBD_CMD_DISC`, a
+    /// hard disconnect, shutdown) stops the reading; requests already read are
+    /// still answered, unless the client stops reading replies or shutdown
+    /// cuts the connection.
+    fn transmit_pipelined<R: Read, W: Write + Send + 'static>(
+        &self,
+        reader: &mut R,
+        writer: W,
+        attachment: Attachment<B::Export>,
+        pipeline: &Pipeline,
+        reply_thread: ReplyThread,
+    ) -> Result<SessionEnd, SessionError>
+    where
+        B::Export: 'static,
+    {
+        let limits = self.limits(&attachment);
+        let connection = Arc::new(Connection {
+            export: attachment.export,
+            structured: attachment.structured_replies,
+            label: self.label().to_owned(),
+            replies: Mutex::default(),
+            reply_ready: Condvar::new(),
+            budget: Arc::clone(&pipeline.budget),
+            buffers: Arc::clone(&pipeline.buffers),
+            server_stopping: Arc::clone(&pipeline.server_stopping),
+        });
+        let (outcome_sender, outcome) = mpsc::channel();
+        let replying = Arc::clone(&connection);
+        let replies_thread = reply_thread.run(Box::new(move || {
+            // The receiver waits for this result; it cannot be gone.
+            let _ = outcome_sender.send(replying.send_replies(writer));
+        }));
+        let read_outcome = self.read_requests(reader, &limits, &connection, pipeline);
+        connection.finish_reading();
+        let write_outcome =
+            outcome.recv().unwrap_or_else(|_| Err(io::Error::other("the reply thread ended without a result")));
+        let _ = replies_thread.join();
+        match (read_outcome, write_outcome) {
+            (Err(error), _) => Err(error),
+            (Ok(_), Err(error)) => Err(self.io_error(error)),
+            (Ok(end), Ok(())) => Ok(end),
+        }
+    }
+
+    /// The reading half of [`Session::transmit_pipelined`].
+    fn read_requests<R: Read>(
         &self,
         reader: &mut R,
         limits: &RequestLimits,
-        replies: &ReplyWriter<'_, W>,
-        scratch: &mut Scratch,
-    ) -> Result<NextRequest, SessionError> {
+        connection: &Arc<Connection<B::Export>>,
+        pipeline: &Pipeline,
+    ) -> Result<SessionEnd, SessionError>
+    where
+        B::Export: 'static,
+    {
+        let stopped = || {
+            if pipeline.server_stopping.load(Ordering::SeqCst) {
+                SessionEnd::ServerStopped
+            } else {
+                SessionEnd::ClosedByClient
+            }
+        };
+        loop {
+            if pipeline.server_stopping.load(Ordering::SeqCst) || connection.is_broken() {
+                return Ok(stopped());
+            }
+            let Some(header) = self.read_header(reader)? else { return Ok(stopped()) };
+            match validate_request(&header, limits) {
+                Verdict::Execute(command) => {
+                    // Waits here, not reading further requests, while the budgets are spent.
+                    let Some(reservation) = pipeline.budget.reserve(reservation_bytes(&header, command)) else {
+                        return Ok(stopped());
+                    };
+                    let Some(payload) = self.read_payload(reader, &header, command, &pipeline.buffers)? else {
+                        connection.begin_request();
+                        connection.queue_reply(out_of_memory_reply(&header, connection.structured), reservation);
+                        continue;
+                    };
+                    connection.begin_request();
+                    let task_connection = Arc::clone(connection);
+                    let work = Work { header, command, payload };
+                    pipeline
+                        .pool
+                        .submit(pipeline.connection_id, Box::new(move || task_connection.execute(work, reservation)));
+                }
+                Verdict::Reject(rejection) => {
+                    let reply = self.reject(reader, &header, &rejection, connection.structured)?;
+                    let Some(reservation) = pipeline.budget.reserve(REQUEST_OVERHEAD_BYTES) else {
+                        return Ok(stopped());
+                    };
+                    connection.begin_request();
+                    connection.queue_reply(reply, reservation);
+                }
+                Verdict::HardDisconnect(reason) => return Err(self.protocol_error(reason)),
+                Verdict::Disconnect => return Ok(SessionEnd::Disconnected),
+            }
+        }
+    }
+
+    /// Reads a request header; `None` at a clean end of stream.
+    fn read_header(&self, reader: &mut impl Read) -> Result<Option<RequestHeader>, SessionError> {
         let mut header_bytes = [0u8; REQUEST_HEADER_LENGTH_BYTES];
         if let FrameRead::EndOfStream = self.read_frame(reader, &mut header_bytes, "request header")? {
-            return Ok(NextRequest::End(SessionEnd::ClosedByClient));
+            return Ok(None);
         }
-        let header = RequestHeader::decode(&header_bytes).map_err(|error| self.protocol_error(error.to_string()))?;
-        match validate_request(&header, limits) {
-            Verdict::Execute(command) => {
-                if command == Command::Write {
-                    let payload = Scratch::sized(&mut scratch.payload, header.length_bytes as usize);
-                    self.read_body(reader, payload, "write payload")?;
-                }
-                Ok(NextRequest::Execute(Work { header, command }))
-            }
-            Verdict::Reject(rejection) => {
-                if header.command() == Some(Command::Write) {
-                    self.drain_payload(reader, u64::from(header.length_bytes))?;
-                }
-                warn!(
-                    connection = %self.label(),
-                    cookie = header.cookie,
-                    command = header.command_code,
-                    offset = header.offset_bytes,
-                    length = header.length_bytes,
-                    "rejected request ({:?}): {}",
-                    rejection.errno,
-                    rejection.reason
-                );
-                replies
-                    .send_error(header.cookie, rejection.errno, &rejection.reason)
-                    .map_err(|error| self.io_error(error))?;
-                Ok(NextRequest::Answered)
-            }
-            Verdict::HardDisconnect(reason) => Err(self.protocol_error(reason)),
-            Verdict::Disconnect => Ok(NextRequest::End(SessionEnd::Disconnected)),
+        RequestHeader::decode(&header_bytes).map(Some).map_err(|error| self.protocol_error(error.to_string()))
+    }
+
+    /// Reads a valid write's payload into a buffer (an empty one for other
+    /// commands). `None` when no buffer could be allocated: the payload is
+    /// then read and dropped, and the request is answered with `ENOMEM`.
+    fn read_payload(
+        &self,
+        reader: &mut impl Read,
+        header: &RequestHeader,
+        command: Command,
+        buffers: &BufferRecycler,
+    ) -> Result<Option<Vec<u8>>, SessionError> {
+        if command != Command::Write {
+            return Ok(Some(Vec::new()));
         }
+        match buffers.take(header.length_bytes as usize) {
+            Ok(mut payload) => {
+                self.read_body(reader, &mut payload, "write payload")?;
+                Ok(Some(payload))
+            }
+            Err(error) => {
+                warn!(connection = %self.label(), cookie = header.cookie, "no memory for a write payload: {error}");
+                self.drain_payload(reader, u64::from(header.length_bytes))?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Logs a rejected request, reads and drops a rejected write's payload, and
+    /// returns the error reply.
+    fn reject(
+        &self,
+        reader: &mut impl Read,
+        header: &RequestHeader,
+        rejection: &Rejection,
+        structured: bool,
+    ) -> Result<ReplyBytes, SessionError> {
+        if header.command() == Some(Command::Write) {
+            self.drain_payload(reader, u64::from(header.length_bytes))?;
+        }
+        warn!(
+            connection = %self.label(),
+            cookie = header.cookie,
+            command = header.command_code,
+            offset = header.offset_bytes,
+            length = header.length_bytes,
+            "rejected request ({:?}): {}",
+            rejection.errno,
+            rejection.reason
+        );
+        Ok(error_reply(header.cookie, rejection.errno, &rejection.reason, structured))
     }
 
     fn drain_payload(&self, reader: &mut impl Read, length_bytes: u64) -> Result<(), SessionError> {
@@ -690,126 +807,292 @@ pub fn validate_request(header: &RequestHeader, limits: &RequestLimits) -> Verdi
     Verdict::Execute(command)
 }
 
-/// What reading the next request gave.
-enum NextRequest {
-    /// A valid request to execute.
-    Execute(Work),
-    /// An invalid request, already answered.
-    Answered,
-    /// The session is over.
-    End(SessionEnd),
+/// Memory reserved for every request besides its data: the request and reply
+/// headers and an error message (at most 4096 bytes, as the protocol allows).
+pub const REQUEST_OVERHEAD_BYTES: u64 = 8 << 10;
+
+/// Longest error message sent in a structured error reply (the protocol's limit).
+const ERROR_MESSAGE_BYTES_MAX: usize = 4096;
+
+/// Bytes of the budgets a request holds from before its payload is read until
+/// its reply is sent: its payload or its reply data (a read's data, a block
+/// status reply's descriptors), plus [`REQUEST_OVERHEAD_BYTES`].
+pub fn reservation_bytes(header: &RequestHeader, command: Command) -> u64 {
+    let data_bytes = match command {
+        Command::Read | Command::Write => u64::from(header.length_bytes),
+        Command::BlockStatus => {
+            BLOCK_STATUS_DESCRIPTOR_BYTES * block_status_descriptors_max(header.length_bytes) as u64
+        }
+        _ => 0,
+    };
+    REQUEST_OVERHEAD_BYTES + data_bytes
 }
 
-/// A validated request ready to execute (a write's payload is in the
-/// worker's [`Scratch`]).
+/// What the server lends a connection for pipelined transmission.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    /// The workers that execute requests, shared by every connection.
+    pub pool: Arc<WorkerPool>,
+    /// This connection's id in the pool (for taking turns).
+    pub connection_id: u64,
+    /// This connection's memory budget (drawn from the server's).
+    pub budget: Arc<ConnectionBudget>,
+    /// Buffers for payloads and replies, shared by every connection.
+    pub buffers: Arc<BufferRecycler>,
+    /// Set when the server stops: no further request is read, and requests
+    /// not yet started are answered with `ESHUTDOWN`.
+    pub server_stopping: Arc<AtomicBool>,
+}
+
+/// A connection's reply thread. The server starts it with the connection, so
+/// that a connection is accepted only with every thread it needs (a client is
+/// refused before its handshake rather than cut off after it); the session
+/// gives it its work once the client attaches. Dropped unused, it ends.
+#[derive(Debug)]
+pub struct ReplyThread {
+    work: Option<mpsc::SyncSender<ReplyWork>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+type ReplyWork = Box<dyn FnOnce() + Send + 'static>;
+
+impl ReplyThread {
+    /// Starts the thread, named `name`, waiting for its work.
+    pub fn start(name: String) -> io::Result<Self> {
+        let (work, receiver) = mpsc::sync_channel::<ReplyWork>(1);
+        let thread = std::thread::Builder::new().name(name).spawn(move || {
+            if let Ok(work) = receiver.recv() {
+                work();
+            }
+        })?;
+        Ok(Self { work: Some(work), thread: Some(thread) })
+    }
+
+    /// Gives the thread its work; the thread to join once the work is done.
+    fn run(mut self, work: ReplyWork) -> JoinHandle<()> {
+        let sender = self.work.take().expect("a reply thread is given work once");
+        // The thread waits for this message; it cannot have ended.
+        let _ = sender.send(work);
+        self.thread.take().expect("a reply thread is given work once")
+    }
+}
+
+impl Drop for ReplyThread {
+    fn drop(&mut self) {
+        drop(self.work.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A validated request ready to execute, with a write's payload.
 struct Work {
     header: RequestHeader,
     command: Command,
-}
-
-/// Scratch buffers a worker keeps above this size are released after the
-/// request (a rare 32 MiB write need not pin 32 MiB per worker).
-const RETAINED_SCRATCH_BYTES: usize = 4 << 20;
-
-/// A worker's buffers, reused from request to request, so that a write's
-/// payload and a read's reply are neither allocated nor zeroed per request
-/// (zeroed only where a buffer grows; the export or the transport overwrites
-/// every byte used).
-#[derive(Debug, Default)]
-struct Scratch {
     payload: Vec<u8>,
-    reply: Vec<u8>,
 }
 
-impl Scratch {
-    /// The first `length` bytes of `buffer`, grown if needed; their old
-    /// contents are to be overwritten.
-    fn sized(buffer: &mut Vec<u8>, length: usize) -> &mut [u8] {
-        if buffer.len() < length {
-            buffer.resize(length, 0);
-        }
-        &mut buffer[..length]
+/// An encoded reply: `buffer[..length]`.
+#[derive(Debug)]
+struct ReplyBytes {
+    buffer: Vec<u8>,
+    length: usize,
+}
+
+impl ReplyBytes {
+    fn whole(buffer: Vec<u8>) -> Self {
+        let length = buffer.len();
+        Self { buffer, length }
     }
 
-    fn release_if_large(&mut self) {
-        for buffer in [&mut self.payload, &mut self.reply] {
-            if buffer.capacity() > RETAINED_SCRATCH_BYTES {
-                *buffer = Vec::new();
+    fn as_slice(&self) -> &[u8] {
+        &self.buffer[..self.length]
+    }
+}
+
+/// A reply waiting for the reply thread, with the memory its request reserved.
+#[derive(Debug)]
+struct QueuedReply {
+    reply: ReplyBytes,
+    _reservation: Reservation,
+}
+
+/// What the reading and the reply threads of a connection know of each other.
+#[derive(Debug, Default)]
+struct ReplyQueue {
+    ready: VecDeque<QueuedReply>,
+    /// Requests read and not yet answered (executing, or their reply queued).
+    unanswered: usize,
+    reading_done: bool,
+    /// Sending failed: the client is gone or shutdown cut the connection.
+    broken: bool,
+}
+
+/// A connection in the transmission phase, shared by its reading thread, its
+/// reply thread and the workers executing its requests.
+#[derive(Debug)]
+struct Connection<E> {
+    export: E,
+    structured: bool,
+    label: String,
+    replies: Mutex<ReplyQueue>,
+    reply_ready: Condvar,
+    budget: Arc<ConnectionBudget>,
+    buffers: Arc<BufferRecycler>,
+    server_stopping: Arc<AtomicBool>,
+}
+
+/// Replies smaller than this are gathered and sent with one system call.
+const REPLY_GATHERING_BYTES: usize = 64 << 10;
+
+impl<E: Export> Connection<E> {
+    fn lock(&self) -> MutexGuard<'_, ReplyQueue> {
+        self.replies.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn is_broken(&self) -> bool {
+        self.lock().broken
+    }
+
+    fn begin_request(&self) {
+        self.lock().unanswered += 1;
+    }
+
+    fn finish_reading(&self) {
+        self.lock().reading_done = true;
+        self.reply_ready.notify_all();
+    }
+
+    /// Runs on a worker: executes the request, unless the server is stopping,
+    /// and queues its reply.
+    fn execute(&self, work: Work, reservation: Reservation) {
+        let reply = if self.server_stopping.load(Ordering::SeqCst) {
+            error_reply(work.header.cookie, Errno::Shutdown, "the server is shutting down", self.structured)
+        } else {
+            let context =
+                ExecutionContext { structured: self.structured, connection: &self.label, buffers: &self.buffers };
+            execute_guarded(&self.export, work, &context)
+        };
+        self.queue_reply(reply, reservation);
+    }
+
+    /// Queues the reply of a request counted by [`Connection::begin_request`]
+    /// (or drops it, and its reservation, once sending has failed). Every
+    /// counted request gets exactly one call: the reply thread waits for them.
+    fn queue_reply(&self, reply: ReplyBytes, reservation: Reservation) {
+        let mut queue = self.lock();
+        if queue.broken {
+            queue.unanswered -= 1;
+            drop(queue);
+            self.buffers.give_back(reply.buffer);
+            return;
+        }
+        queue.ready.push_back(QueuedReply { reply, _reservation: reservation });
+        drop(queue);
+        self.reply_ready.notify_one();
+    }
+
+    /// The reply thread: sends replies as they are queued, gathering the ready
+    /// ones into as few writes as possible, and releases each one's memory once
+    /// sent. Ends when reading has ended and every request is answered, or at
+    /// the first failed write (then every queued and later reply is dropped).
+    fn send_replies<W: Write>(&self, writer: W) -> io::Result<()> {
+        let mut writer = io::BufWriter::with_capacity(REPLY_GATHERING_BYTES, writer);
+        loop {
+            let batch = {
+                let mut queue = self.lock();
+                while queue.ready.is_empty() && !(queue.reading_done && queue.unanswered == 0) {
+                    queue = self.reply_ready.wait(queue).unwrap_or_else(PoisonError::into_inner);
+                }
+                if queue.ready.is_empty() {
+                    return Ok(());
+                }
+                std::mem::take(&mut queue.ready)
+            };
+            let sent = batch
+                .iter()
+                .try_for_each(|queued| writer.write_all(queued.reply.as_slice()))
+                .and_then(|()| writer.flush());
+            let count = batch.len();
+            for queued in batch {
+                self.buffers.give_back(queued.reply.buffer);
+            }
+            let mut queue = self.lock();
+            queue.unanswered -= count;
+            if let Err(error) = sent {
+                queue.broken = true;
+                queue.unanswered -= queue.ready.len();
+                let dropped = std::mem::take(&mut queue.ready);
+                drop(queue);
+                drop(dropped);
+                // A reading thread waiting for memory must not wait for replies
+                // that will never be sent.
+                self.budget.cancel();
+                return Err(error);
             }
         }
     }
 }
 
-/// Writes whole replies to the transport, one at a time.
-struct ReplyWriter<'a, W> {
-    writer: Mutex<W>,
+/// What executing a request needs besides the export.
+struct ExecutionContext<'a> {
     structured: bool,
     connection: &'a str,
+    buffers: &'a BufferRecycler,
 }
 
-impl<W: Write> ReplyWriter<'_, W> {
-    fn send(&self, bytes: &[u8]) -> io::Result<()> {
-        let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        writer.write_all(bytes)?;
-        writer.flush()
+/// The error reply to a request.
+fn error_reply(cookie: u64, errno: Errno, message: &str, structured: bool) -> ReplyBytes {
+    if !structured {
+        return ReplyBytes::whole(encode_simple_reply(cookie, errno.code()).to_vec());
     }
+    let mut end = message.len().min(ERROR_MESSAGE_BYTES_MAX);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    let chunk = StructuredChunk {
+        flags: REPLY_FLAG_DONE,
+        cookie,
+        payload: ChunkPayload::Error { error: errno.code(), message: message[..end].to_owned() },
+    };
+    ReplyBytes::whole(chunk.encode())
+}
 
-    fn send_ok(&self, cookie: u64) -> io::Result<()> {
-        // A simple reply is allowed for any successful reply without payload.
-        self.send(&encode_simple_reply(cookie, 0))
-    }
+fn out_of_memory_reply(header: &RequestHeader, structured: bool) -> ReplyBytes {
+    error_reply(header.cookie, Errno::NoMem, "the server could not allocate the request's buffer", structured)
+}
 
-    fn send_error(&self, cookie: u64, errno: Errno, message: &str) -> io::Result<()> {
-        if self.structured {
-            let chunk = StructuredChunk {
-                flags: REPLY_FLAG_DONE,
-                cookie,
-                payload: ChunkPayload::Error { error: errno.code(), message: message.to_owned() },
-            };
-            self.send(&chunk.encode())
-        } else {
-            self.send(&encode_simple_reply(cookie, errno.code()))
-        }
-    }
-
-    fn send_chunk(&self, chunk: StructuredChunk) -> io::Result<()> {
-        self.send(&chunk.encode())
-    }
+fn success_reply(cookie: u64) -> ReplyBytes {
+    // A simple reply is allowed for any successful reply without payload.
+    ReplyBytes::whole(encode_simple_reply(cookie, 0).to_vec())
 }
 
 /// Executes a request, turning a panic of the export (a bug) into an `EIO` reply
 /// so that one bad request cannot take the connection's other requests with it.
-fn execute_guarded<E: Export, W: Write>(
-    export: &E,
-    work: Work,
-    replies: &ReplyWriter<'_, W>,
-    scratch: &mut Scratch,
-) -> io::Result<()> {
+fn execute_guarded<E: Export>(export: &E, work: Work, context: &ExecutionContext<'_>) -> ReplyBytes {
     let cookie = work.header.cookie;
-    let outcome = catch_unwind(AssertUnwindSafe(|| execute(export, work, replies, scratch)));
-    scratch.release_if_large();
-    match outcome {
-        Ok(result) => result,
+    match catch_unwind(AssertUnwindSafe(|| execute(export, work, context))) {
+        Ok(reply) => reply,
         Err(_) => {
-            error!(connection = %replies.connection, cookie, "export panicked while executing a request");
-            replies.send_error(cookie, Errno::Io, "internal error")
+            error!(connection = %context.connection, cookie, "export panicked while executing a request");
+            error_reply(cookie, Errno::Io, "internal error", context.structured)
         }
     }
 }
 
-fn execute<E: Export, W: Write>(
-    export: &E,
-    work: Work,
-    replies: &ReplyWriter<'_, W>,
-    scratch: &mut Scratch,
-) -> io::Result<()> {
+fn execute<E: Export>(export: &E, work: Work, context: &ExecutionContext<'_>) -> ReplyBytes {
     let header = work.header;
     let (offset, length) = (header.offset_bytes, u64::from(header.length_bytes));
     let fua = header.flags & COMMAND_FLAG_FUA != 0;
     let result = match work.command {
-        Command::Read => return execute_read(export, &header, replies, &mut scratch.reply),
-        Command::BlockStatus => return execute_block_status(export, &header, replies),
-        Command::Write => export.write(offset, &scratch.payload[..length as usize], fua),
+        Command::Read => return execute_read(export, &header, context),
+        Command::BlockStatus => return execute_block_status(export, &header, context),
+        Command::Write => {
+            let result = export.write(offset, &work.payload, fua);
+            context.buffers.give_back(work.payload);
+            result
+        }
         Command::Flush => export.flush(),
         Command::Trim if length == 0 => Ok(()),
         Command::Trim => export.trim(offset, length, fua),
@@ -827,79 +1110,85 @@ fn execute<E: Export, W: Write>(
         Command::Disconnect => unreachable!("the reader handles NBD_CMD_DISC"),
     };
     match result {
-        Ok(()) => replies.send_ok(header.cookie),
+        Ok(()) => success_reply(header.cookie),
         Err(error) => {
-            warn!(connection = %replies.connection, cookie = header.cookie, "{} failed: {error}", work.command.name());
-            replies.send_error(header.cookie, error.errno(), &error.to_string())
+            warn!(connection = %context.connection, cookie = header.cookie, "{} failed: {error}", work.command.name());
+            error_reply(header.cookie, error.errno(), &error.to_string(), context.structured)
         }
     }
 }
 
-fn execute_read<E: Export, W: Write>(
-    export: &E,
-    header: &RequestHeader,
-    replies: &ReplyWriter<'_, W>,
-    reply_buffer: &mut Vec<u8>,
-) -> io::Result<()> {
+fn execute_read<E: Export>(export: &E, header: &RequestHeader, context: &ExecutionContext<'_>) -> ReplyBytes {
     let length = header.length_bytes as usize;
     if length == 0 {
         // An OFFSET_DATA chunk must carry at least one byte.
-        if replies.structured {
-            return replies.send_chunk(StructuredChunk {
-                flags: REPLY_FLAG_DONE,
-                cookie: header.cookie,
-                payload: ChunkPayload::None,
-            });
+        if context.structured {
+            let chunk = StructuredChunk { flags: REPLY_FLAG_DONE, cookie: header.cookie, payload: ChunkPayload::None };
+            return ReplyBytes::whole(chunk.encode());
         }
-        return replies.send_ok(header.cookie);
+        return success_reply(header.cookie);
     }
     // The reply header goes in front of the data in one buffer, so the data is
     // read once and sent with a single write.
-    let prefix_length = if replies.structured { 28 } else { SIMPLE_REPLY_HEADER_LENGTH_BYTES };
-    let buffer = Scratch::sized(reply_buffer, prefix_length + length);
+    let prefix_length = if context.structured { 28 } else { SIMPLE_REPLY_HEADER_LENGTH_BYTES };
+    let mut buffer = match context.buffers.take(prefix_length + length) {
+        Ok(buffer) => buffer,
+        Err(error) => {
+            warn!(connection = %context.connection, cookie = header.cookie, "no memory for a read reply: {error}");
+            return out_of_memory_reply(header, context.structured);
+        }
+    };
     match export.read(header.offset_bytes, &mut buffer[prefix_length..]) {
         Ok(()) => {
-            if replies.structured {
+            if context.structured {
                 let prefix =
                     encode_offset_data_prefix(header.cookie, REPLY_FLAG_DONE, header.offset_bytes, header.length_bytes);
                 buffer[..prefix_length].copy_from_slice(&prefix);
             } else {
                 buffer[..prefix_length].copy_from_slice(&encode_simple_reply(header.cookie, 0));
             }
-            replies.send(buffer)
+            ReplyBytes::whole(buffer)
         }
         Err(error) => {
-            warn!(connection = %replies.connection, cookie = header.cookie, "NBD_CMD_READ failed: {error}");
-            replies.send_error(header.cookie, error.errno(), &error.to_string())
+            context.buffers.give_back(buffer);
+            warn!(connection = %context.connection, cookie = header.cookie, "NBD_CMD_READ failed: {error}");
+            error_reply(header.cookie, error.errno(), &error.to_string(), context.structured)
         }
     }
 }
 
-fn execute_block_status<E: Export, W: Write>(
-    export: &E,
-    header: &RequestHeader,
-    replies: &ReplyWriter<'_, W>,
-) -> io::Result<()> {
+fn execute_block_status<E: Export>(export: &E, header: &RequestHeader, context: &ExecutionContext<'_>) -> ReplyBytes {
     let length = u64::from(header.length_bytes);
     match export.block_status(header.offset_bytes, length) {
         Ok(extents) => {
             let request_one = header.flags & COMMAND_FLAG_REQ_ONE != 0;
             let descriptors = status_descriptors(&extents, header.length_bytes, request_one);
-            replies.send_chunk(StructuredChunk {
+            let chunk = StructuredChunk {
                 flags: REPLY_FLAG_DONE,
                 cookie: header.cookie,
                 payload: ChunkPayload::BlockStatus { context_id: BASE_ALLOCATION_CONTEXT_ID, descriptors },
-            })
+            };
+            ReplyBytes::whole(chunk.encode())
         }
         Err(error) => {
-            warn!(connection = %replies.connection, cookie = header.cookie, "NBD_CMD_BLOCK_STATUS failed: {error}");
-            replies.send_error(header.cookie, error.errno(), &error.to_string())
+            warn!(connection = %context.connection, cookie = header.cookie, "NBD_CMD_BLOCK_STATUS failed: {error}");
+            error_reply(header.cookie, error.errno(), &error.to_string(), context.structured)
         }
     }
 }
 
+/// Bytes of one block status descriptor on the wire.
+const BLOCK_STATUS_DESCRIPTOR_BYTES: u64 = 8;
+
+/// The most descriptors a block status reply of `length_bytes` carries: one per
+/// minimum block at most, and never more than [`BLOCK_STATUS_DESCRIPTORS_MAX`].
+fn block_status_descriptors_max(length_bytes: u32) -> usize {
+    (length_bytes.div_ceil(MINIMUM_BLOCK_BYTES) as usize).clamp(1, BLOCK_STATUS_DESCRIPTORS_MAX)
+}
+
 /// Turns an export's status runs into reply descriptors: clipped to the request,
-/// at most one with `REQ_ONE`, at most [`BLOCK_STATUS_DESCRIPTORS_MAX`], merged
+/// at most one with `REQ_ONE`, at most one per 512 bytes requested (so that the
+/// reply fits the memory reserved for it) and [`BLOCK_STATUS_DESCRIPTORS_MAX`], merged
 /// when neighbours share flags, and never empty (an export that reports nothing
 /// gets the always-safe status 0 for the whole range).
 pub fn status_descriptors(
@@ -907,6 +1196,7 @@ pub fn status_descriptors(
     length_bytes: u32,
     request_one: bool,
 ) -> Vec<BlockStatusDescriptor> {
+    let descriptors_max = block_status_descriptors_max(length_bytes);
     let mut descriptors: Vec<BlockStatusDescriptor> = Vec::new();
     let mut remaining = length_bytes;
     for extent in extents {
@@ -921,7 +1211,7 @@ pub fn status_descriptors(
         let count = descriptors.len();
         match descriptors.last_mut() {
             Some(last) if last.flags == flags => last.length_bytes += piece,
-            Some(_) if request_one || count == BLOCK_STATUS_DESCRIPTORS_MAX => break,
+            Some(_) if request_one || count == descriptors_max => break,
             _ => descriptors.push(BlockStatusDescriptor { length_bytes: piece, flags }),
         }
         remaining -= piece;

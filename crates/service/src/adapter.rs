@@ -119,7 +119,7 @@ impl IdleDestager {
     fn start(volume: Weak<RwLock<ServiceVolume>>, activity: Arc<Activity>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
-        let thread = std::thread::spawn(move || {
+        let spawned = std::thread::Builder::new().name("idle-destage".to_owned()).spawn(move || {
             while !stopping.load(Ordering::SeqCst) {
                 std::thread::sleep(IDLE_CHECK_INTERVAL);
                 if activity.idle_for() < IDLE_DESTAGE_AFTER {
@@ -129,7 +129,9 @@ impl IdleDestager {
                 destage_if_staged(&volume, &activity);
             }
         });
-        Self { stop, thread: Some(thread) }
+        // Without the thread the volume still destages when staging fills.
+        let thread = spawned.map_err(|error| warn!("no idle destage: cannot start its thread: {error}")).ok();
+        Self { stop, thread }
     }
 }
 

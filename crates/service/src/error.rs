@@ -165,6 +165,7 @@ impl ServiceError {
                     | EngineError::InvalidRange(_)
             ),
             ServiceError::Remote { is_usage, .. } => *is_usage,
+            ServiceError::Server(proxima_nbd::ServerError::Config { .. }) => true,
             _ => false,
         }
     }

@@ -2,13 +2,15 @@
 //! where they run: on the volume opened by this process when nobody holds it,
 //! or, while `proxima serve` holds it, inside the server through its control
 //! socket (`control.sock` in the volume directory: one JSON request line in,
-//! one JSON response line out). Either way the same [`execute`] runs, so a
+//! one JSON response line out; several clients at once, each on its own thread). Either way the same [`execute`] runs, so a
 //! snapshot taken while clients write is a CP of the live volume.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::Shutdown;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::PoisonError;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use proxima_engine::{fsck_devices, FsckScope, Overcommit};
@@ -25,6 +27,13 @@ use crate::status::status;
 
 /// Longest request line the control socket accepts.
 const MAX_REQUEST_BYTES: u64 = 64 * 1024;
+/// Control clients answered at once.
+const CONTROL_CLIENTS_MAX: usize = 8;
+/// How long a control client may take to send its request.
+const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client told that the server is busy may take to send its
+/// request and to take the answer (the accept loop waits for it).
+const BUSY_TIMEOUT: Duration = Duration::from_millis(100);
 /// How long a client waits for a server's answer (a snapshot deletion scan or
 /// an fsck of a large volume can take a while).
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(600);
@@ -245,31 +254,92 @@ impl ControlSocket {
     }
 
     /// Answers requests until `shutdown` is requested, then removes the socket.
-    /// Requests are handled one at a time.
+    /// Each client gets a thread of its own, so one that is slow to send its
+    /// request (it has [`REQUEST_READ_TIMEOUT`]) delays no other; past
+    /// [`CONTROL_CLIENTS_MAX`] at once, or when no thread can be started, a
+    /// client is told at once that the server is busy. At shutdown the clients
+    /// still sending their requests are cut off; requests already running finish.
     pub fn serve(self, volume: &SharedVolume, config: &VolumeConfig, shutdown: &ShutdownHandle) {
-        while !shutdown.is_requested() {
-            match self.listener.accept() {
-                Ok((stream, _)) => {
-                    if let Err(error) = answer(stream, volume, config) {
-                        warn!("control socket: {error}");
+        let clients: Mutex<HashMap<u64, UnixStream>> = Mutex::default();
+        std::thread::scope(|scope| {
+            let mut next_id = 0u64;
+            while !shutdown.is_requested() {
+                match self.listener.accept() {
+                    Ok((stream, _)) => {
+                        next_id += 1;
+                        start_client(scope, stream, next_id, &clients, volume, config);
+                    }
+                    Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    Err(error) => {
+                        warn!("control socket: accept failed: {error}");
+                        std::thread::sleep(Duration::from_millis(20));
                     }
                 }
-                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Err(error) => {
-                    warn!("control socket: accept failed: {error}");
-                    std::thread::sleep(Duration::from_millis(20));
-                }
             }
-        }
+            for stream in lock_clients(&clients).values() {
+                let _ = stream.shutdown(Shutdown::Read);
+            }
+        });
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+type ControlClients = Mutex<HashMap<u64, UnixStream>>;
+
+fn lock_clients(clients: &ControlClients) -> std::sync::MutexGuard<'_, HashMap<u64, UnixStream>> {
+    // Inserts and removals only: a panic cannot leave the map half changed.
+    clients.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Answers one control client on a thread of its own (or tells it the server
+/// is busy).
+fn start_client<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    stream: UnixStream,
+    id: u64,
+    clients: &'scope ControlClients,
+    volume: &'scope SharedVolume,
+    config: &'scope VolumeConfig,
+) {
+    let busy = |stream: UnixStream, reason: String| {
+        warn!("control socket: refusing a client: {reason}");
+        let response =
+            json!({ "ok": false, "usage": false, "error": format!("the server is busy: {reason}; try again") });
+        let _ = stream.set_nonblocking(false);
+        // The request is read (briefly) before the answer: closing a socket
+        // with unread data resets it, and the client would lose the answer.
+        let _ = stream.set_read_timeout(Some(BUSY_TIMEOUT));
+        let _ = BufReader::new((&stream).take(MAX_REQUEST_BYTES)).read_line(&mut String::new());
+        let _ = stream.set_write_timeout(Some(BUSY_TIMEOUT));
+        let _ = (&stream).write_all(format!("{response}\n").as_bytes());
+    };
+    let live = lock_clients(clients).len();
+    if live >= CONTROL_CLIENTS_MAX {
+        return busy(stream, format!("{live} control requests in progress"));
+    }
+    let kept = match stream.try_clone() {
+        Ok(kept) => kept,
+        Err(error) => return busy(stream, format!("no descriptor for the client ({error})")),
+    };
+    lock_clients(clients).insert(id, kept);
+    let spawned = std::thread::Builder::new().name(format!("control-{id}")).spawn_scoped(scope, move || {
+        if let Err(error) = answer(stream, volume, config) {
+            warn!("control socket: {error}");
+        }
+        lock_clients(clients).remove(&id);
+    });
+    if let Err(error) = spawned {
+        if let Some(stream) = lock_clients(clients).remove(&id) {
+            busy(stream, format!("cannot start a thread ({error})"));
+        }
     }
 }
 
 fn answer(stream: UnixStream, volume: &SharedVolume, config: &VolumeConfig) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.set_read_timeout(Some(REQUEST_READ_TIMEOUT))?;
     let mut line = String::new();
     BufReader::new((&stream).take(MAX_REQUEST_BYTES)).read_line(&mut line)?;
     let response = match serde_json::from_str::<Request>(line.trim()) {

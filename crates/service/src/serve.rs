@@ -25,7 +25,8 @@ pub struct ServeOptions {
     /// Register SIGINT/SIGTERM to stop the server (the command does; tests
     /// running in-process stop it with the handle instead).
     pub stop_on_signals: bool,
-    /// Server settings (worker threads per connection, …).
+    /// Server settings (worker threads, connection limit, memory budgets,
+    /// shutdown grace).
     pub server: ServerConfig,
 }
 
@@ -47,6 +48,7 @@ pub struct ServeReady {
 /// Serves the volume of `directory` until stopped; `ready` is called once the
 /// listeners accept connections.
 pub fn serve(directory: &Path, options: &ServeOptions, ready: impl FnOnce(&ServeReady)) -> Result<ServerSummary> {
+    options.server.check()?;
     let open = open_volume(directory)?;
     let config = open.config.clone();
     let lock = open.lock;
@@ -72,19 +74,22 @@ pub fn serve(directory: &Path, options: &ServeOptions, ready: impl FnOnce(&Serve
             None
         }
     };
-    let ready_info = ServeReady {
-        socket: options.socket.clone(),
-        tcp,
-        control_socket: control.is_some(),
-        exports: backend.list_exports(),
-        shutdown: shutdown.clone(),
-    };
-    let control_thread = control.map(|control| {
+    let control_thread = control.and_then(|control| {
         let volume = Arc::clone(&volume);
         let config = config.clone();
         let shutdown = shutdown.clone();
-        std::thread::spawn(move || control.serve(&volume, &config, &shutdown))
+        let spawned = std::thread::Builder::new()
+            .name("control".to_owned())
+            .spawn(move || control.serve(&volume, &config, &shutdown));
+        spawned.map_err(|error| warn!("serving without a control socket: cannot start its thread: {error}")).ok()
     });
+    let ready_info = ServeReady {
+        socket: options.socket.clone(),
+        tcp,
+        control_socket: control_thread.is_some(),
+        exports: backend.list_exports(),
+        shutdown: shutdown.clone(),
+    };
     ready(&ready_info);
     let outcome = server.run();
     // The accept loop only ends on a shutdown request; make sure the control

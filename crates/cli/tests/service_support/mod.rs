@@ -5,6 +5,7 @@
 
 #[path = "../../../nbd/tests/common/clients.rs"]
 mod clients;
+pub mod raw_nbd;
 #[allow(unused_imports, reason = "each test binary uses a different subset of these helpers")]
 pub use clients::{fio_totals, fio_verify_command, run, seeded_bytes};
 
@@ -72,18 +73,26 @@ impl Volume {
 
     /// Starts `proxima serve DIR --socket PATH` and waits until it accepts.
     pub fn start_server(&mut self) {
+        self.start_server_with(&[], |_| {});
+    }
+
+    /// Starts `proxima serve DIR --socket PATH EXTRA...`, letting `configure`
+    /// adjust the command first, and waits until it accepts.
+    pub fn start_server_with(&mut self, extra: &[&str], configure: impl FnOnce(&mut Command)) {
         assert!(self.server.is_none(), "one server at a time");
         let log =
             std::fs::OpenOptions::new().create(true).append(true).open(self.path("serve.log")).expect("server log");
-        let child = proxima()
+        let mut command = proxima();
+        command
             .arg("serve")
             .arg(&self.directory)
             .arg("--socket")
             .arg(&self.socket)
+            .args(extra)
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start proxima serve");
+            .stderr(log);
+        configure(&mut command);
+        let child = command.spawn().expect("start proxima serve");
         self.server = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
         while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
@@ -92,6 +101,40 @@ impl Volume {
             }
             assert!(Instant::now() < deadline, "the server did not start: {}", self.server_log());
             std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The running server's process id.
+    pub fn server_pid(&self) -> u32 {
+        self.server.as_ref().expect("a running server").id()
+    }
+
+    /// Whether the server is still running.
+    pub fn server_running(&mut self) -> bool {
+        self.server.as_mut().is_some_and(|child| child.try_wait().expect("poll the server").is_none())
+    }
+
+    /// Sends SIGTERM to the server without waiting for it.
+    pub fn signal_server(&self, signal: i32) {
+        let pid = i32::try_from(self.server_pid()).expect("pid fits");
+        // SAFETY: kill with a valid pid and signal has no memory effects.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill");
+    }
+
+    /// Waits up to `limit` for the server to exit; its status, or `None` if it
+    /// still runs.
+    pub fn wait_server(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let child = self.server.as_mut().expect("a running server");
+            if let Some(status) = child.try_wait().expect("poll the server") {
+                self.server = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 

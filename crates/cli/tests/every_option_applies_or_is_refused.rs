@@ -1,0 +1,912 @@
+//! Every option of every `proxima` subcommand does something or is refused:
+//! the test walks the command line's definition (`proxima_cli::Cli`), and each
+//! option must have at least one probe below, which runs the real binary:
+//! - `Differs`: two invocations that differ only in the option (or its value)
+//!   both succeed and print different things, while the first one, run twice,
+//!   prints the same (so the difference is the option's doing);
+//! - `Refused`: where the option would do nothing, the command exits 2 naming it;
+//! - `ServeDiffers`: `proxima serve` announces different settings;
+//! - `Enables`: without the option the command fails, with it it succeeds.
+//!
+//! For `reproduce`, every experiment must take or refuse each of `--scale`,
+//! `--count` and `--jobs`. A new option without a probe fails the test.
+//!
+//! In the arguments, `{vol}` is a volume directory in a fresh temporary
+//! directory `{tmp}`, `{models}` the disk models shipped in the repository,
+//! `{traces}` the trace samples, and `{port}` a free TCP port; outputs are
+//! compared with `{tmp}` masked.
+
+mod service_support;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use clap::CommandFactory;
+use service_support::proxima;
+
+type Words = &'static [&'static str];
+
+enum Probe {
+    Differs {
+        setup: &'static [Words],
+        first: Words,
+        second: Words,
+        compare: Compare,
+    },
+    Refused {
+        setup: &'static [Words],
+        args: Words,
+    },
+    ServeDiffers {
+        first: Words,
+        second: Words,
+    },
+    /// Without the option the command fails; with it, it succeeds.
+    Enables {
+        setup: &'static [Words],
+        without: Words,
+        with: Words,
+    },
+}
+
+/// What of the output is compared.
+#[derive(Clone, Copy)]
+enum Compare {
+    /// Standard output and error (but the lines that report wall time, which
+    /// start with `wall `), and the names of the files in `{tmp}`.
+    Output,
+    /// What follows `marker` on each line that has it (to leave out wall-clock figures).
+    After(&'static str),
+}
+
+/// A small volume with an extent `lun0` (4 MiB) and a snapshot `s1`.
+const VOLUME: &[Words] = &[
+    &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M"],
+    &["extent", "create", "{vol}", "lun0", "--size", "4M"],
+    &["snapshot", "create", "{vol}", "s1"],
+];
+const NO_SETUP: &[Words] = &[];
+const STRANDS: Words = &["disk", "strands", "--count", "20"];
+
+fn differs(first: Words, second: Words) -> Probe {
+    Probe::Differs { setup: NO_SETUP, first, second, compare: Compare::Output }
+}
+
+fn differs_on_volume(first: Words, second: Words) -> Probe {
+    Probe::Differs { setup: VOLUME, first, second, compare: Compare::Output }
+}
+
+fn refused(args: Words) -> Probe {
+    Probe::Refused { setup: NO_SETUP, args }
+}
+
+/// The probes, by subcommand and option.
+fn probes() -> Vec<(&'static str, &'static str, Probe)> {
+    vec![
+        // disk validate
+        (
+            "disk validate",
+            "--parv",
+            differs(
+                &["disk", "validate", "--parv", "cheetah15k5", "--trace", "{models}/atlas10k/atlas10k.trace"],
+                &["disk", "validate", "--parv", "atlas10k", "--trace", "{models}/atlas10k/atlas10k.trace"],
+            ),
+        ),
+        (
+            "disk validate",
+            "--trace",
+            differs(
+                &["disk", "validate", "--parv", "cheetah15k5", "--trace", "{models}/cheetah15k5/random.trace"],
+                &["disk", "validate", "--parv", "cheetah15k5", "--trace", "{models}/atlas10k/atlas10k.trace"],
+            ),
+        ),
+        (
+            "disk validate",
+            "--set",
+            differs(
+                &["disk", "validate", "--parv", "cheetah15k5", "--trace", "{models}/cheetah15k5/random.trace"],
+                &[
+                    "disk",
+                    "validate",
+                    "--parv",
+                    "cheetah15k5",
+                    "--trace",
+                    "{models}/cheetah15k5/random.trace",
+                    "--set",
+                    "disk0:Read completion overhead=2.0",
+                ],
+            ),
+        ),
+        (
+            "disk validate",
+            "--per-request",
+            differs(
+                &["disk", "validate", "--parv", "cheetah15k5", "--trace", "{models}/cheetah15k5/random.trace"],
+                &[
+                    "disk",
+                    "validate",
+                    "--parv",
+                    "cheetah15k5",
+                    "--trace",
+                    "{models}/cheetah15k5/random.trace",
+                    "--per-request",
+                    "{tmp}/requests.csv",
+                ],
+            ),
+        ),
+        (
+            "disk validate",
+            "--seed",
+            differs(
+                &["disk", "validate", "--parv", "cheetah15k5", "--trace", "{models}/cheetah15k5/random.trace"],
+                &[
+                    "disk",
+                    "validate",
+                    "--parv",
+                    "cheetah15k5",
+                    "--trace",
+                    "{models}/cheetah15k5/random.trace",
+                    "--seed",
+                    "7",
+                ],
+            ),
+        ),
+        // disk bench: only the simulated figures are compared (the rest is wall time).
+        ("disk bench", "--model", bench(&["--model", "atlas10k"])),
+        ("disk bench", "--set", bench(&["--set", "disk0:Read completion overhead=2.0"])),
+        ("disk bench", "--requests", bench(&["--requests", "1500"])),
+        ("disk bench", "--seed", bench(&["--seed", "9"])),
+        // disk strands
+        ("disk strands", "--model", differs(STRANDS, &["disk", "strands", "--count", "20", "--model", "atlas10k"])),
+        (
+            "disk strands",
+            "--set",
+            differs(STRANDS, &["disk", "strands", "--count", "20", "--set", "disk0:Read completion overhead=2.0"]),
+        ),
+        ("disk strands", "--span", differs(STRANDS, &["disk", "strands", "--count", "20", "--span", "1024"])),
+        (
+            "disk strands",
+            "--span",
+            refused(&["disk", "strands", "--count", "20", "--pattern", "semi-sequential", "--span", "1024"]),
+        ),
+        ("disk strands", "--strand", differs(STRANDS, &["disk", "strands", "--count", "20", "--strand", "4"])),
+        ("disk strands", "--count", differs(STRANDS, &["disk", "strands", "--count", "21"])),
+        ("disk strands", "--op", differs(STRANDS, &["disk", "strands", "--count", "20", "--op", "write"])),
+        (
+            "disk strands",
+            "--queue-depth",
+            differs(STRANDS, &["disk", "strands", "--count", "20", "--queue-depth", "1"]),
+        ),
+        ("disk strands", "--order", differs(STRANDS, &["disk", "strands", "--count", "20", "--order", "random"])),
+        (
+            "disk strands",
+            "--pattern",
+            differs(STRANDS, &["disk", "strands", "--count", "20", "--pattern", "semi-sequential"]),
+        ),
+        ("disk strands", "--start", differs(STRANDS, &["disk", "strands", "--count", "20", "--start", "busy"])),
+        ("disk strands", "--seed", differs(STRANDS, &["disk", "strands", "--count", "20", "--seed", "5"])),
+        // disk closed-loop
+        (
+            "disk closed-loop",
+            "--model",
+            differs(
+                &["disk", "closed-loop", "--count", "200"],
+                &["disk", "closed-loop", "--count", "200", "--model", "atlas10k"],
+            ),
+        ),
+        (
+            "disk closed-loop",
+            "--set",
+            differs(
+                &["disk", "closed-loop", "--count", "200"],
+                &["disk", "closed-loop", "--count", "200", "--set", "disk0:Read completion overhead=2.0"],
+            ),
+        ),
+        (
+            "disk closed-loop",
+            "--queue-depth",
+            differs(
+                &["disk", "closed-loop", "--count", "200"],
+                &["disk", "closed-loop", "--count", "200", "--queue-depth", "4"],
+            ),
+        ),
+        (
+            "disk closed-loop",
+            "--scheduler",
+            differs(
+                &["disk", "closed-loop", "--count", "200", "--queue-depth", "4"],
+                &["disk", "closed-loop", "--count", "200", "--queue-depth", "4", "--scheduler", "fcfs"],
+            ),
+        ),
+        (
+            "disk closed-loop",
+            "--op",
+            differs(
+                &["disk", "closed-loop", "--count", "200"],
+                &["disk", "closed-loop", "--count", "200", "--op", "write"],
+            ),
+        ),
+        (
+            "disk closed-loop",
+            "--blocks",
+            differs(
+                &["disk", "closed-loop", "--count", "200"],
+                &["disk", "closed-loop", "--count", "200", "--blocks", "16"],
+            ),
+        ),
+        (
+            "disk closed-loop",
+            "--count",
+            differs(&["disk", "closed-loop", "--count", "200"], &["disk", "closed-loop", "--count", "201"]),
+        ),
+        (
+            "disk closed-loop",
+            "--seed",
+            differs(
+                &["disk", "closed-loop", "--count", "200"],
+                &["disk", "closed-loop", "--count", "200", "--seed", "3"],
+            ),
+        ),
+        // reproduce
+        (
+            "reproduce",
+            "--out",
+            differs(
+                &["reproduce", "proximal-disk", "--count", "2", "--out", "{tmp}/a"],
+                &["reproduce", "proximal-disk", "--count", "2", "--out", "{tmp}/b"],
+            ),
+        ),
+        (
+            "reproduce",
+            "--seed",
+            differs(
+                &["reproduce", "proximal-disk", "--count", "2", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-disk", "--count", "2", "--out", "{tmp}/out", "--seed", "2"],
+            ),
+        ),
+        (
+            "reproduce",
+            "--model",
+            differs(
+                &["reproduce", "proximal-disk", "--count", "2", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-disk", "--count", "2", "--out", "{tmp}/out", "--model", "atlas10k"],
+            ),
+        ),
+        (
+            "reproduce",
+            "--count",
+            differs(
+                &["reproduce", "proximal-disk", "--count", "2", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-disk", "--count", "3", "--out", "{tmp}/out"],
+            ),
+        ),
+        ("reproduce", "--scale", refused(&["reproduce", "proximal-disk", "--scale", "0.01", "--out", "{tmp}/out"])),
+        ("reproduce", "--jobs", refused(&["reproduce", "proximal-disk", "--jobs", "2", "--out", "{tmp}/out"])),
+        ("reproduce", "--count", refused(&["reproduce", "proximal-table2", "--count", "5", "--out", "{tmp}/out"])),
+        ("reproduce", "--count", refused(&["reproduce", "proximal-table3", "--count", "5", "--out", "{tmp}/out"])),
+        ("reproduce", "--count", refused(&["reproduce", "proximal-srarw", "--count", "5", "--out", "{tmp}/out"])),
+        (
+            "reproduce",
+            "--scale",
+            differs(
+                &["reproduce", "proximal-table2", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-table2", "--scale", "0.00015", "--out", "{tmp}/out"],
+            ),
+        ),
+        (
+            "reproduce",
+            "--scale",
+            differs(
+                &["reproduce", "proximal-table3", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-table3", "--scale", "0.00015", "--out", "{tmp}/out"],
+            ),
+        ),
+        (
+            "reproduce",
+            "--scale",
+            differs(
+                &["reproduce", "proximal-srarw", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-srarw", "--scale", "0.00015", "--out", "{tmp}/out"],
+            ),
+        ),
+        // --jobs leaves the figures alone by design (crates/lab/tests/
+        // layout_experiments_are_deterministic.rs); the run reports how many
+        // simulations it ran at once.
+        (
+            "reproduce",
+            "--jobs",
+            differs(
+                &["reproduce", "proximal-table2", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-table2", "--scale", "0.0001", "--out", "{tmp}/out", "--jobs", "2"],
+            ),
+        ),
+        (
+            "reproduce",
+            "--jobs",
+            differs(
+                &["reproduce", "proximal-table3", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-table3", "--scale", "0.0001", "--out", "{tmp}/out", "--jobs", "2"],
+            ),
+        ),
+        (
+            "reproduce",
+            "--jobs",
+            differs(
+                &["reproduce", "proximal-srarw", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-srarw", "--scale", "0.0001", "--out", "{tmp}/out", "--jobs", "2"],
+            ),
+        ),
+        // volume create
+        (
+            "volume create",
+            "--data",
+            differs(
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M"],
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M", "--data", "disk.img"],
+            ),
+        ),
+        (
+            "volume create",
+            "--disks",
+            differs(
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M"],
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M", "--disks", "3"],
+            ),
+        ),
+        (
+            "volume create",
+            "--disks",
+            refused(&["volume", "create", "{vol}", "--disks", "2", "--data", "a.img", "--data", "b.img"]),
+        ),
+        (
+            "volume create",
+            "--data-size",
+            differs(
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M"],
+                &["volume", "create", "{vol}", "--data-size", "128M", "--flash-size", "8M"],
+            ),
+        ),
+        (
+            "volume create",
+            "--flash",
+            differs(
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M"],
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M", "--flash", "fast.img"],
+            ),
+        ),
+        (
+            "volume create",
+            "--flash-size",
+            differs(
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M"],
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "16M"],
+            ),
+        ),
+        (
+            "volume create",
+            "--layout",
+            differs(
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M"],
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M", "--layout", "in-place"],
+            ),
+        ),
+        (
+            "volume create",
+            "--raid",
+            differs(
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M", "--disks", "3"],
+                &[
+                    "volume",
+                    "create",
+                    "{vol}",
+                    "--data-size",
+                    "64M",
+                    "--flash-size",
+                    "8M",
+                    "--disks",
+                    "3",
+                    "--raid",
+                    "raid4",
+                ],
+            ),
+        ),
+        (
+            "volume create",
+            "--stripe-unit",
+            differs(
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M", "--disks", "3"],
+                &[
+                    "volume",
+                    "create",
+                    "{vol}",
+                    "--data-size",
+                    "64M",
+                    "--flash-size",
+                    "8M",
+                    "--disks",
+                    "3",
+                    "--stripe-unit",
+                    "64K",
+                ],
+            ),
+        ),
+        (
+            "volume create",
+            "--stripe-unit",
+            refused(&["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M", "--stripe-unit", "64K"]),
+        ),
+        (
+            "volume create",
+            "--direct",
+            differs(
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M"],
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M", "--direct"],
+            ),
+        ),
+        (
+            "volume create",
+            "--json",
+            differs(
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M"],
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M", "--json"],
+            ),
+        ),
+        (
+            "volume create",
+            "--force",
+            refused(&["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M", "--force"]),
+        ),
+        // extent, snapshot, status, fsck on a small volume
+        (
+            "extent create",
+            "--thin",
+            Probe::Enables {
+                setup: VOLUME,
+                without: &["extent", "create", "{vol}", "big", "--size", "128M"],
+                with: &["extent", "create", "{vol}", "big", "--size", "128M", "--thin"],
+            },
+        ),
+        (
+            "extent resize",
+            "--thin",
+            Probe::Enables {
+                setup: VOLUME,
+                without: &["extent", "resize", "{vol}", "lun0", "--size", "128M"],
+                with: &["extent", "resize", "{vol}", "lun0", "--size", "128M", "--thin"],
+            },
+        ),
+        (
+            "extent create",
+            "--size",
+            differs_on_volume(
+                &["extent", "create", "{vol}", "lun1", "--size", "4M"],
+                &["extent", "create", "{vol}", "lun1", "--size", "8M"],
+            ),
+        ),
+        (
+            "extent create",
+            "--json",
+            differs_on_volume(
+                &["extent", "create", "{vol}", "lun1", "--size", "4M"],
+                &["extent", "create", "{vol}", "lun1", "--size", "4M", "--json"],
+            ),
+        ),
+        (
+            "extent delete",
+            "--json",
+            differs_on_volume(&["extent", "delete", "{vol}", "lun0"], &["extent", "delete", "{vol}", "lun0", "--json"]),
+        ),
+        (
+            "extent resize",
+            "--size",
+            differs_on_volume(
+                &["extent", "resize", "{vol}", "lun0", "--size", "8M"],
+                &["extent", "resize", "{vol}", "lun0", "--size", "12M"],
+            ),
+        ),
+        (
+            "extent resize",
+            "--json",
+            differs_on_volume(
+                &["extent", "resize", "{vol}", "lun0", "--size", "8M"],
+                &["extent", "resize", "{vol}", "lun0", "--size", "8M", "--json"],
+            ),
+        ),
+        (
+            "extent list",
+            "--json",
+            differs_on_volume(&["extent", "list", "{vol}"], &["extent", "list", "{vol}", "--json"]),
+        ),
+        (
+            "snapshot create",
+            "--json",
+            differs_on_volume(&["snapshot", "create", "{vol}", "s2"], &["snapshot", "create", "{vol}", "s2", "--json"]),
+        ),
+        (
+            "snapshot list",
+            "--json",
+            differs_on_volume(&["snapshot", "list", "{vol}"], &["snapshot", "list", "{vol}", "--json"]),
+        ),
+        (
+            "snapshot delete",
+            "--json",
+            differs_on_volume(&["snapshot", "delete", "{vol}", "s1"], &["snapshot", "delete", "{vol}", "s1", "--json"]),
+        ),
+        (
+            "snapshot restore",
+            "--extent",
+            differs_on_volume(
+                &["snapshot", "restore", "{vol}", "s1"],
+                &["snapshot", "restore", "{vol}", "s1", "--extent", "lun0"],
+            ),
+        ),
+        (
+            "snapshot restore",
+            "--json",
+            differs_on_volume(
+                &["snapshot", "restore", "{vol}", "s1"],
+                &["snapshot", "restore", "{vol}", "s1", "--json"],
+            ),
+        ),
+        ("status", "--json", differs_on_volume(&["status", "{vol}"], &["status", "{vol}", "--json"])),
+        ("fsck", "--json", differs_on_volume(&["fsck", "{vol}"], &["fsck", "{vol}", "--json"])),
+        // serve
+        (
+            "serve",
+            "--socket",
+            Probe::ServeDiffers {
+                first: &["--listen", "127.0.0.1:{port}"],
+                second: &["--listen", "127.0.0.1:{port}", "--socket", "{tmp}/nbd.sock"],
+            },
+        ),
+        (
+            "serve",
+            "--listen",
+            Probe::ServeDiffers {
+                first: &["--socket", "{tmp}/nbd.sock"],
+                second: &["--socket", "{tmp}/nbd.sock", "--listen", "127.0.0.1:{port}"],
+            },
+        ),
+        (
+            "serve",
+            "--max-connections",
+            Probe::ServeDiffers {
+                first: &["--socket", "{tmp}/nbd.sock"],
+                second: &["--socket", "{tmp}/nbd.sock", "--max-connections", "3"],
+            },
+        ),
+        (
+            "serve",
+            "--max-connections",
+            Probe::Refused {
+                setup: VOLUME,
+                args: &["serve", "{vol}", "--socket", "{tmp}/nbd.sock", "--max-connections", "0"],
+            },
+        ),
+        (
+            "serve",
+            "--memory-per-connection",
+            Probe::ServeDiffers {
+                first: &["--socket", "{tmp}/nbd.sock"],
+                second: &["--socket", "{tmp}/nbd.sock", "--memory-per-connection", "48M"],
+            },
+        ),
+        (
+            "serve",
+            "--memory-per-connection",
+            Probe::Refused {
+                setup: VOLUME,
+                args: &["serve", "{vol}", "--socket", "{tmp}/nbd.sock", "--memory-per-connection", "1M"],
+            },
+        ),
+        (
+            "serve",
+            "--memory-total",
+            Probe::ServeDiffers {
+                first: &["--socket", "{tmp}/nbd.sock"],
+                second: &["--socket", "{tmp}/nbd.sock", "--memory-total", "512M"],
+            },
+        ),
+        (
+            "serve",
+            "--memory-total",
+            Probe::Refused {
+                setup: VOLUME,
+                args: &["serve", "{vol}", "--socket", "{tmp}/nbd.sock", "--memory-total", "40M"],
+            },
+        ),
+    ]
+}
+
+/// `proxima replay` of a trace sample, and the same with `extra`.
+fn replay(trace: &'static str, base: Words, extra: Words) -> Probe {
+    let path: &'static str = format!("{{traces}}/{trace}").leak();
+    let first: Vec<&'static str> = ["replay", path].iter().chain(base).copied().collect();
+    let second: Vec<&'static str> = first.iter().chain(extra).copied().collect();
+    differs(first.leak(), second.leak())
+}
+
+/// The replay probes: every option on the DiskSim ascii sample (or the
+/// Systor one, which records response times and is out of order) replayed on
+/// the disk model.
+fn replay_probes() -> Vec<(&'static str, &'static str, Probe)> {
+    const ASCII: &str = "disksim-ascii.trace";
+    // Records response times (dependency mode needs them) and out of order.
+    const SYSTOR: &str = "systor17-sample.csv.gz";
+    const NO_BASE: Words = &[];
+    const DEPENDENCY: Words = &["--mode", "dependency"];
+    const SLICED: Words = &["--device-map", "split:100000"];
+    let no_disk_option_with_nbd: &'static [&'static str] =
+        &["replay", "{traces}/disksim-ascii.trace", "--nbd", "nbd+unix:///lun0?socket={tmp}/none.sock"];
+    let with = |extra: &[&'static str]| -> Words {
+        no_disk_option_with_nbd.iter().chain(extra).copied().collect::<Vec<_>>().leak()
+    };
+    vec![
+        ("replay", "--format", replay(ASCII, NO_BASE, &["--format", "disksim-ns"])),
+        ("replay", "--target", refused(with(&["--target", "disk"]))),
+        ("replay", "--model", replay(ASCII, NO_BASE, &["--model", "atlas10k"])),
+        ("replay", "--set", replay(ASCII, NO_BASE, &["--set", "disk0:Read completion overhead=2.0"])),
+        ("replay", "--seed", replay(ASCII, NO_BASE, &["--seed", "7"])),
+        ("replay", "--nbd", refused(with(&["--model", "atlas10k"]))),
+        ("replay", "--mode", replay(ASCII, NO_BASE, &["--mode", "afap"])),
+        ("replay", "--scale", replay(ASCII, NO_BASE, &["--scale", "2"])),
+        ("replay", "--in-flight-max", replay(ASCII, &["--mode", "afap"], &["--in-flight-max", "1"])),
+        ("replay", "--bundle-us", replay(ASCII, NO_BASE, &["--bundle-us", "5000"])),
+        ("replay", "--think-threshold-us", replay(SYSTOR, DEPENDENCY, &["--think-threshold-us", "100000"])),
+        ("replay", "--lookahead", replay(SYSTOR, DEPENDENCY, &["--lookahead", "1"])),
+        ("replay", "--device-map", replay(ASCII, NO_BASE, SLICED)),
+        ("replay", "--only-device", replay(ASCII, NO_BASE, &["--only-device", "1"])),
+        ("replay", "--block-bytes", replay(ASCII, NO_BASE, &["--block-bytes", "65536"])),
+        ("replay", "--out-of-range", replay(ASCII, SLICED, &["--out-of-range", "skip"])),
+        ("replay", "--order-window", replay(SYSTOR, NO_BASE, &["--order-window", "1"])),
+        ("replay", "--per-request", replay(ASCII, NO_BASE, &["--per-request", "{tmp}/requests.csv"])),
+    ]
+}
+
+/// `disk bench` with and without `extra` (1000 requests unless `extra` says);
+/// only the simulated figures are compared, the rest being wall time.
+fn bench(extra: Words) -> Probe {
+    let requests: Words = if extra.contains(&"--requests") { &[] } else { &["--requests", "1000"] };
+    let second: Vec<&'static str> = ["disk", "bench"].iter().chain(requests).chain(extra).copied().collect();
+    Probe::Differs {
+        setup: NO_SETUP,
+        first: &["disk", "bench", "--requests", "1000"],
+        second: second.leak(),
+        compare: Compare::After(" wall, "),
+    }
+}
+
+/// Every subcommand (as "disk strands") and its long options, help and version aside.
+fn options_of_every_subcommand() -> Vec<(String, Vec<String>)> {
+    fn walk(command: &clap::Command, path: &str, found: &mut Vec<(String, Vec<String>)>) {
+        let subcommands: Vec<_> = command.get_subcommands().filter(|sub| sub.get_name() != "help").collect();
+        if subcommands.is_empty() {
+            let options = command
+                .get_arguments()
+                .filter_map(|argument| argument.get_long())
+                .filter(|long| !matches!(*long, "help" | "version"))
+                .map(|long| format!("--{long}"))
+                .collect();
+            found.push((path.to_owned(), options));
+        }
+        for sub in subcommands {
+            let sub_path =
+                if path.is_empty() { sub.get_name().to_owned() } else { format!("{path} {}", sub.get_name()) };
+            walk(sub, &sub_path, found);
+        }
+    }
+    let mut found = Vec::new();
+    walk(&proxima_cli::Cli::command(), "", &mut found);
+    found
+}
+
+#[test]
+fn every_option_of_every_subcommand_has_a_probe() {
+    let probes: Vec<_> = probes().into_iter().chain(replay_probes()).collect();
+    let probed: BTreeSet<(&str, &str)> = probes.iter().map(|(command, option, _)| (*command, *option)).collect();
+    let mut missing = Vec::new();
+    let walked = options_of_every_subcommand();
+    assert!(walked.len() >= 15, "the walk found the subcommands: {walked:?}");
+    for (command, options) in &walked {
+        for option in options {
+            if !probed.contains(&(command.as_str(), option.as_str())) {
+                missing.push(format!("{command} {option}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "options without a probe: {missing:?}");
+    // Each experiment takes or refuses each flag that only some experiments take.
+    for experiment in proxima_lab::EXPERIMENTS {
+        for flag in ["--scale", "--count", "--jobs"] {
+            let covered = probes.iter().any(|(command, option, probe)| {
+                *command == "reproduce" && *option == flag && probe_words(probe).contains(&experiment.name)
+            });
+            assert!(covered, "reproduce {} {flag} has no probe", experiment.name);
+        }
+    }
+}
+
+fn probe_words(probe: &Probe) -> Vec<&'static str> {
+    match probe {
+        Probe::Differs { first, second, .. } => first.iter().chain(second.iter()).copied().collect(),
+        Probe::Refused { args, .. } => args.to_vec(),
+        Probe::ServeDiffers { first, second } => first.iter().chain(second.iter()).copied().collect(),
+        Probe::Enables { without, with, .. } => without.iter().chain(with.iter()).copied().collect(),
+    }
+}
+
+/// A fresh temporary directory and the placeholders' values in it.
+struct Scene {
+    temporary: tempfile::TempDir,
+    port: String,
+}
+
+impl Scene {
+    fn new(setup: &[Words]) -> Self {
+        let temporary = tempfile::tempdir().expect("temporary directory");
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+        let scene = Self { temporary, port };
+        for words in setup {
+            let output = scene.command(words).output().expect("run a setup step");
+            assert!(output.status.success(), "setup {words:?}: {}", String::from_utf8_lossy(&output.stderr));
+        }
+        scene
+    }
+
+    fn expand(&self, word: &str) -> String {
+        let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../disk/models");
+        let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workload/tests/data");
+        word.replace("{vol}", &self.temporary.path().join("vol").display().to_string())
+            .replace("{tmp}", &self.temporary.path().display().to_string())
+            .replace("{models}", &models.display().to_string())
+            .replace("{traces}", &traces.display().to_string())
+            .replace("{port}", &self.port)
+    }
+
+    fn command(&self, words: &[&str]) -> Command {
+        let mut command = proxima();
+        command.args(words.iter().map(|word| self.expand(word))).current_dir(self.temporary.path());
+        command
+    }
+
+    /// Runs `words`, which must succeed; what it printed, `{tmp}` masked.
+    fn output(&self, words: &[&str], compare: Compare) -> String {
+        let output = self.command(words).output().expect("run proxima");
+        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(output.status.success(), "{words:?} failed with {}: {text}", output.status);
+        let text = text.replace(&self.temporary.path().display().to_string(), "{tmp}");
+        match compare {
+            Compare::Output => {
+                let timeless: String =
+                    text.lines().filter(|line| !line.starts_with("wall ")).map(|line| format!("{line}\n")).collect();
+                format!("{timeless}files: {:?}\n", files_in(self.temporary.path()))
+            }
+            Compare::After(marker) => {
+                text.lines().filter_map(|line| line.split_once(marker)).map(|(_, after)| format!("{after}\n")).collect()
+            }
+        }
+    }
+
+    /// Starts `proxima serve {vol} ARGS`, reads its announcement, stops it with
+    /// SIGTERM, and returns the announcement.
+    fn serve_announcement(&self, args: &[&str]) -> String {
+        let mut child = self
+            .command(&["serve", "{vol}"])
+            .args(args.iter().map(|word| self.expand(word)))
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start proxima serve");
+        let mut announcement = String::new();
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        for line in lines.by_ref() {
+            let line = line.expect("read the announcement");
+            announcement.push_str(&line);
+            announcement.push('\n');
+            // The export list ends the announcement.
+            if line.trim_start().starts_with("lun0") {
+                break;
+            }
+        }
+        let pid = i32::try_from(child.id()).expect("pid fits");
+        // SAFETY: kill with a valid pid and signal has no memory effects.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let rest: Vec<String> = lines.map_while(Result::ok).collect();
+        let status = child.wait().expect("wait for proxima serve");
+        assert!(status.success(), "proxima serve {args:?} exited with {status}: {announcement}{rest:?}");
+        announcement.replace(&self.temporary.path().display().to_string(), "{tmp}").replace(&self.port, "{port}")
+    }
+}
+
+/// The paths of the files under `directory`, relative to it, sorted.
+fn files_in(directory: &Path) -> BTreeSet<String> {
+    let mut files = BTreeSet::new();
+    let mut pending = vec![directory.to_owned()];
+    while let Some(current) = pending.pop() {
+        for entry in std::fs::read_dir(&current).expect("list a directory").map(|entry| entry.expect("an entry")) {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                files.insert(path.strip_prefix(directory).expect("under the directory").display().to_string());
+            }
+        }
+    }
+    files
+}
+
+fn check(command: &str, option: &str, probe: &Probe) {
+    match probe {
+        Probe::Differs { setup, first, second, compare } => {
+            let (once, again) = (Scene::new(setup), Scene::new(setup));
+            let (first_output, first_again) = (once.output(first, *compare), again.output(first, *compare));
+            assert_eq!(first_output, first_again, "{command} {option}: {first:?} prints the same twice");
+            let second_output = Scene::new(setup).output(second, *compare);
+            assert_ne!(first_output, second_output, "{command} {option} made no difference: {first:?} / {second:?}");
+        }
+        Probe::Refused { setup, args } => {
+            let scene = Scene::new(setup);
+            let output = scene.command(args).output().expect("run proxima");
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(2), "{command} {option} not refused: {args:?}: {stderr}");
+            assert!(stderr.contains(option), "{command}: the refusal names {option}: {stderr}");
+        }
+        Probe::Enables { setup, without, with } => {
+            let scene = Scene::new(setup);
+            let refused = scene.command(without).output().expect("run proxima");
+            assert!(!refused.status.success(), "{command} {option}: {without:?} succeeds without it");
+            let allowed = scene.command(with).output().expect("run proxima");
+            let stderr = String::from_utf8_lossy(&allowed.stderr);
+            assert!(allowed.status.success(), "{command} {option}: {with:?} fails with it: {stderr}");
+        }
+        Probe::ServeDiffers { first, second } => {
+            let announce = |args: &[&str]| Scene::new(VOLUME).serve_announcement(args);
+            let (first_output, first_again) = (announce(first), announce(first));
+            assert_eq!(first_output, first_again, "serve {first:?} announces the same twice");
+            assert_ne!(first_output, announce(second), "serve {option} made no difference");
+        }
+    }
+}
+
+/// Runs the probes of the subcommands whose name starts with `family`, or of
+/// every other one with `None` (one test per family, so they run in parallel).
+fn check_family(family: Option<&str>) {
+    const FAMILIES: [&str; 4] = ["disk", "reproduce", "serve", "replay"];
+    for (command, option, probe) in probes().into_iter().chain(replay_probes()) {
+        let first_word = command.split(' ').next().unwrap_or_default();
+        let in_family = match family {
+            Some(family) => first_word == family,
+            None => !FAMILIES.contains(&first_word),
+        };
+        if in_family {
+            check(command, option, &probe);
+        }
+    }
+}
+
+#[test]
+fn the_disk_probes_hold() {
+    check_family(Some("disk"));
+}
+
+#[test]
+fn the_reproduce_probes_hold() {
+    check_family(Some("reproduce"));
+}
+
+#[test]
+fn the_replay_probes_hold() {
+    check_family(Some("replay"));
+}
+
+#[test]
+fn the_serve_probes_hold() {
+    check_family(Some("serve"));
+}
+
+#[test]
+fn the_volume_extent_snapshot_status_and_fsck_probes_hold() {
+    check_family(None);
+}
