@@ -377,6 +377,11 @@ impl<D: BlockDevice> RaidDevice<D> {
         self.members.iter().map(StatsDevice::inner)
     }
 
+    /// The member devices, giving up the array.
+    pub fn into_members(self) -> Vec<D> {
+        self.members.into_iter().map(StatsDevice::into_inner).collect()
+    }
+
     /// Member `index`, mutably (I/O issued directly to it bypasses parity).
     pub fn member_mut(&mut self, index: usize) -> &mut D {
         self.members[index].inner_mut()

@@ -328,8 +328,7 @@ fn summarize(blocks: &[u64]) -> String {
 /// Checks the durable state of the volume on `data` and `flash`.
 pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F, scope: FsckScope) -> Result<FsckReport> {
     let mut report = FsckReport::default();
-    let bytes = read_pieces(flash, DeviceRole::Flash, &[(SUPERBLOCK_SLOTS[0], 2)])?;
-    let slots = [Superblock::decode(&bytes[..BLOCK_SIZE]), Superblock::decode(&bytes[BLOCK_SIZE..])];
+    let slots = crate::volume::read_superblock_slots(flash)?;
     let superblock = match (&slots[0], &slots[1]) {
         (Ok(a), Ok(b)) => {
             check_slot_generations(&mut report, a.generation, b.generation);

@@ -14,7 +14,7 @@ use crate::codec::{
     ExtentRecord, LogRecord, LogSlot, RootSet, SnapshotRecord, Superblock, BLOCK_SIZE, NAME_CAPACITY, SUPERBLOCK_SLOTS,
 };
 use crate::error::{DeviceRole, EngineError, Result};
-use crate::io::{read_pieces, FlashReader};
+use crate::io::FlashReader;
 use crate::layout::Payload;
 use crate::log::{LogState, RecoveryReport};
 use crate::map::{self, ExtentMap, Location};
@@ -423,7 +423,16 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     fn open_checked(data: D, mut flash: F, options: VolumeOptions, volume_id: Option<u64>) -> Result<Self> {
         check_devices(&data, &flash, &options)?;
-        let superblock = read_superblock(&mut flash)?;
+        let slots = read_superblock_slots(&mut flash)?;
+        let superblock = newest_superblock(&slots)?;
+        // A slot that is invalid, or a CP behind the other, is rewritten by
+        // the CP this open commits.
+        let stale_slots: Vec<u64> = SUPERBLOCK_SLOTS
+            .iter()
+            .zip(&slots)
+            .filter(|(_, slot)| slot.as_ref().map_or(true, |slot| slot.generation != superblock.generation))
+            .map(|(&slot, _)| slot)
+            .collect();
         if let Some(expected) = volume_id.filter(|&expected| expected != superblock.volume_id) {
             return Err(EngineError::Unsuitable(format!(
                 "the flash device holds volume {:#x}, not {expected:#x}",
@@ -501,6 +510,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         volume.scan_step(0)?;
         volume.log = LogState::new(superblock.log_head);
         volume.recovery = volume.replay_log(superblock.log_head)?;
+        volume.recovery.stale_superblock_slots = stale_slots;
         volume.mount_count += 1;
         volume.commit()?;
         Ok(volume)
@@ -1137,16 +1147,26 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("a panic without a message")
 }
 
-/// Reads both superblock slots and returns the valid one with the highest
-/// generation.
-pub(crate) fn read_superblock<F: BlockDevice>(flash: &mut F) -> Result<Superblock> {
-    let bytes = read_pieces(flash, DeviceRole::Flash, &[(SUPERBLOCK_SLOTS[0], 2)])?;
-    let slot_a = Superblock::decode(&bytes[..BLOCK_SIZE]);
-    let slot_b = Superblock::decode(&bytes[BLOCK_SIZE..]);
-    match (slot_a, slot_b) {
-        (Ok(a), Ok(b)) => Ok(if b.generation > a.generation { b } else { a }),
-        (Ok(a), Err(_)) => Ok(a),
-        (Err(_), Ok(b)) => Ok(b),
-        (Err(slot_a), Err(slot_b)) => Err(EngineError::NoSuperblock { slot_a, slot_b }),
+/// Reads both superblock slots, each on its own (a slot that cannot be read
+/// is invalid, and the other may still be).
+pub(crate) fn read_superblock_slots<F: BlockDevice>(
+    flash: &mut F,
+) -> Result<[std::result::Result<Superblock, String>; 2]> {
+    let requests = SUPERBLOCK_SLOTS.iter().map(|&slot| proxima_device::IoRequest::read(slot, 1)).collect();
+    let completions = flash.execute(requests).map_err(crate::io::device_error(DeviceRole::Flash))?;
+    let mut slots = completions.into_iter().map(|completion| match completion.result {
+        Ok(bytes) => Superblock::decode(&bytes),
+        Err(error) => Err(format!("unreadable: {error}")),
+    });
+    Ok([slots.next().expect("slot A"), slots.next().expect("slot B")])
+}
+
+/// The valid slot with the highest generation.
+fn newest_superblock(slots: &[std::result::Result<Superblock, String>; 2]) -> Result<Superblock> {
+    match slots {
+        [Ok(a), Ok(b)] => Ok(if b.generation > a.generation { *b } else { *a }),
+        [Ok(a), Err(_)] => Ok(*a),
+        [Err(_), Ok(b)] => Ok(*b),
+        [Err(slot_a), Err(slot_b)] => Err(EngineError::NoSuperblock { slot_a: slot_a.clone(), slot_b: slot_b.clone() }),
     }
 }

@@ -440,9 +440,12 @@ impl Export for VolumeExport {
             Target::Extent { id } => {
                 let volume = lock_shared(&self.volume, &self.info.name)?;
                 if volume.supports_shared_reads() {
-                    return volume
-                        .read_shared(*id, offset_bytes, buffer)
-                        .map_err(self.fail(offset_bytes, length_bytes));
+                    match volume.read_shared(*id, offset_bytes, buffer) {
+                        // A damaged block: the exclusive read below may
+                        // repair it from the data device's redundancy.
+                        Err(EngineError::ChecksumMismatch { .. }) => {}
+                        outcome => return outcome.map_err(self.fail(offset_bytes, length_bytes)),
+                    }
                 }
                 drop(volume);
                 lock(&self.volume, &self.info.name)?.read_into(*id, offset_bytes, buffer)

@@ -129,6 +129,10 @@ pub enum ServiceError {
     /// The server failed.
     #[error(transparent)]
     Server(#[from] proxima_nbd::ServerError),
+    /// The volume stopped serving after an internal failure and was not
+    /// committed.
+    #[error("{0}")]
+    Stopped(String),
     /// An error reported by a running server over its control socket.
     #[error("{message}")]
     Remote {

@@ -337,6 +337,11 @@ fn start_client<'scope>(
     }
 }
 
+/// What every request gets once a panic has poisoned the volume's lock.
+pub(crate) const STOPPED_AFTER_A_PANIC: &str =
+    "the volume stopped after an internal failure: nothing is committed any more; stop the server and open the \
+     volume again (it recovers from its last durable CP)";
+
 fn answer(stream: UnixStream, volume: &SharedVolume, config: &VolumeConfig) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(REQUEST_READ_TIMEOUT))?;
@@ -346,10 +351,14 @@ fn answer(stream: UnixStream, volume: &SharedVolume, config: &VolumeConfig) -> s
         Err(error) => json!({ "ok": false, "usage": true, "error": format!("malformed control request: {error}") }),
         Ok(request) => {
             info!(operation = request.name(), "control request");
-            let mut guard = volume.write().unwrap_or_else(PoisonError::into_inner);
-            match execute(&mut guard, config, &request, Venue::Server) {
-                Ok(result) => json!({ "ok": true, "result": result }),
-                Err(error) => json!({ "ok": false, "usage": error.is_usage(), "error": error.to_string() }),
+            // A panic while the volume was locked poisons the lock: its memory
+            // may disagree with its devices, so nothing more is done with it.
+            match volume.write() {
+                Ok(mut guard) => match execute(&mut guard, config, &request, Venue::Server) {
+                    Ok(result) => json!({ "ok": true, "result": result }),
+                    Err(error) => json!({ "ok": false, "usage": error.is_usage(), "error": error.to_string() }),
+                },
+                Err(_) => json!({ "ok": false, "usage": false, "error": STOPPED_AFTER_A_PANIC }),
             }
         }
     };

@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, RwLock};
 
 use proxima_nbd::{Backend, ExportInfo, Server, ServerConfig, ServerSummary, ShutdownHandle, DEFAULT_TCP_ADDRESS};
 use tracing::warn;
@@ -101,7 +101,14 @@ pub fn serve(directory: &Path, options: &ServeOptions, ready: impl FnOnce(&Serve
     let summary = outcome?;
     drop(backend);
     let volume = Arc::try_unwrap(volume).expect("every connection and the control thread have ended");
-    volume.into_inner().unwrap_or_else(PoisonError::into_inner).close()?;
+    // After a panic poisoned the lock the volume is not committed: the next
+    // open recovers from its last durable CP and log.
+    match volume.into_inner() {
+        Ok(volume) => {
+            volume.close()?;
+        }
+        Err(_) => return Err(crate::ServiceError::Stopped(crate::operations::STOPPED_AFTER_A_PANIC.into())),
+    }
     drop(lock);
     Ok(summary)
 }

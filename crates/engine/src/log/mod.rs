@@ -67,18 +67,27 @@ impl LogState {
 }
 
 /// An upper bound on the metadata blocks a record can dirty for the next CP:
-/// six for the map leaves it changes and their ancestors with a bitmap page of
-/// the blocks it maps and frees, plus, for a run, every further bitmap page and
-/// checksum page (with one index node each) its blocks span.
-fn metadata_blocks_bound(record: &LogRecord) -> u64 {
-    let pages_spanned = |count: u32, per_page: u64| u64::from(count) / per_page + 2;
-    let run_bound = |count: u32| 2 * pages_spanned(count, BITS_PER_PAGE) + 2 * pages_spanned(count, CHECKSUMS_PER_PAGE);
+/// six for the map leaf it changes with its ancestors and a bitmap page (and
+/// its index node) of the blocks it maps and of those it frees; for a run, two
+/// more for every further bitmap page it spans; with data checksums, the
+/// checksum pages it sets (one more for a run that straddles a page) and an
+/// index node.
+fn metadata_blocks_bound(record: &LogRecord, checksums: bool) -> u64 {
+    let further_bitmap_pages = |count: u32| 2 * (u64::from(count).div_ceil(BITS_PER_PAGE) - 1);
+    let checksum_pages = |count: u32| {
+        if checksums {
+            u64::from(count).div_ceil(CHECKSUMS_PER_PAGE) + 2
+        } else {
+            0
+        }
+    };
     match *record {
-        LogRecord::Staged { .. } => 6 + run_bound(1),
-        LogRecord::Direct { block_count, .. }
-        | LogRecord::Destaged { block_count, .. }
-        | LogRecord::Unmap { block_count, .. } => 6 + run_bound(block_count),
-        LogRecord::Checksums { count, .. } => 2 * pages_spanned(u32::from(count), CHECKSUMS_PER_PAGE),
+        LogRecord::Staged { .. } => 6 + checksum_pages(1),
+        LogRecord::Direct { block_count, .. } | LogRecord::Destaged { block_count, .. } => {
+            6 + further_bitmap_pages(block_count) + checksum_pages(block_count)
+        }
+        LogRecord::Unmap { block_count, .. } => 6 + further_bitmap_pages(block_count),
+        LogRecord::Checksums { count, .. } => checksum_pages(u32::from(count)),
         LogRecord::WriteIntent { .. } => 0,
     }
 }
@@ -86,7 +95,7 @@ fn metadata_blocks_bound(record: &LogRecord) -> u64 {
 impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Appends a record; a full log block is written at once (without a flush).
     pub(crate) fn push_record(&mut self, record: LogRecord) -> Result<()> {
-        self.log.records_bound_blocks += metadata_blocks_bound(&record);
+        self.log.records_bound_blocks += metadata_blocks_bound(&record, self.checksums.is_some());
         self.log.pending.push(record);
         self.log.records_since_checkpoint += 1;
         if self.log.pending.len() == LOG_RECORD_CAPACITY {

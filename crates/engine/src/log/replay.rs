@@ -91,6 +91,9 @@ pub struct RecoveryReport {
     pub torn_in_place_blocks: Vec<u64>,
     /// Write-intent regions whose redundancy was made consistent again.
     pub resynced_regions: u64,
+    /// Superblock slots that were invalid or a CP behind (a crash between
+    /// the two slot writes, or damage): rewritten by the CP at open.
+    pub stale_superblock_slots: Vec<u64>,
 }
 
 impl RecoveryReport {
