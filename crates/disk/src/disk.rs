@@ -73,6 +73,15 @@ struct LastTrack {
     wrapped_sectors: u64,
 }
 
+/// Write data crossing the bus while the write is under way: sector `i` of the
+/// request is buffered at `first_ns + i * sector_ns`, and the head writes a
+/// sector only once it is buffered.
+#[derive(Debug, Clone, Copy)]
+struct DataStream {
+    first_ns: f64,
+    sector_ns: f64,
+}
+
 /// A simulated hard disk running a [`DiskModel`].
 #[derive(Debug)]
 pub struct HardDisk {
@@ -88,6 +97,9 @@ pub struct HardDisk {
     initial_angle: f64,
     /// The mechanism is busy (flushing write-back data) until then.
     mechanism_free_ns: f64,
+    /// One past the last LBN of the previous request (sequential writes skip
+    /// the minimum seek delay).
+    last_end_lbn: u64,
     last_arrival_ns: Nanos,
     cache: Cache,
 }
@@ -112,6 +124,7 @@ impl HardDisk {
             last_op: DiskOp::Read,
             initial_angle,
             mechanism_free_ns: 0.0,
+            last_end_lbn: u64::MAX,
             last_arrival_ns: 0,
         }
     }
@@ -297,102 +310,165 @@ impl HardDisk {
     /// updates the heads, the cache and the mechanism's busy time.
     fn service(&mut self, start_ns: f64, queued: &Queued) -> f64 {
         let request = queued.request;
-        let first = queued.target;
         let model = Arc::clone(&self.model);
         let count = u64::from(request.sector_count);
-        let bus_ns = model.bus_sector_ns;
         let previous = self.previous_index();
+        let continues_previous_write =
+            self.last_op == DiskOp::Write && request.op == DiskOp::Write && request.lbn == self.last_end_lbn;
         self.last_op = request.op;
+        self.last_end_lbn = request.lbn + count;
         if let Some(access_ns) = model.constant_access_ns {
-            return start_ns + access_ns + count as f64 * bus_ns;
+            return start_ns + access_ns + count as f64 * model.bus_sector_ns(request.op);
         }
         let cache = model.cache;
         match request.op {
-            DiskOp::Read => {
-                if cache.enabled {
-                    if let Some(ready_ns) = self.cache.lookup(request.lbn, count, start_ns, cache.almost_read_hits) {
-                        let overhead = model.overheads.read_hit_ns[previous];
-                        let sent = (start_ns + overhead + count as f64 * bus_ns).max(ready_ns + bus_ns);
-                        return sent + model.overheads.read_completion_ns;
-                    }
-                }
-                self.cache.stop_prefetch(start_ns);
-                let overhead = model.overheads.read_miss_ns[previous];
-                let access = self.media_access(
-                    start_ns + overhead,
-                    start_ns + overhead,
-                    request.lbn,
-                    count,
-                    DiskOp::Read,
-                    first,
-                );
-                if cache.enabled {
-                    let free = if cache.read_any_free_blocks {
-                        let room = u64::from(cache.segment_size_sectors).saturating_sub(count);
-                        access.passed_before_first_sectors.min(first.lbns_before_on_track).min(room)
-                    } else {
-                        0
-                    };
-                    let (buffered_end_lbn, prefetch) = self.read_ahead(&request, &access, free);
-                    self.cache.insert(request.lbn - free, buffered_end_lbn, prefetch);
-                }
-                self.read_transfer_end_ns(&access, count) + model.overheads.read_completion_ns
-            }
+            DiskOp::Read => self.serve_read(start_ns, queued, previous),
             DiskOp::Write if cache.enabled && cache.fast_write_level > 0 => {
-                // A write that finds its data's segment is a hit; a random write is a miss.
-                let overheads = if self.cache.contains(request.lbn, 1, start_ns, false) {
-                    model.overheads.write_hit_ns
-                } else {
-                    model.overheads.write_miss_ns
-                };
-                let overhead = overheads[previous];
-                let completion = start_ns + overhead + count as f64 * bus_ns + model.overheads.write_completion_ns;
+                // Write-back: completion is reported once the data are buffered,
+                // so the write is a hit (DiskSim's "write hit" overheads).
+                let overheads = &model.overheads;
+                let data_start = start_ns + overheads.write_hit_ns[previous] + overheads.data_preparation_ns;
+                let completion = data_start + count as f64 * model.bus_write_sector_ns + overheads.write_completion_ns;
                 self.cache.stop_prefetch(start_ns);
-                let access = self.media_access(completion, completion, request.lbn, count, DiskOp::Write, first);
+                let access =
+                    self.media_access(completion, completion, request.lbn, count, DiskOp::Write, queued.target, None);
                 self.mechanism_free_ns = access.end_ns;
                 self.keep_written(request.lbn, count);
                 completion
             }
-            DiskOp::Write => {
-                self.cache.stop_prefetch(start_ns);
-                let overhead = model.overheads.write_miss_ns[previous];
-                let data_start = start_ns + overhead;
-                // Write-through: positioning overlaps the host transfer, and the
-                // medium is written once the request's data are all buffered.
-                let access = self.media_access(
-                    data_start,
-                    data_start + count as f64 * bus_ns,
-                    request.lbn,
-                    count,
-                    DiskOp::Write,
-                    first,
-                );
-                self.keep_written(request.lbn, count);
-                let last_data_ns = data_start + count as f64 * bus_ns;
-                access.end_ns.max(last_data_ns) + model.overheads.write_completion_ns
-            }
+            DiskOp::Write => self.serve_write_through(start_ns, queued, previous, continues_previous_write),
         }
     }
 
-    /// When the last byte of a read miss has crossed the bus. The drive
-    /// reconnects once the high water mark of data is buffered, then sends at the
-    /// bus rate, never ahead of the medium (the last batch follows the media end).
-    fn read_transfer_end_ns(&self, access: &MediaAccess, count: u64) -> f64 {
-        let bus_ns = self.model.bus_sector_ns;
-        if bus_ns == 0.0 {
-            return access.end_ns;
+    /// A read: a cache hit is sent at once; a miss disconnects, positions,
+    /// reads (and reads ahead), and reconnects to send the data.
+    fn serve_read(&mut self, start_ns: f64, queued: &Queued, previous: usize) -> f64 {
+        let request = queued.request;
+        let first = queued.target;
+        let model = Arc::clone(&self.model);
+        let overheads = &model.overheads;
+        let count = u64::from(request.sector_count);
+        let bus_ns = model.bus_read_sector_ns;
+        let cache = model.cache;
+        if cache.enabled {
+            if let Some(ready_ns) = self.cache.lookup(request.lbn, count, start_ns, cache.almost_read_hits) {
+                let data_start = start_ns + overheads.read_hit_ns[previous] + overheads.data_preparation_ns;
+                let sent = (data_start + count as f64 * bus_ns).max(ready_ns + bus_ns);
+                return sent + overheads.read_completion_ns;
+            }
         }
-        let cache = self.model.cache;
+        self.cache.stop_prefetch(start_ns);
+        let command_end_ns = start_ns + overheads.read_miss_ns[previous];
+        let access = self.media_access(command_end_ns, command_end_ns, request.lbn, count, DiskOp::Read, first, None);
+        if cache.enabled {
+            let free = if cache.read_any_free_blocks {
+                let room = u64::from(cache.segment_size_sectors).saturating_sub(count);
+                access.passed_before_first_sectors.min(first.lbns_before_on_track).min(room)
+            } else {
+                0
+            };
+            let (buffered_end_lbn, prefetch) = self.read_ahead(&request, &access, free);
+            self.cache.insert(request.lbn - free, buffered_end_lbn, prefetch);
+        }
+        let released_ns = command_end_ns + overheads.read_disconnect_ns[previous];
+        self.read_transfer_end_ns(&access, count, released_ns) + overheads.read_completion_ns
+    }
+
+    /// A write-through write. The drive takes the data over the bus (after an
+    /// extra disconnect and reconnection when the model has one), positions
+    /// meanwhile, writes the medium once the data are buffered, and reconnects
+    /// to report completion.
+    fn serve_write_through(
+        &mut self,
+        start_ns: f64,
+        queued: &Queued,
+        previous: usize,
+        continues_previous_write: bool,
+    ) -> f64 {
+        let request = queued.request;
+        let model = Arc::clone(&self.model);
+        let overheads = &model.overheads;
+        let count = u64::from(request.sector_count);
+        self.cache.stop_prefetch(start_ns);
+        let (command_end_ns, positioning_start_ns, data_start_ns) = match overheads.extra_write_disconnect {
+            Some(extra) if !model.never_disconnect => {
+                let command_end_ns = start_ns + extra.command_ns;
+                let reconnected_ns = command_end_ns
+                    + extra.disconnect_ns
+                    + extra.inter_disconnect_ns
+                    + overheads.reselect_first_ns
+                    + overheads.data_preparation_ns;
+                (command_end_ns, command_end_ns + extra.seek_delta_ns, reconnected_ns)
+            }
+            _ => {
+                let command_end_ns = start_ns + overheads.write_miss_ns[previous];
+                (command_end_ns, command_end_ns, command_end_ns + overheads.data_preparation_ns)
+            }
+        };
+        let bus_ns = model.bus_write_sector_ns;
+        let data_end_ns = data_start_ns + count as f64 * bus_ns;
+        // A write that does not continue the previous one reaches the medium no
+        // sooner than the minimum seek delay after its command.
+        let earliest_media_ns = if continues_previous_write {
+            data_start_ns
+        } else {
+            data_start_ns.max(command_end_ns + model.minimum_seek_delay_ns)
+        };
+        // Zero-latency writes go once all their data are buffered; otherwise the
+        // head writes each sector as soon as it is buffered and comes round.
+        let (earliest_media_ns, stream) = if self.zero_latency(DiskOp::Write) {
+            (earliest_media_ns.max(data_end_ns), None)
+        } else {
+            (earliest_media_ns, Some(DataStream { first_ns: data_start_ns + bus_ns, sector_ns: bus_ns }))
+        };
+        let access = self.media_access(
+            positioning_start_ns,
+            earliest_media_ns,
+            request.lbn,
+            count,
+            DiskOp::Write,
+            queued.target,
+            stream,
+        );
+        self.keep_written(request.lbn, count);
+        let reported_ns = if model.never_disconnect {
+            access.end_ns.max(data_end_ns)
+        } else {
+            let (disconnect_ns, reselect_ns) = match overheads.extra_write_disconnect {
+                Some(extra) => (extra.second_disconnect_ns, overheads.reselect_other_ns),
+                None => (overheads.write_disconnect_ns, overheads.reselect_first_ns),
+            };
+            access.end_ns.max(data_end_ns + disconnect_ns) + reselect_ns
+        };
+        reported_ns + overheads.write_completion_ns
+    }
+
+    /// When the last byte of a read miss has crossed the bus. The drive
+    /// reconnects once the high water mark of data is buffered (and the bus
+    /// was released after the command), then sends at the bus rate, never
+    /// ahead of the medium: holding the bus, the last sector follows the media
+    /// end at once; otherwise the last batch does.
+    fn read_transfer_end_ns(&self, access: &MediaAccess, count: u64, released_ns: f64) -> f64 {
+        let model = &self.model;
+        let bus_ns = model.bus_read_sector_ns;
+        let overheads = &model.overheads;
+        let cache = model.cache;
         let basis = if cache.water_mark_by_request_size { count } else { u64::from(cache.segment_size_sectors).max(1) };
         let water_mark_sectors = ((cache.high_water_mark * basis as f64).ceil() as u64).clamp(1, count);
         let sector_ns = access.first_sector_end_ns - access.media_start_ns;
         let media_ns = access.end_ns - access.media_start_ns;
-        let reconnect_ns = if count <= 1 {
+        let buffered_ns = if count <= 1 {
             access.end_ns
         } else {
             access.first_sector_end_ns + (media_ns - sector_ns) * (water_mark_sectors - 1) as f64 / (count - 1) as f64
         };
-        (reconnect_ns + count as f64 * bus_ns).max(access.end_ns + water_mark_sectors as f64 * bus_ns)
+        let reconnect_ns = if model.never_disconnect {
+            buffered_ns + overheads.data_preparation_ns
+        } else {
+            buffered_ns.max(released_ns) + overheads.reselect_first_ns + overheads.data_preparation_ns
+        };
+        let tail_sectors = if model.hold_bus_for_reads || model.never_disconnect { 1 } else { water_mark_sectors };
+        (reconnect_ns + count as f64 * bus_ns).max(access.end_ns + tail_sectors as f64 * bus_ns)
     }
 
     fn keep_written(&mut self, lbn: u64, count: u64) {
@@ -454,6 +530,7 @@ impl HardDisk {
     /// `start_ns`, and no sector is touched before `earliest_media_ns`. Each
     /// track's part waits for its first sector, or is zero-latency when the
     /// model says so.
+    #[allow(clippy::too_many_arguments, reason = "the timing inputs of one access, each used once")]
     fn media_access(
         &mut self,
         start_ns: f64,
@@ -462,6 +539,7 @@ impl HardDisk {
         count: u64,
         op: DiskOp,
         first: Located,
+        stream: Option<DataStream>,
     ) -> MediaAccess {
         let zero_latency = self.zero_latency(op);
         let revolution = self.model.revolution_ns_exact;
@@ -474,7 +552,17 @@ impl HardDisk {
             let on_track = remaining.min(current.lbns_left_on_track);
             let sector_ns = revolution / f64::from(current.sectors_per_track);
             let pass = self.track_pass(time, &current, on_track, zero_latency);
-            let track_end_ns = time + pass.total_sectors() * sector_ns;
+            let track_end_ns = match stream {
+                Some(stream) if pass.wrapped_sectors == 0 => streamed_track_end_ns(
+                    time + pass.wait_sectors * sector_ns,
+                    sector_ns,
+                    revolution,
+                    stream,
+                    current_lbn - lbn,
+                    on_track,
+                ),
+                _ => time + pass.total_sectors() * sector_ns,
+            };
             if current_lbn == lbn {
                 // The host sees data in LBN order: after a wrap, the range's head
                 // (the first sectors) is buffered last.
@@ -567,6 +655,37 @@ impl SimDevice for HardDisk {
     fn move_heads_to(&mut self, now_ns: Nanos, lbn: u64) {
         HardDisk::move_heads_to(self, now_ns, lbn);
     }
+}
+
+/// When the head has written `count` consecutive sectors of one track, the
+/// first of them (sector `first_index` of the request) passing under it at
+/// `first_pass_ns`: a sector whose data are not yet buffered when it comes
+/// round is written a whole number of revolutions later.
+fn streamed_track_end_ns(
+    first_pass_ns: f64,
+    sector_ns: f64,
+    revolution_ns: f64,
+    stream: DataStream,
+    first_index: u64,
+    count: u64,
+) -> f64 {
+    let ready_ns = |index: u64| stream.first_ns + index as f64 * stream.sector_ns;
+    let wait_for = |write_ns: f64, ready: f64| {
+        if write_ns < ready {
+            write_ns + ((ready - write_ns) / revolution_ns).ceil() * revolution_ns
+        } else {
+            write_ns
+        }
+    };
+    if stream.sector_ns <= sector_ns {
+        // The bus keeps ahead of the head: only the first sector can be late.
+        return wait_for(first_pass_ns, ready_ns(first_index)) + count as f64 * sector_ns;
+    }
+    let mut write_ns = first_pass_ns;
+    for index in first_index..first_index + count {
+        write_ns = wait_for(write_ns, ready_ns(index)) + sector_ns;
+    }
+    write_ns
 }
 
 /// SplitMix64: a well-mixed 64-bit value from a seed.

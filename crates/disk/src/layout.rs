@@ -54,7 +54,7 @@ pub(crate) struct Located {
 }
 
 /// Sorted slips: ranges of physical (pre-slip) positions that hold no LBN.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SlipTable {
     /// Physical start of each slip, ascending.
     starts: Vec<u64>,
@@ -65,6 +65,13 @@ pub(crate) struct SlipTable {
     logical_starts: Vec<u64>,
     /// Total slipped before slip j (exclusive prefix sum), with one extra entry.
     cumulative: Vec<u64>,
+}
+
+impl Default for SlipTable {
+    /// No slips.
+    fn default() -> SlipTable {
+        SlipTable::new(Vec::new())
+    }
 }
 
 impl SlipTable {
@@ -82,9 +89,9 @@ impl SlipTable {
                 _ => merged.push((start, length)),
             }
         }
-        let mut table = SlipTable::default();
+        let mut table =
+            SlipTable { starts: Vec::new(), lengths: Vec::new(), logical_starts: Vec::new(), cumulative: vec![0] };
         let mut total = 0u64;
-        table.cumulative.push(0);
         for (start, length) in merged {
             table.starts.push(start);
             table.lengths.push(length);
@@ -265,6 +272,11 @@ pub(crate) struct G1Zone {
     pub cylinder_skew_sectors: f64,
     pub spare_count: u64,
     pub slips: SlipTable,
+    /// Under track sparing, slips name whole tracks (zone-relative physical
+    /// track numbers, the empty front included): a slipped track holds no LBN
+    /// and the tracks after it move up by one. Filled by [`G1Layout::new`]
+    /// from `slips`.
+    pub slipped_tracks: SlipTable,
     /// Remapped defective sectors (or tracks, under track sparing). Only pairs
     /// whose defective location holds data are kept (by [`G1Layout::new`]).
     pub defects: DefectTable,
@@ -289,6 +301,9 @@ impl G1Layout {
     pub fn new(surface_count: u32, mapping: MappingScheme, sparing: Sparing, mut zones: Vec<G1Zone>) -> G1Layout {
         let mut next_lbn = 0;
         for zone in &mut zones {
+            if sparing == Sparing::TracksAtZoneEnd {
+                zone.slipped_tracks = std::mem::take(&mut zone.slips);
+            }
             zone.first_lbn = next_lbn;
             zone.lbn_count = zone_capacity(zone, surface_count, sparing);
             next_lbn += zone.lbn_count;
@@ -319,7 +334,9 @@ impl G1Layout {
     fn holds_data(&self, zone: &G1Zone, location: u64) -> bool {
         if self.defects_are_tracks() {
             let spt = u64::from(zone.sectors_per_track);
-            (location * spt..(location + 1) * spt).any(|position| self.data_index_at(zone, position).is_some())
+            (location * spt..(location + 1) * spt).any(|position| {
+                self.logical_position(zone, position).is_some_and(|logical| self.data_index_at(zone, logical).is_some())
+            })
         } else {
             self.data_index_at(zone, location).is_some()
         }
@@ -395,7 +412,7 @@ impl G1Layout {
         // A remapped sector stands alone at its replacement; its neighbours stay.
         let (position, remapped) = match self.remapped_sector(zone, natural) {
             Some(replacement) => (replacement, true),
-            None => (natural, false),
+            None => (self.physical_position(zone, natural), false),
         };
         let mut track_index = position / spt;
         if self.defects_are_tracks() {
@@ -422,6 +439,26 @@ impl G1Layout {
             lbns_left_on_track,
             lbns_before_on_track,
         })
+    }
+
+    /// The physical zone position of logical zone position `position`: slipped
+    /// tracks (track sparing) pushed past.
+    fn physical_position(&self, zone: &G1Zone, position: u64) -> u64 {
+        if zone.slipped_tracks.total() == 0 {
+            return position;
+        }
+        let spt = u64::from(zone.sectors_per_track);
+        zone.slipped_tracks.to_physical(position / spt) * spt + position % spt
+    }
+
+    /// The logical zone position at physical zone position `position`, or
+    /// `None` on a slipped track.
+    fn logical_position(&self, zone: &G1Zone, position: u64) -> Option<u64> {
+        if zone.slipped_tracks.total() == 0 {
+            return Some(position);
+        }
+        let spt = u64::from(zone.sectors_per_track);
+        Some(zone.slipped_tracks.to_logical(position / spt)? * spt + position % spt)
     }
 
     /// The replacement of the sector at zone position `position`, under sector sparing.
@@ -546,7 +583,7 @@ impl G1Layout {
             }
             position = zone.defects.defective_for(position).unwrap_or(position);
         }
-        let data_index = self.data_index_at(zone, position)?;
+        let data_index = self.data_index_at(zone, self.logical_position(zone, position)?)?;
         Some(zone.first_lbn + zone.slips.to_logical(data_index)?)
     }
 }
@@ -885,6 +922,7 @@ mod tests {
             cylinder_skew_sectors: 5.0,
             spare_count: spares,
             slips: SlipTable::new(slips),
+            slipped_tracks: SlipTable::default(),
             defects: DefectTable::default(),
             first_lbn: 0,
             lbn_count: 0,

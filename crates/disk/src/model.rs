@@ -62,6 +62,38 @@ pub struct Overheads {
     pub read_completion_ns: f64,
     /// Added at the end of every write.
     pub write_completion_ns: f64,
+    /// `Data preparation overhead`: once the drive holds the bus, before data
+    /// cross it (reads and writes).
+    pub data_preparation_ns: f64,
+    /// `First reselect overhead`: reconnecting to the host for the first time
+    /// in a request, before the bus is used again.
+    pub reselect_first_ns: f64,
+    /// `Other reselect overhead`: later reconnections in the same request.
+    pub reselect_other_ns: f64,
+    /// `Read disconnect afterread` / `afterwrite`: a read miss releasing the
+    /// bus, previous command a read / a write.
+    pub read_disconnect_ns: [f64; 2],
+    /// `Write disconnect overhead`: a write releasing the bus once its data
+    /// are buffered.
+    pub write_disconnect_ns: f64,
+    /// `Extra write disconnect` with its five overheads, when enabled.
+    pub extra_write_disconnect: Option<ExtraWriteDisconnect>,
+}
+
+/// DiskSim's `Extra write disconnect`: the drive disconnects after a write
+/// command, before taking any data, and reconnects later (nanoseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ExtraWriteDisconnect {
+    /// `Extradisc command overhead`: replaces the write command overheads.
+    pub command_ns: f64,
+    /// `Extradisc disconnect overhead`: after the command, before the bus is released.
+    pub disconnect_ns: f64,
+    /// `Extradisc inter-disconnect delay`: from the release to the reconnection attempt.
+    pub inter_disconnect_ns: f64,
+    /// `Extradisc 2nd disconnect overhead`: releasing the bus once the data are buffered.
+    pub second_disconnect_ns: f64,
+    /// `Extradisc seek delta`: from the command's end to the start of positioning.
+    pub seek_delta_ns: f64,
 }
 
 /// The segmented buffer cache's parameters (from `.diskspecs`).
@@ -123,8 +155,20 @@ pub struct DiskModel {
     pub(crate) max_queue_length: usize,
     pub(crate) scheduler: Scheduler,
     pub(crate) overheads: Overheads,
-    /// Time to move one sector over the slowest of disk, bus and controller.
-    pub(crate) bus_sector_ns: f64,
+    /// Time to move one sector to the host over the slowest of disk, bus and
+    /// controller (reads).
+    pub(crate) bus_read_sector_ns: f64,
+    /// The same from the host (writes).
+    pub(crate) bus_write_sector_ns: f64,
+    /// `Minimum seek delay`: a write that does not continue the previous one
+    /// reaches the medium no sooner than this after its command overhead.
+    pub(crate) minimum_seek_delay_ns: f64,
+    /// `Never disconnect`: the drive keeps the bus from arrival to completion,
+    /// so no disconnect or reselect overheads apply.
+    pub(crate) never_disconnect: bool,
+    /// `Hold bus entire read xfer`: once reconnected, a read keeps the bus and
+    /// sends each sector as soon as it is buffered.
+    pub(crate) hold_bus_for_reads: bool,
     pub(crate) cache: CacheParams,
     /// Access time when the mechanics are `constant` (DiskSim's constant access).
     pub(crate) constant_access_ns: Option<f64>,
@@ -320,6 +364,14 @@ impl DiskModel {
         self.write_settle_ns_exact.round() as Nanos
     }
 
+    /// Time to move one sector over the host path in `op`'s direction.
+    pub(crate) fn bus_sector_ns(&self, op: DiskOp) -> f64 {
+        match op {
+            DiskOp::Read => self.bus_read_sector_ns,
+            DiskOp::Write => self.bus_write_sector_ns,
+        }
+    }
+
     /// Seek time for `distance_cylinders`, unrounded, without settle.
     pub(crate) fn seek_time_ns(&self, distance_cylinders: u32) -> f64 {
         match self.seek_ns_by_distance.get(distance_cylinders as usize) {
@@ -366,8 +418,8 @@ fn load_from(source: &dyn FileSource, parv: &str, overrides: &[Override]) -> Res
             message: format!("`{disk_instance}` is a `{}`, only `disksim_disk` is modelled", disk.type_name),
         });
     }
-    let bus_sector_ns = path_transfer_ns(&document)?;
-    build_model(source, disk, bus_sector_ns)
+    let path_sector_ns = path_transfer_ns(&document)?;
+    build_model(source, disk, path_sector_ns)
 }
 
 fn apply_overrides(document: &mut Document, disk_instance: &str, overrides: &[Override]) -> Result<(), LoadError> {
@@ -402,23 +454,25 @@ fn apply_overrides(document: &mut Document, disk_instance: &str, overrides: &[Ov
     Ok(())
 }
 
-/// Per-sector transfer time over the host path: the slowest of the buses'
-/// block transfer times and the controllers' bulk sector transfer times (the
-/// disk's own is folded in by the caller).
-fn path_transfer_ns(document: &Document) -> Result<f64, LoadError> {
-    let mut slowest_ms: f64 = 0.0;
+/// Per-sector transfer time over the host path, to the host (reads) and from
+/// it (writes): the slowest of the buses' read or write block transfer times
+/// and the controllers' bulk sector transfer times (the disk's own is folded
+/// in by the caller).
+fn path_transfer_ns(document: &Document) -> Result<[f64; 2], LoadError> {
+    let mut slowest_ms = [0.0f64; 2];
     for bus in document.topology_instances("disksim_bus") {
         if let Some(block) = document.instance(&bus) {
-            slowest_ms = slowest_ms.max(block.float_or("Read block transfer time", 0.0)?);
-            slowest_ms = slowest_ms.max(block.float_or("Write block transfer time", 0.0)?);
+            slowest_ms[0] = slowest_ms[0].max(block.float_or("Read block transfer time", 0.0)?);
+            slowest_ms[1] = slowest_ms[1].max(block.float_or("Write block transfer time", 0.0)?);
         }
     }
     for controller in document.topology_instances("disksim_ctlr") {
         if let Some(block) = document.instance(&controller) {
-            slowest_ms = slowest_ms.max(block.float_or("Bulk sector transfer time", 0.0)?);
+            let bulk_ms = block.float_or("Bulk sector transfer time", 0.0)?;
+            slowest_ms = slowest_ms.map(|slowest| slowest.max(bulk_ms));
         }
     }
-    Ok(slowest_ms * NANOS_PER_MS)
+    Ok(slowest_ms.map(|slowest| slowest * NANOS_PER_MS))
 }
 
 fn unsupported(value: &Value, parameter: &str, message: &str) -> LoadError {
@@ -457,7 +511,7 @@ fn non_negative_ms(block: &Block, name: &str, default: Option<f64>) -> Result<f6
     Ok(milliseconds.max(0.0) * NANOS_PER_MS)
 }
 
-fn build_model(source: &dyn FileSource, disk: &Block, path_sector_ns: f64) -> Result<DiskModel, LoadError> {
+fn build_model(source: &dyn FileSource, disk: &Block, path_sector_ns: [f64; 2]) -> Result<DiskModel, LoadError> {
     let model_value = disk.require("Model")?;
     let model_block = model_value.block("Model")?;
     let surface_count = count_u32(model_block, "Number of data surfaces")?;
@@ -498,7 +552,7 @@ fn build_model(source: &dyn FileSource, disk: &Block, path_sector_ns: f64) -> Re
     let max_queue_length = usize::try_from(max_queue_value.integer("Max queue length")?.max(1))
         .map_err(|_| out_of_range(max_queue_value, "Max queue length", "too large"))?
         .min(1 << 16);
-    let disk_sector_ms = disk.float_or("Bulk sector transfer time", 0.0)?;
+    let disk_sector_ns = disk.float_or("Bulk sector transfer time", 0.0)? * NANOS_PER_MS;
     Ok(DiskModel {
         name: disk.name.clone().unwrap_or_else(|| "disk".to_string()),
         sector_count,
@@ -514,7 +568,11 @@ fn build_model(source: &dyn FileSource, disk: &Block, path_sector_ns: f64) -> Re
         max_queue_length,
         scheduler: scheduler_of(scheduler_block)?,
         overheads: overheads_of(disk)?,
-        bus_sector_ns: path_sector_ns.max(disk_sector_ms * NANOS_PER_MS),
+        bus_read_sector_ns: path_sector_ns[0].max(disk_sector_ns),
+        bus_write_sector_ns: path_sector_ns[1].max(disk_sector_ns),
+        minimum_seek_delay_ns: non_negative_ms(disk, "Minimum seek delay", Some(0.0))?,
+        never_disconnect: disk.integer_or("Never disconnect", 0)? != 0,
+        hold_bus_for_reads: disk.integer_or("Hold bus entire read xfer", 0)? != 0,
         cache: cache_of(disk)?,
         constant_access_ns,
         average_rotation,
@@ -534,19 +592,37 @@ fn scheduler_of(block: &Block) -> Result<Scheduler, LoadError> {
 }
 
 fn overheads_of(disk: &Block) -> Result<Overheads, LoadError> {
+    let ms = |name: &str| non_negative_ms(disk, name, Some(0.0));
     let pair = |after_read: &str, after_write: &str| -> Result<[f64; 2], LoadError> {
-        Ok([non_negative_ms(disk, after_read, Some(0.0))?, non_negative_ms(disk, after_write, Some(0.0))?])
+        Ok([ms(after_read)?, ms(after_write)?])
     };
     let scale = disk.float_or("Time scale for overheads", 1.0)?.max(0.0);
+    let extra_write_disconnect = if disk.integer_or("Extra write disconnect", 0)? != 0 {
+        Some(ExtraWriteDisconnect {
+            command_ns: ms("Extradisc command overhead")? * scale,
+            disconnect_ns: ms("Extradisc disconnect overhead")? * scale,
+            inter_disconnect_ns: ms("Extradisc inter-disconnect delay")? * scale,
+            second_disconnect_ns: ms("Extradisc 2nd disconnect overhead")? * scale,
+            seek_delta_ns: ms("Extradisc seek delta")? * scale,
+        })
+    } else {
+        None
+    };
     let mut overheads = Overheads {
         read_hit_ns: pair("Read hit over. after read", "Read hit over. after write")?,
         read_miss_ns: pair("Read miss over. after read", "Read miss over. after write")?,
         write_hit_ns: pair("Write hit over. after read", "Write hit over. after write")?,
         write_miss_ns: pair("Write miss over. after read", "Write miss over. after write")?,
-        read_completion_ns: non_negative_ms(disk, "Read completion overhead", Some(0.0))?,
-        write_completion_ns: non_negative_ms(disk, "Write completion overhead", Some(0.0))?,
+        read_completion_ns: ms("Read completion overhead")? * scale,
+        write_completion_ns: ms("Write completion overhead")? * scale,
+        data_preparation_ns: ms("Data preparation overhead")? * scale,
+        reselect_first_ns: ms("First reselect overhead")? * scale,
+        reselect_other_ns: ms("Other reselect overhead")? * scale,
+        read_disconnect_ns: pair("Read disconnect afterread", "Read disconnect afterwrite")?.map(|ns| ns * scale),
+        write_disconnect_ns: ms("Write disconnect overhead")? * scale,
+        extra_write_disconnect,
     };
-    let per_request = non_negative_ms(disk, "Per-request overhead time", Some(0.0))?;
+    let per_request = ms("Per-request overhead time")?;
     for pair in [
         &mut overheads.read_hit_ns,
         &mut overheads.read_miss_ns,
@@ -557,8 +633,9 @@ fn overheads_of(disk: &Block) -> Result<Overheads, LoadError> {
             *value = (*value + per_request) * scale;
         }
     }
-    overheads.read_completion_ns *= scale;
-    overheads.write_completion_ns *= scale;
+    if let Some(extra) = &mut overheads.extra_write_disconnect {
+        extra.command_ns += per_request * scale;
+    }
     Ok(overheads)
 }
 
@@ -765,6 +842,7 @@ fn build_g1(layout: &Block, surface_count: u32, cylinder_count: u32) -> Result<G
             cylinder_skew_sectors: zone.float_or("Skew for cylinder switch", 0.0)? * unit,
             spare_count,
             slips: SlipTable::new(slips),
+            slipped_tracks: SlipTable::default(),
             defects: DefectTable::new(defects),
             first_lbn: 0,
             lbn_count: 0,
