@@ -17,6 +17,10 @@ pub(crate) struct Segment {
     pub prefetch: Option<Prefetch>,
     /// Last use, for LRU replacement.
     pub last_use: u64,
+    /// Read-ahead sliding the window (see [`Cache`]) never drops this LBN or
+    /// the ones after it: the data the last request returned, unless
+    /// read-ahead may overwrite them.
+    pub pinned_lbn: u64,
 }
 
 /// Read-ahead in progress: from `origin_ns` the head reads sequential LBNs from
@@ -59,8 +63,9 @@ impl Segment {
 pub(crate) struct Cache {
     segments: Vec<Segment>,
     segment_count: usize,
-    /// When read-ahead may overwrite requested data, a segment keeps only this
-    /// many most recent sectors.
+    /// When read-ahead may overwrite older data (requested data, or blocks read
+    /// before the request), a segment keeps only this many most recent
+    /// sectors, never dropping its pinned LBN.
     window_sectors: Option<u64>,
     clock: u64,
     /// First LBN of the one segment whose read-ahead may still be running (read
@@ -125,7 +130,7 @@ impl Cache {
         let valid_end = segment.end_at(now_ns);
         // With a sliding window, read-ahead overwrites the oldest data.
         let valid_first = match self.window_sectors {
-            Some(window) => segment.first_lbn.max(valid_end.saturating_sub(window)),
+            Some(window) => segment.first_lbn.max(valid_end.saturating_sub(window).min(segment.pinned_lbn)),
             None => segment.first_lbn,
         };
         if lbn < valid_first {
@@ -149,10 +154,11 @@ impl Cache {
     }
 
     /// Records `[first, end)` as cached, with optional read-ahead, replacing any
-    /// overlapping segments and else the least recently used one.
-    pub fn insert(&mut self, first_lbn: u64, end_lbn: u64, prefetch: Option<Prefetch>) {
+    /// overlapping segments and else the least recently used one. Read-ahead
+    /// sliding the window keeps `pinned_lbn` and after.
+    pub fn insert(&mut self, first_lbn: u64, end_lbn: u64, prefetch: Option<Prefetch>, pinned_lbn: u64) {
         self.clock += 1;
-        let segment = Segment { first_lbn, end_lbn, prefetch, last_use: self.clock };
+        let segment = Segment { first_lbn, end_lbn, prefetch, last_use: self.clock, pinned_lbn };
         let range = self.overlapping(first_lbn, segment.limit_lbn());
         self.forget_prefetch_in(range.clone());
         self.segments.drain(range);
@@ -195,7 +201,7 @@ mod tests {
     #[test]
     fn prefetch_fills_over_time_and_stops() {
         let mut cache = Cache::new(2, None);
-        cache.insert(100, 108, Some(Prefetch { origin_ns: 1000.0, sector_ns: 10.0, limit_lbn: 200 }));
+        cache.insert(100, 108, Some(Prefetch { origin_ns: 1000.0, sector_ns: 10.0, limit_lbn: 200 }), u64::MAX);
         assert_eq!(cache.lookup(100, 8, 0.0, false), Some(f64::NEG_INFINITY));
         assert_eq!(cache.lookup(108, 8, 1000.0, true), Some(1080.0));
         assert_eq!(cache.lookup(108, 8, 1000.0, false), None);
@@ -232,7 +238,7 @@ mod tests {
                             sector_ns: 1.0 + random.below(5) as f64,
                             limit_lbn: end + 1 + random.below(100),
                         });
-                        cache.insert(first, end, prefetch);
+                        cache.insert(first, end, prefetch, u64::MAX);
                     }
                 }
                 assert!(cache.segments.len() <= 8);
@@ -253,10 +259,10 @@ mod tests {
     #[test]
     fn least_recently_used_segment_is_replaced() {
         let mut cache = Cache::new(2, None);
-        cache.insert(0, 8, None);
-        cache.insert(100, 108, None);
+        cache.insert(0, 8, None, u64::MAX);
+        cache.insert(100, 108, None, u64::MAX);
         assert!(cache.lookup(0, 8, 0.0, false).is_some());
-        cache.insert(200, 208, None);
+        cache.insert(200, 208, None, u64::MAX);
         assert!(cache.lookup(0, 8, 0.0, false).is_some());
         assert!(cache.lookup(100, 8, 0.0, false).is_none());
     }
@@ -264,7 +270,7 @@ mod tests {
     #[test]
     fn sliding_window_drops_the_oldest_data() {
         let mut cache = Cache::new(1, Some(16));
-        cache.insert(0, 8, Some(Prefetch { origin_ns: 0.0, sector_ns: 1.0, limit_lbn: 100 }));
+        cache.insert(0, 8, Some(Prefetch { origin_ns: 0.0, sector_ns: 1.0, limit_lbn: 100 }), u64::MAX);
         assert!(cache.lookup(0, 8, 5.0, false).is_some());
         assert!(cache.lookup(0, 8, 20.0, false).is_none());
         assert!(cache.lookup(12, 8, 20.0, false).is_some());

@@ -102,6 +102,8 @@ pub struct HardDisk {
     last_end_lbn: u64,
     last_arrival_ns: Nanos,
     cache: Cache,
+    /// The segment reserved for write data (`Use separate write segment`).
+    write_segment: Option<Cache>,
 }
 
 impl HardDisk {
@@ -109,13 +111,16 @@ impl HardDisk {
     /// cache, the model's scheduler and queue length.
     pub fn new(model: Arc<DiskModel>, seed: u64) -> HardDisk {
         let initial_angle = (split_mix(seed) >> 11) as f64 / (1u64 << 53) as f64;
+        let separate_write_segment = model.cache.separate_write_segment && model.cache.segment_count > 1;
         HardDisk {
             scheduler: model.scheduler(),
             queue_depth: model.max_queue_length().max(1),
             cache: Cache::new(
-                model.cache.segment_count,
-                model.cache.read_ahead_over_requested.then_some(u64::from(model.cache.segment_size_sectors.max(1))),
+                if separate_write_segment { model.cache.segment_count - 1 } else { model.cache.segment_count },
+                (model.cache.read_ahead_over_requested || model.cache.read_any_free_blocks)
+                    .then_some(u64::from(model.cache.segment_size_sectors.max(1))),
             ),
+            write_segment: separate_write_segment.then(|| Cache::new(1, None)),
             model,
             host_queue: VecDeque::new(),
             disk_queue: Vec::new(),
@@ -291,7 +296,9 @@ impl HardDisk {
     }
 
     fn cache_peek(&self, now_ns: f64, request: &DiskRequest) -> bool {
-        self.cache.contains(request.lbn, u64::from(request.sector_count), now_ns, self.model.cache.almost_read_hits)
+        let count = u64::from(request.sector_count);
+        self.cache.contains(request.lbn, count, now_ns, self.model.cache.almost_read_hits)
+            || self.write_segment.as_ref().is_some_and(|segment| segment.contains(request.lbn, count, now_ns, false))
     }
 
     fn previous_index(&self) -> usize {
@@ -351,7 +358,10 @@ impl HardDisk {
         let bus_ns = model.bus_read_sector_ns;
         let cache = model.cache;
         if cache.enabled {
-            if let Some(ready_ns) = self.cache.lookup(request.lbn, count, start_ns, cache.almost_read_hits) {
+            let hit = self.cache.lookup(request.lbn, count, start_ns, cache.almost_read_hits).or_else(|| {
+                self.write_segment.as_mut().and_then(|segment| segment.lookup(request.lbn, count, start_ns, false))
+            });
+            if let Some(ready_ns) = hit {
                 let data_start = start_ns + overheads.read_hit_ns[previous] + overheads.data_preparation_ns;
                 let sent = (data_start + count as f64 * bus_ns).max(ready_ns + bus_ns);
                 return sent + overheads.read_completion_ns;
@@ -367,8 +377,11 @@ impl HardDisk {
             } else {
                 0
             };
-            let (buffered_end_lbn, prefetch) = self.read_ahead(&request, &access, free);
-            self.cache.insert(request.lbn - free, buffered_end_lbn, prefetch);
+            let (buffered_end_lbn, prefetch) = self.read_ahead(&request, &access);
+            // Read-ahead may overwrite the free blocks, and the requested data
+            // too when `Read-ahead over requested` says so.
+            let pinned_lbn = if cache.read_ahead_over_requested { u64::MAX } else { request.lbn };
+            self.cache.insert(request.lbn - free, buffered_end_lbn, prefetch, pinned_lbn);
         }
         let released_ns = command_end_ns + overheads.read_disconnect_ns[previous];
         self.read_transfer_end_ns(&access, count, released_ns) + overheads.read_completion_ns
@@ -473,18 +486,26 @@ impl HardDisk {
 
     fn keep_written(&mut self, lbn: u64, count: u64) {
         if self.model.cache.enabled && self.model.cache.read_hits_on_write_data {
-            self.cache.insert(lbn, lbn + count, None);
+            match &mut self.write_segment {
+                Some(segment) => {
+                    self.cache.invalidate(lbn, lbn + count);
+                    segment.insert(lbn, lbn + count, None, lbn);
+                }
+                None => self.cache.insert(lbn, lbn + count, None, lbn),
+            }
         } else {
             self.cache.invalidate(lbn, lbn + count);
+            if let Some(segment) = &mut self.write_segment {
+                segment.invalidate(lbn, lbn + count);
+            }
         }
     }
 
     /// Read-ahead after a read miss, per `Buffer continuous read` and the
     /// read-ahead limits: the end of the data buffered when the access ends
     /// (past the request when a zero-latency wrap swept the rest of the last
-    /// track) and the read-ahead still running, if any. `free_sectors` were
-    /// buffered before the request (`Read any free blocks`) and take segment room.
-    fn read_ahead(&self, request: &DiskRequest, access: &MediaAccess, free_sectors: u64) -> (u64, Option<Prefetch>) {
+    /// track) and the read-ahead still running, if any.
+    fn read_ahead(&self, request: &DiskRequest, access: &MediaAccess) -> (u64, Option<Prefetch>) {
         let cache = self.model.cache;
         let end = request.lbn + u64::from(request.sector_count);
         if cache.continuous_read == 0 || cache.read_ahead_max_sectors == 0 {
@@ -494,11 +515,12 @@ impl HardDisk {
         let left_on_track = last.lbns_after;
         let spt = u64::from(last.sectors_per_track);
         // Read-ahead fills the rest of the segment, or all of it when it may
-        // overwrite the data just returned.
+        // overwrite the data just returned; blocks read before the request
+        // (`Read any free blocks`) give way to it.
         let segment_room = if cache.read_ahead_over_requested {
             u64::from(cache.segment_size_sectors)
         } else {
-            u64::from(cache.segment_size_sectors).saturating_sub(u64::from(request.sector_count) + free_sectors)
+            u64::from(cache.segment_size_sectors).saturating_sub(u64::from(request.sector_count))
         };
         let surfaces = self.model.surface_count();
         let by_kind = match cache.continuous_read {

@@ -123,6 +123,9 @@ pub struct CacheParams {
     pub immediate_write: bool,
     /// `Allow read hits on write data`.
     pub read_hits_on_write_data: bool,
+    /// `Use separate write segment`: one segment holds all write data, the
+    /// others serve reads.
+    pub separate_write_segment: bool,
     /// `Allow almost read hits`: a read whose data are still being read ahead is
     /// served from the read-ahead stream (else it is handled as a miss).
     pub almost_read_hits: bool,
@@ -665,6 +668,7 @@ fn cache_of(disk: &Block) -> Result<CacheParams, LoadError> {
         immediate_read: flag("Immediate buffer read")?,
         immediate_write: flag("Immediate buffer write")?,
         read_hits_on_write_data: flag("Allow read hits on write data")?,
+        separate_write_segment: flag("Use separate write segment")?,
         almost_read_hits: flag("Allow almost read hits")?,
         read_ahead_over_requested: flag("Read-ahead over requested")?,
         high_water_mark: disk.float_or("High (read) water mark", 0.0)?.clamp(0.0, 1.0),
