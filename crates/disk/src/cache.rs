@@ -103,6 +103,31 @@ impl Cache {
         }
     }
 
+    /// The end of the data of the segment holding `lbn`, when its read-ahead
+    /// has stopped or run to its limit by `now_ns`.
+    pub fn idle_segment_end(&self, lbn: u64, now_ns: f64) -> Option<u64> {
+        let segment = &self.segments[self.candidate(lbn)?];
+        let end_lbn = segment.end_at(now_ns);
+        let running = segment.prefetch.is_some_and(|prefetch| end_lbn < prefetch.limit_lbn);
+        (!running && lbn < end_lbn).then_some(end_lbn)
+    }
+
+    /// Restarts read-ahead into the segment holding `lbn` (see
+    /// [`Cache::idle_segment_end`]), dropping the segments its new span covers.
+    pub fn resume_prefetch(&mut self, lbn: u64, now_ns: f64, prefetch: Prefetch) {
+        let Some(index) = self.candidate(lbn) else { return };
+        let end_lbn = self.segments[index].end_at(now_ns);
+        self.segments[index].end_lbn = end_lbn;
+        let covered = self.overlapping(end_lbn, prefetch.limit_lbn.max(end_lbn));
+        let covered = covered.start.max(index + 1)..covered.end.max(index + 1);
+        self.forget_prefetch_in(covered.clone());
+        self.segments.drain(covered);
+        self.stop_prefetch(now_ns);
+        let segment = &mut self.segments[index];
+        segment.prefetch = Some(prefetch);
+        self.prefetching_first_lbn = Some(segment.first_lbn);
+    }
+
     /// The index of the only segment that may hold `lbn`.
     fn candidate(&self, lbn: u64) -> Option<usize> {
         self.segments.partition_point(|segment| segment.first_lbn <= lbn).checked_sub(1)

@@ -358,7 +358,11 @@ impl HardDisk {
         let bus_ns = model.bus_read_sector_ns;
         let cache = model.cache;
         if cache.enabled {
-            let hit = self.cache.lookup(request.lbn, count, start_ns, cache.almost_read_hits).or_else(|| {
+            let read_hit = self.cache.lookup(request.lbn, count, start_ns, cache.almost_read_hits);
+            if read_hit.is_some() && cache.read_ahead_on_idle_hit {
+                self.read_ahead_after_hit(&request, start_ns);
+            }
+            let hit = read_hit.or_else(|| {
                 self.write_segment.as_mut().and_then(|segment| segment.lookup(request.lbn, count, start_ns, false))
             });
             if let Some(ready_ns) = hit {
@@ -514,23 +518,7 @@ impl HardDisk {
         let last = access.last_track;
         let left_on_track = last.lbns_after;
         let spt = u64::from(last.sectors_per_track);
-        // Read-ahead fills the rest of the segment, or all of it when it may
-        // overwrite the data just returned; blocks read before the request
-        // (`Read any free blocks`) give way to it.
-        let segment_room = if cache.read_ahead_over_requested {
-            u64::from(cache.segment_size_sectors)
-        } else {
-            u64::from(cache.segment_size_sectors).saturating_sub(u64::from(request.sector_count))
-        };
-        let surfaces = self.model.surface_count();
-        let by_kind = match cache.continuous_read {
-            1 => left_on_track,
-            2 => left_on_track + spt * u64::from(surfaces - 1 - last.surface.min(surfaces - 1)),
-            3 => segment_room,
-            _ => left_on_track + spt,
-        };
-        let amount = by_kind.min(u64::from(cache.read_ahead_max_sectors)).min(segment_room);
-        let limit_lbn = (end + amount).min(self.model.sector_count());
+        let limit_lbn = self.read_ahead_limit(request, left_on_track, spt, last.surface);
         if limit_lbn <= end {
             return (end, None);
         }
@@ -546,6 +534,54 @@ impl HardDisk {
             access.end_ns + (last.requested_sectors - last.wrapped_sectors + left_on_track) as f64 * sector_ns;
         let prefetch = (end + swept < limit_lbn).then_some(Prefetch { origin_ns, sector_ns, limit_lbn });
         (end + swept, prefetch)
+    }
+
+    /// Where read-ahead after `request` stops, per `Buffer continuous read` and
+    /// the read-ahead limits, the request's last track having
+    /// `left_on_track` LBNs after it, `spt` sectors and surface `surface`.
+    fn read_ahead_limit(&self, request: &DiskRequest, left_on_track: u64, spt: u64, surface: u32) -> u64 {
+        let cache = self.model.cache;
+        let end = request.lbn + u64::from(request.sector_count);
+        // Read-ahead fills the rest of the segment, or all of it when it may
+        // overwrite the data just returned; blocks read before the request
+        // (`Read any free blocks`) give way to it.
+        let segment_room = if cache.read_ahead_over_requested {
+            u64::from(cache.segment_size_sectors)
+        } else {
+            u64::from(cache.segment_size_sectors).saturating_sub(u64::from(request.sector_count))
+        };
+        let surfaces = self.model.surface_count();
+        let by_kind = match cache.continuous_read {
+            1 => left_on_track,
+            2 => left_on_track + spt * u64::from(surfaces - 1 - surface.min(surfaces - 1)),
+            3 => segment_room,
+            _ => left_on_track + spt,
+        };
+        let amount = by_kind.min(u64::from(cache.read_ahead_max_sectors)).min(segment_room);
+        (end + amount).min(self.model.sector_count())
+    }
+
+    /// `Read-ahead on idle hit`: after a read served whole from a segment whose
+    /// read-ahead had stopped, the head goes back to the segment's end (the
+    /// mechanism is idle, `now_ns`) and reads ahead again from there.
+    fn read_ahead_after_hit(&mut self, request: &DiskRequest, now_ns: f64) {
+        let cache = self.model.cache;
+        if cache.continuous_read == 0 || cache.read_ahead_max_sectors == 0 {
+            return;
+        }
+        let Some(end_lbn) = self.cache.idle_segment_end(request.lbn, now_ns) else { return };
+        let Some(target) = self.model.locate(end_lbn) else { return };
+        let spt = u64::from(target.sectors_per_track);
+        let left_on_track = target.lbns_left_on_track;
+        let limit_lbn = self.read_ahead_limit(request, left_on_track, spt, target.surface);
+        if limit_lbn <= end_lbn {
+            return;
+        }
+        let arrival_ns = now_ns.max(self.mechanism_free_ns) + self.move_time_ns(self.head, &target, DiskOp::Read);
+        let sector_ns = self.model.revolution_ns_exact / spt as f64;
+        let origin_ns = arrival_ns + self.track_pass(arrival_ns, &target, 1, false).wait_sectors * sector_ns;
+        self.head = Head { cylinder: target.cylinder, surface: target.surface };
+        self.cache.resume_prefetch(request.lbn, now_ns, Prefetch { origin_ns, sector_ns, limit_lbn });
     }
 
     /// Moves the heads over `[lbn, lbn + count)`: positioning starts at
