@@ -116,7 +116,7 @@ impl HardDisk {
             scheduler: model.scheduler(),
             queue_depth: model.max_queue_length().max(1),
             cache: Cache::new(
-                if separate_write_segment { model.cache.segment_count - 1 } else { model.cache.segment_count },
+                model.cache.segment_count,
                 (model.cache.read_ahead_over_requested || model.cache.read_any_free_blocks)
                     .then_some(u64::from(model.cache.segment_size_sectors.max(1))),
             ),

@@ -545,6 +545,11 @@ fn build_model(source: &dyn FileSource, disk: &Block, path_sector_ns: [f64; 2]) 
         }
     };
     let sector_count = block_count.min(layout.capacity());
+    // A last zone ending on the cylinder count adds that cylinder.
+    let physical_cylinder_count = match &layout {
+        Layout::G1(g1) => g1.zones.last().map_or(cylinder_count, |zone| cylinder_count.max(zone.last_cylinder + 1)),
+        Layout::G4(_) => cylinder_count,
+    };
     let mechanics_value = model_block.require("Mechanical Model")?;
     let mechanics = mechanics_value.block("Mechanical Model")?;
     let rpm_value = mechanics.require("Rotation speed (in rpms)")?;
@@ -563,11 +568,11 @@ fn build_model(source: &dyn FileSource, disk: &Block, path_sector_ns: [f64; 2]) 
         name: disk.name.clone().unwrap_or_else(|| "disk".to_string()),
         sector_count,
         surface_count,
-        cylinder_count,
+        cylinder_count: physical_cylinder_count,
         rpm,
         revolution_ns_exact: 60.0e9 / rpm,
         layout,
-        seek_ns_by_distance: (0..cylinder_count).map(|distance| seek.time_ns(distance)).collect(),
+        seek_ns_by_distance: (0..physical_cylinder_count).map(|distance| seek.time_ns(distance)).collect(),
         seek,
         head_switch_ns_exact: non_negative_ms(mechanics, "Head switch time", None)?,
         write_settle_ns_exact: non_negative_ms(mechanics, "Add. write settling delay", Some(0.0))?,
@@ -811,18 +816,22 @@ fn build_g1(layout: &Block, surface_count: u32, cylinder_count: u32) -> Result<G
         let first_cylinder = count_u32(zone, "First cylinder number")?;
         let last_cylinder = count_u32(zone, "Last cylinder number")?;
         let spt = count_u32(zone, "Blocks per track")?;
-        if first_cylinder < next_cylinder
-            || last_cylinder < first_cylinder
-            || last_cylinder >= cylinder_count
-            || spt == 0
-        {
-            return Err(LoadError::Model {
-                file: zone.location.file.to_string(),
-                message: format!(
-                    "zone at line {} must have ascending, non-overlapping cylinders below {cylinder_count} and at least one block per track",
-                    zone.location.line
-                ),
-            });
+        if first_cylinder < next_cylinder {
+            let value = zone.require("First cylinder number")?;
+            let message = format!("zones must ascend without overlapping: this zone starts before cylinder {next_cylinder}");
+            return Err(out_of_range(value, "First cylinder number", &message));
+        }
+        // DiskSim 4.0 runs models whose last zone ends on the cylinder count
+        // itself, so that one is accepted (the drive then has that cylinder too).
+        if last_cylinder < first_cylinder || last_cylinder > cylinder_count {
+            let value = zone.require("Last cylinder number")?;
+            let message = format!(
+                "must lie between the zone's first cylinder {first_cylinder} and the cylinder count {cylinder_count}"
+            );
+            return Err(out_of_range(value, "Last cylinder number", &message));
+        }
+        if spt == 0 {
+            return Err(out_of_range(zone.require("Blocks per track")?, "Blocks per track", "must be at least 1"));
         }
         next_cylinder = last_cylinder + 1;
         let revolutions = match zone.get("Skew units") {
