@@ -818,7 +818,8 @@ fn build_g1(layout: &Block, surface_count: u32, cylinder_count: u32) -> Result<G
         let spt = count_u32(zone, "Blocks per track")?;
         if first_cylinder < next_cylinder {
             let value = zone.require("First cylinder number")?;
-            let message = format!("zones must ascend without overlapping: this zone starts before cylinder {next_cylinder}");
+            let message =
+                format!("zones must ascend without overlapping: this zone starts before cylinder {next_cylinder}");
             return Err(out_of_range(value, "First cylinder number", &message));
         }
         // DiskSim 4.0 runs models whose last zone ends on the cylinder count
