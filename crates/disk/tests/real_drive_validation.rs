@@ -59,7 +59,12 @@ fn hp_c3323a_stays_near_disksim() {
 
 #[test]
 fn cheetah4lp_stays_near_disksim() {
-    check("cheetah4LP", "cheetah4LP.parv", "cheetah4LP.trace", Allowance { rms_ratio: 1.05, mean_distance_ratio: 1.05 });
+    check(
+        "cheetah4LP",
+        "cheetah4LP.parv",
+        "cheetah4LP.trace",
+        Allowance { rms_ratio: 1.05, mean_distance_ratio: 1.05 },
+    );
 }
 
 #[test]
