@@ -30,6 +30,7 @@ pub struct DiskSimReference {
 
 /// The drives whose DiskSim figures are known (from the models' README;
 /// the Cheetah 15K.5's run turns its cache off as its own README says).
+#[allow(clippy::approx_constant, reason = "0.318 ms is DiskSim's published demerit, not 1/pi")]
 pub const DISKSIM_REFERENCES: [DiskSimReference; 6] = [
     DiskSimReference {
         folder: "cheetah15k5",

@@ -42,7 +42,7 @@ fn drive_files(folder: &str) -> HashMap<String, String> {
     std::fs::read_dir(format!("{MODELS}/{folder}"))
         .unwrap()
         .map(|entry| entry.unwrap().path())
-        .filter(|path| !path.extension().is_some_and(|extension| extension == "trace"))
+        .filter(|path| path.extension().is_none_or(|extension| extension != "trace"))
         .map(|path| (path.file_name().unwrap().to_string_lossy().to_string(), std::fs::read_to_string(&path).unwrap()))
         .collect()
 }
