@@ -91,16 +91,17 @@ impl Cache {
         }
     }
 
-    /// Stops all read-ahead at `now_ns`, keeping what it read.
-    pub fn stop_prefetch(&mut self, now_ns: f64) {
-        let Some(first_lbn) = self.prefetching_first_lbn.take() else {
-            return;
-        };
-        if let Ok(index) = self.segments.binary_search_by_key(&first_lbn, |segment| segment.first_lbn) {
-            let segment = &mut self.segments[index];
-            segment.end_lbn = segment.end_at(now_ns);
-            segment.prefetch = None;
-        }
+    /// Stops all read-ahead at `now_ns`, keeping what it read; returns the end
+    /// of the data read ahead when it read any since it last stopped.
+    pub fn stop_prefetch(&mut self, now_ns: f64) -> Option<u64> {
+        let first_lbn = self.prefetching_first_lbn.take()?;
+        let index = self.segments.binary_search_by_key(&first_lbn, |segment| segment.first_lbn).ok()?;
+        let segment = &mut self.segments[index];
+        let end_lbn = segment.end_at(now_ns);
+        let read_ahead = end_lbn > segment.end_lbn;
+        segment.end_lbn = end_lbn;
+        segment.prefetch = None;
+        read_ahead.then_some(end_lbn)
     }
 
     /// The end of the data of the segment holding `lbn`, when its read-ahead
@@ -122,7 +123,7 @@ impl Cache {
         let covered = covered.start.max(index + 1)..covered.end.max(index + 1);
         self.forget_prefetch_in(covered.clone());
         self.segments.drain(covered);
-        self.stop_prefetch(now_ns);
+        let _ = self.stop_prefetch(now_ns);
         let segment = &mut self.segments[index];
         segment.prefetch = Some(prefetch);
         self.prefetching_first_lbn = Some(segment.first_lbn);
@@ -232,7 +233,7 @@ mod tests {
         assert_eq!(cache.lookup(108, 8, 1000.0, false), None);
         assert_eq!(cache.lookup(108, 8, 1080.0, false), Some(f64::NEG_INFINITY));
         assert_eq!(cache.lookup(300, 8, 1000.0, true), None);
-        cache.stop_prefetch(1045.0);
+        let _ = cache.stop_prefetch(1045.0);
         assert_eq!(cache.lookup(108, 4, 2000.0, false), Some(f64::NEG_INFINITY));
         assert_eq!(cache.lookup(108, 8, 2000.0, true), None);
     }
@@ -255,9 +256,11 @@ mod tests {
                 let end = first + 1 + random.below(40);
                 match random.below(4) {
                     0 => cache.invalidate(first, end),
-                    1 => cache.stop_prefetch(now_ns),
+                    1 => {
+                        let _ = cache.stop_prefetch(now_ns);
+                    }
                     _ => {
-                        cache.stop_prefetch(now_ns);
+                        let _ = cache.stop_prefetch(now_ns);
                         let prefetch = (random.below(2) == 0).then(|| Prefetch {
                             origin_ns: now_ns + random.below(50) as f64,
                             sector_ns: 1.0 + random.below(5) as f64,

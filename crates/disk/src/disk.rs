@@ -211,7 +211,7 @@ impl HardDisk {
         if let Some(located) = self.model.locate(lbn) {
             self.head = Head { cylinder: located.cylinder, surface: located.surface };
         }
-        self.cache.stop_prefetch(now_ns as f64);
+        let _ = self.cache.stop_prefetch(now_ns as f64);
     }
 
     fn fill_disk_queue(&mut self) {
@@ -336,7 +336,7 @@ impl HardDisk {
                 let overheads = &model.overheads;
                 let data_start = start_ns + overheads.write_hit_ns[previous] + overheads.data_preparation_ns;
                 let completion = data_start + count as f64 * model.bus_write_sector_ns + overheads.write_completion_ns;
-                self.cache.stop_prefetch(start_ns);
+                self.stop_read_ahead(start_ns);
                 let access =
                     self.media_access(completion, completion, request.lbn, count, DiskOp::Write, queued.target, None);
                 self.mechanism_free_ns = access.end_ns;
@@ -371,7 +371,7 @@ impl HardDisk {
                 return sent + overheads.read_completion_ns;
             }
         }
-        self.cache.stop_prefetch(start_ns);
+        self.stop_read_ahead(start_ns);
         let command_end_ns = start_ns + overheads.read_miss_ns[previous];
         let access = self.media_access(command_end_ns, command_end_ns, request.lbn, count, DiskOp::Read, first, None);
         if cache.enabled {
@@ -406,7 +406,7 @@ impl HardDisk {
         let model = Arc::clone(&self.model);
         let overheads = &model.overheads;
         let count = u64::from(request.sector_count);
-        self.cache.stop_prefetch(start_ns);
+        self.stop_read_ahead(start_ns);
         let (command_end_ns, positioning_start_ns, data_start_ns) = match overheads.extra_write_disconnect {
             Some(extra) if !model.never_disconnect => {
                 let command_end_ns = start_ns + extra.command_ns;
@@ -534,6 +534,16 @@ impl HardDisk {
             access.end_ns + (last.requested_sectors - last.wrapped_sectors + left_on_track) as f64 * sector_ns;
         let prefetch = (end + swept < limit_lbn).then_some(Prefetch { origin_ns, sector_ns, limit_lbn });
         (end + swept, prefetch)
+    }
+
+    /// Stops read-ahead for a new command at `now_ns`; the heads are then over
+    /// the track of the last sector it read.
+    fn stop_read_ahead(&mut self, now_ns: f64) {
+        if let Some(end_lbn) = self.cache.stop_prefetch(now_ns) {
+            if let Some(last) = end_lbn.checked_sub(1).and_then(|lbn| self.model.locate(lbn)) {
+                self.head = Head { cylinder: last.cylinder, surface: last.surface };
+            }
+        }
     }
 
     /// Where read-ahead after `request` stops, per `Buffer continuous read` and
