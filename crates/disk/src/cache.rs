@@ -44,6 +44,25 @@ impl Segment {
         }
     }
 
+    /// Where read-ahead `prefetch` into this segment stops at `now_ns`: the end
+    /// of the data and the time, finishing a sector under way if asked.
+    fn stop_point(&self, prefetch: Prefetch, now_ns: f64, finish_sector: bool) -> (u64, f64) {
+        if now_ns <= prefetch.origin_ns {
+            return (self.end_lbn, now_ns);
+        }
+        let elapsed_sectors = (now_ns - prefetch.origin_ns) / prefetch.sector_ns;
+        let whole = elapsed_sectors.floor() as u64;
+        let limit_sectors = prefetch.limit_lbn.saturating_sub(self.end_lbn);
+        if whole >= limit_sectors {
+            return (prefetch.limit_lbn.max(self.end_lbn), now_ns);
+        }
+        if finish_sector && elapsed_sectors > whole as f64 {
+            let stopped_ns = prefetch.origin_ns + (whole + 1) as f64 * prefetch.sector_ns;
+            return (self.end_lbn + whole + 1, stopped_ns);
+        }
+        (self.end_lbn + whole, now_ns)
+    }
+
     /// When LBN `lbn - 1` becomes valid (for a range ending at `lbn`), if ever.
     pub fn ready_ns(&self, end_lbn: u64) -> Option<f64> {
         if end_lbn <= self.end_lbn {
@@ -91,17 +110,19 @@ impl Cache {
         }
     }
 
-    /// Stops all read-ahead at `now_ns`, keeping what it read; returns the end
-    /// of the data read ahead when it read any since it last stopped.
-    pub fn stop_prefetch(&mut self, now_ns: f64) -> Option<u64> {
+    /// Stops all read-ahead at `now_ns`, keeping what it read. With
+    /// `finish_sector`, a sector being read when the stop comes is read to its
+    /// end first. When read-ahead read anything since it last stopped, returns
+    /// the end of the data and when the head stopped reading.
+    pub fn stop_prefetch(&mut self, now_ns: f64, finish_sector: bool) -> Option<(u64, f64)> {
         let first_lbn = self.prefetching_first_lbn.take()?;
         let index = self.segments.binary_search_by_key(&first_lbn, |segment| segment.first_lbn).ok()?;
         let segment = &mut self.segments[index];
-        let end_lbn = segment.end_at(now_ns);
+        let prefetch = segment.prefetch.take()?;
+        let (end_lbn, stopped_ns) = segment.stop_point(prefetch, now_ns, finish_sector);
         let read_ahead = end_lbn > segment.end_lbn;
         segment.end_lbn = end_lbn;
-        segment.prefetch = None;
-        read_ahead.then_some(end_lbn)
+        read_ahead.then_some((end_lbn, stopped_ns))
     }
 
     /// The end of the data of the segment holding `lbn`, when its read-ahead
@@ -123,7 +144,7 @@ impl Cache {
         let covered = covered.start.max(index + 1)..covered.end.max(index + 1);
         self.forget_prefetch_in(covered.clone());
         self.segments.drain(covered);
-        let _ = self.stop_prefetch(now_ns);
+        let _ = self.stop_prefetch(now_ns, false);
         let segment = &mut self.segments[index];
         segment.prefetch = Some(prefetch);
         self.prefetching_first_lbn = Some(segment.first_lbn);
@@ -233,7 +254,7 @@ mod tests {
         assert_eq!(cache.lookup(108, 8, 1000.0, false), None);
         assert_eq!(cache.lookup(108, 8, 1080.0, false), Some(f64::NEG_INFINITY));
         assert_eq!(cache.lookup(300, 8, 1000.0, true), None);
-        let _ = cache.stop_prefetch(1045.0);
+        let _ = cache.stop_prefetch(1045.0, false);
         assert_eq!(cache.lookup(108, 4, 2000.0, false), Some(f64::NEG_INFINITY));
         assert_eq!(cache.lookup(108, 8, 2000.0, true), None);
     }
@@ -257,10 +278,10 @@ mod tests {
                 match random.below(4) {
                     0 => cache.invalidate(first, end),
                     1 => {
-                        let _ = cache.stop_prefetch(now_ns);
+                        let _ = cache.stop_prefetch(now_ns, false);
                     }
                     _ => {
-                        let _ = cache.stop_prefetch(now_ns);
+                        let _ = cache.stop_prefetch(now_ns, false);
                         let prefetch = (random.below(2) == 0).then(|| Prefetch {
                             origin_ns: now_ns + random.below(50) as f64,
                             sector_ns: 1.0 + random.below(5) as f64,

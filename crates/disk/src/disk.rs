@@ -211,7 +211,7 @@ impl HardDisk {
         if let Some(located) = self.model.locate(lbn) {
             self.head = Head { cylinder: located.cylinder, surface: located.surface };
         }
-        let _ = self.cache.stop_prefetch(now_ns as f64);
+        let _ = self.cache.stop_prefetch(now_ns as f64, false);
     }
 
     fn fill_disk_queue(&mut self) {
@@ -336,9 +336,10 @@ impl HardDisk {
                 let overheads = &model.overheads;
                 let data_start = start_ns + overheads.write_hit_ns[previous] + overheads.data_preparation_ns;
                 let completion = data_start + count as f64 * model.bus_write_sector_ns + overheads.write_completion_ns;
-                self.stop_read_ahead(start_ns);
+                let mechanism_free_ns = self.stop_read_ahead(start_ns);
+                let flush_ns = completion.max(mechanism_free_ns);
                 let access =
-                    self.media_access(completion, completion, request.lbn, count, DiskOp::Write, queued.target, None);
+                    self.media_access(flush_ns, flush_ns, request.lbn, count, DiskOp::Write, queued.target, None);
                 self.mechanism_free_ns = access.end_ns;
                 self.keep_written(request.lbn, count);
                 completion
@@ -371,9 +372,10 @@ impl HardDisk {
                 return sent + overheads.read_completion_ns;
             }
         }
-        self.stop_read_ahead(start_ns);
+        let mechanism_free_ns = self.stop_read_ahead(start_ns);
         let command_end_ns = start_ns + overheads.read_miss_ns[previous];
-        let access = self.media_access(command_end_ns, command_end_ns, request.lbn, count, DiskOp::Read, first, None);
+        let positioning_ns = command_end_ns.max(mechanism_free_ns);
+        let access = self.media_access(positioning_ns, positioning_ns, request.lbn, count, DiskOp::Read, first, None);
         if cache.enabled {
             let free = if cache.read_any_free_blocks {
                 let room = u64::from(cache.segment_size_sectors).saturating_sub(count);
@@ -406,7 +408,7 @@ impl HardDisk {
         let model = Arc::clone(&self.model);
         let overheads = &model.overheads;
         let count = u64::from(request.sector_count);
-        self.stop_read_ahead(start_ns);
+        let mechanism_free_ns = self.stop_read_ahead(start_ns);
         let (command_end_ns, positioning_start_ns, data_start_ns) = match overheads.extra_write_disconnect {
             Some(extra) if !model.never_disconnect => {
                 let command_end_ns = start_ns + extra.command_ns;
@@ -439,7 +441,7 @@ impl HardDisk {
             (earliest_media_ns, Some(DataStream { first_ns: data_start_ns + bus_ns, sector_ns: bus_ns }))
         };
         let access = self.media_access(
-            positioning_start_ns,
+            positioning_start_ns.max(mechanism_free_ns),
             earliest_media_ns,
             request.lbn,
             count,
@@ -537,13 +539,18 @@ impl HardDisk {
     }
 
     /// Stops read-ahead for a new command at `now_ns`; the heads are then over
-    /// the track of the last sector it read.
-    fn stop_read_ahead(&mut self, now_ns: f64) {
-        if let Some(end_lbn) = self.cache.stop_prefetch(now_ns) {
-            if let Some(last) = end_lbn.checked_sub(1).and_then(|lbn| self.model.locate(lbn)) {
-                self.head = Head { cylinder: last.cylinder, surface: last.surface };
-            }
+    /// the track of the last sector it read. Returns when the mechanism is
+    /// free: at once, or, without `Stop prefetch in sector`, once the sector
+    /// under way has been read.
+    fn stop_read_ahead(&mut self, now_ns: f64) -> f64 {
+        let finish_sector = !self.model.cache.stop_prefetch_in_sector;
+        let Some((end_lbn, stopped_ns)) = self.cache.stop_prefetch(now_ns, finish_sector) else {
+            return now_ns;
+        };
+        if let Some(last) = end_lbn.checked_sub(1).and_then(|lbn| self.model.locate(lbn)) {
+            self.head = Head { cylinder: last.cylinder, surface: last.surface };
         }
+        stopped_ns
     }
 
     /// Where read-ahead after `request` stops, per `Buffer continuous read` and

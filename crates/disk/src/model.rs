@@ -111,6 +111,9 @@ pub struct CacheParams {
     /// `Buffer continuous read`: 0 none; 1 to end of track; 2 to end of cylinder;
     /// 3 until the segment is full; 4 to end of the following track.
     pub continuous_read: u32,
+    /// `Stop prefetch in sector`: read-ahead may stop in the middle of a
+    /// sector (else the sector under way is read to its end first).
+    pub stop_prefetch_in_sector: bool,
     /// `Read-ahead on idle hit`: a read served whole from the cache restarts
     /// read-ahead.
     pub read_ahead_on_idle_hit: bool,
@@ -671,6 +674,7 @@ fn cache_of(disk: &Block) -> Result<CacheParams, LoadError> {
         fast_write_level: small("Fast write level", 0)?,
         continuous_read,
         read_ahead_on_idle_hit: flag("Read-ahead on idle hit")?,
+        stop_prefetch_in_sector: flag("Stop prefetch in sector")?,
         read_ahead_min_sectors: small("Minimum read-ahead (blks)", 0)?,
         read_ahead_max_sectors: small("Maximum read-ahead (blks)", 0)?,
         read_any_free_blocks: flag("Read any free blocks")?,
