@@ -100,6 +100,9 @@ pub struct HardDisk {
     /// One past the last LBN of the previous request (sequential writes skip
     /// the minimum seek delay).
     last_end_lbn: u64,
+    /// The LBNs `[first, end)` of the previous read (sequential streams for
+    /// `Buffer continuous read` 4).
+    last_read: Option<(u64, u64)>,
     last_arrival_ns: Nanos,
     cache: Cache,
     /// The segment reserved for write data (`Use separate write segment`).
@@ -130,6 +133,7 @@ impl HardDisk {
             initial_angle,
             mechanism_free_ns: 0.0,
             last_end_lbn: u64::MAX,
+            last_read: None,
             last_arrival_ns: 0,
         }
     }
@@ -329,7 +333,11 @@ impl HardDisk {
         }
         let cache = model.cache;
         match request.op {
-            DiskOp::Read => self.serve_read(start_ns, queued, previous),
+            DiskOp::Read => {
+                let completion_ns = self.serve_read(start_ns, queued, previous);
+                self.last_read = Some((request.lbn, request.lbn + count));
+                completion_ns
+            }
             DiskOp::Write if cache.enabled && cache.fast_write_level > 0 => {
                 // Write-back: completion is reported once the data are buffered,
                 // so the write is a hit (DiskSim's "write hit" overheads).
@@ -572,10 +580,28 @@ impl HardDisk {
             1 => left_on_track,
             2 => left_on_track + spt * u64::from(surfaces - 1 - surface.min(surfaces - 1)),
             3 => segment_room,
-            _ => left_on_track + spt,
+            _ if self.follows_previous_track(request, left_on_track) => left_on_track + spt,
+            _ => left_on_track,
         };
         let amount = by_kind.min(u64::from(cache.read_ahead_max_sectors)).min(segment_room);
         (end + amount).min(self.model.sector_count())
+    }
+
+    /// `Buffer continuous read` 4 reads ahead to the end of the following track
+    /// only when a sequential stream is under way: the request starts on the
+    /// track before its last one, or the previous read touched that track;
+    /// otherwise to the end of the request's last track.
+    fn follows_previous_track(&self, request: &DiskRequest, left_on_track: u64) -> bool {
+        let end = request.lbn + u64::from(request.sector_count);
+        let Some(track) = self.model.track_of(end - 1) else { return false };
+        debug_assert_eq!(track.first_lbn + u64::from(track.sector_count), end + left_on_track);
+        if request.lbn < track.first_lbn {
+            return true;
+        }
+        let previous_track_first_lbn = track.first_lbn.saturating_sub(u64::from(track.sectors_per_track));
+        self.last_read.is_some_and(|(first_lbn, end_lbn)| {
+            end_lbn > previous_track_first_lbn && first_lbn < track.first_lbn
+        })
     }
 
     /// `Read-ahead on idle hit`: after a read served whole from a segment whose
