@@ -580,8 +580,20 @@ impl HardDisk {
             1 => left_on_track,
             2 => left_on_track + spt * u64::from(surfaces - 1 - surface.min(surfaces - 1)),
             3 => segment_room,
-            _ if self.follows_previous_track(request, left_on_track) => left_on_track + spt,
-            _ => left_on_track,
+            _ => {
+                // To a track boundary: one that the segment cannot reach is not
+                // read towards at all (DiskSim 4.0 reads nothing ahead then).
+                let wanted = if self.follows_previous_track(request, left_on_track) {
+                    left_on_track + spt
+                } else {
+                    left_on_track
+                };
+                if wanted <= segment_room {
+                    wanted
+                } else {
+                    0
+                }
+            }
         };
         let amount = by_kind.min(u64::from(cache.read_ahead_max_sectors)).min(segment_room);
         (end + amount).min(self.model.sector_count())
@@ -599,9 +611,8 @@ impl HardDisk {
             return true;
         }
         let previous_track_first_lbn = track.first_lbn.saturating_sub(u64::from(track.sectors_per_track));
-        self.last_read.is_some_and(|(first_lbn, end_lbn)| {
-            end_lbn > previous_track_first_lbn && first_lbn < track.first_lbn
-        })
+        self.last_read
+            .is_some_and(|(first_lbn, end_lbn)| end_lbn > previous_track_first_lbn && first_lbn < track.first_lbn)
     }
 
     /// `Read-ahead on idle hit`: after a read served whole from a segment whose
