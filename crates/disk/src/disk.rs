@@ -737,10 +737,12 @@ impl HardDisk {
         let model = &self.model;
         let settle = if op == DiskOp::Write { model.write_settle_ns_exact } else { 0.0 };
         let distance = from.cylinder.abs_diff(target.cylinder);
+        // DiskSim accepts a negative write settle (a fitted correction); the
+        // move itself never takes negative time.
         if distance > 0 {
-            model.seek_time_ns(distance) + settle
+            (model.seek_time_ns(distance) + settle).max(0.0)
         } else if from.surface != target.surface {
-            model.head_switch_ns_exact + settle
+            (model.head_switch_ns_exact + settle).max(0.0)
         } else {
             0.0
         }

@@ -357,23 +357,24 @@ impl G1Layout {
         None
     }
 
-    /// The zone position of data index `data_index`: spares and the empty
-    /// front inserted.
+    /// The zone position of data index `data_index`: the empty front (counted
+    /// in data slots, before sparing, as DiskSim's layout does) and spares
+    /// inserted.
     fn position_of_data_index(&self, zone: &G1Zone, data_index: u64) -> u64 {
-        (match self.period(zone) {
+        let slot = data_index + zone.empty_front_sectors;
+        match self.period(zone) {
             Some((period, spares, at_front)) => {
                 let usable = period - spares;
-                (data_index / usable) * period + data_index % usable + if at_front { spares } else { 0 }
+                (slot / usable) * period + slot % usable + if at_front { spares } else { 0 }
             }
-            None => data_index,
-        }) + zone.empty_front_sectors
+            None => slot,
+        }
     }
 
     /// The data index at zone position `position`, or `None` for empty front,
     /// spare, slipped or unused positions.
     fn data_index_at(&self, zone: &G1Zone, position: u64) -> Option<u64> {
-        let position = position.checked_sub(zone.empty_front_sectors)?;
-        let data_index = match self.period(zone) {
+        let slot = match self.period(zone) {
             Some((period, spares, at_front)) => {
                 let within = position % period;
                 let usable = period - spares;
@@ -385,6 +386,7 @@ impl G1Layout {
             }
             None => position,
         };
+        let data_index = slot.checked_sub(zone.empty_front_sectors)?;
         let logical = zone.slips.to_logical(data_index)?;
         (logical < zone.lbn_count).then_some(data_index)
     }
@@ -481,16 +483,16 @@ impl G1Layout {
     /// Data positions (LBN slots before slips) of the zone lying before zone
     /// position `position`: positions past the empty front, less spares.
     fn data_positions_before(&self, zone: &G1Zone, position: u64) -> u64 {
-        let limit = position.saturating_sub(zone.empty_front_sectors);
-        match self.period(zone) {
+        let slots = match self.period(zone) {
             Some((period, spares, at_front)) => {
                 let usable = period - spares;
-                let remainder = limit % period;
-                (limit / period) * usable
+                let remainder = position % period;
+                (position / period) * usable
                     + if at_front { remainder.saturating_sub(spares) } else { remainder.min(usable) }
             }
-            None => limit,
-        }
+            None => position,
+        };
+        slots.saturating_sub(zone.empty_front_sectors)
     }
 
     /// LBNs from `lbn` (at data index `data_index`) to the end of its track,
@@ -613,13 +615,15 @@ fn period_of(zone: &G1Zone, surface_count: u32, sparing: Sparing) -> Option<(u64
 /// LBNs a zone holds under the sparing scheme. Slips consume spares where the
 /// scheme says so; otherwise each slip costs one LBN.
 fn zone_capacity(zone: &G1Zone, surface_count: u32, sparing: Sparing) -> u64 {
-    let physical = zone_sectors(zone, surface_count).saturating_sub(zone.empty_front_sectors);
+    // The empty front counts data slots (before sparing).
+    let empty = zone.empty_front_sectors;
+    let physical = zone_sectors(zone, surface_count);
     let spt = u64::from(zone.sectors_per_track);
     match sparing {
-        Sparing::None => physical.saturating_sub(zone.slips.total()),
-        Sparing::TracksAtZoneEnd => physical.saturating_sub(zone.spare_count * spt),
+        Sparing::None => physical.saturating_sub(empty + zone.slips.total()),
+        Sparing::TracksAtZoneEnd => physical.saturating_sub(empty + zone.spare_count * spt),
         Sparing::Periodic { period_kind: Period::Zone, slips_use_spares, .. } => {
-            let data = physical.saturating_sub(zone.spare_count);
+            let data = physical.saturating_sub(empty + zone.spare_count);
             if slips_use_spares {
                 data
             } else {
@@ -633,7 +637,7 @@ fn zone_capacity(zone: &G1Zone, surface_count: u32, sparing: Sparing) -> u64 {
             let usable = period - spares;
             let remainder = physical % period;
             let partial = if at_front { remainder.saturating_sub(spares) } else { remainder.min(usable) };
-            ((physical / period) * usable + partial).saturating_sub(zone.slips.total())
+            ((physical / period) * usable + partial).saturating_sub(empty + zone.slips.total())
         }
     }
 }

@@ -578,7 +578,7 @@ fn build_model(source: &dyn FileSource, disk: &Block, path_sector_ns: [f64; 2]) 
         seek_ns_by_distance: (0..physical_cylinder_count).map(|distance| seek.time_ns(distance)).collect(),
         seek,
         head_switch_ns_exact: non_negative_ms(mechanics, "Head switch time", None)?,
-        write_settle_ns_exact: non_negative_ms(mechanics, "Add. write settling delay", Some(0.0))?,
+        write_settle_ns_exact: mechanics.float_or("Add. write settling delay", 0.0)? * NANOS_PER_MS,
         max_queue_length,
         scheduler: scheduler_of(scheduler_block)?,
         overheads: overheads_of(disk)?,
