@@ -3,8 +3,8 @@
 //!
 //! The goal is a demerit no worse than DiskSim's and a mean simulated access
 //! time within 2 % of the measured mean or no further from it than DiskSim's.
-//! The Cheetah 15K.5 and the Atlas 10K meet it. On the other four drives the
-//! gap is still open (docs/disk-model.md, "Remaining differences"): for them
+//! The Cheetah 15K.5, the Atlas 10K and the Cheetah 4LP meet it. On the other
+//! three drives the gap is still open (docs/disk-model.md, "Remaining differences"): for them
 //! the test guards the figures reached so far, as a ratio to DiskSim's, so
 //! that a change making them worse fails.
 
@@ -74,5 +74,5 @@ fn hp_c2247a_stays_near_disksim() {
 
 #[test]
 fn ibm18es_stays_near_disksim() {
-    check("ibm18es", "ibm18es.parv", "ibm18es.trace", Allowance { rms_ratio: 1.7, mean_distance_ratio: 1.0 });
+    check("ibm18es", "ibm18es.parv", "ibm18es.trace", Allowance { rms_ratio: 1.4, mean_distance_ratio: 1.0 });
 }
