@@ -97,9 +97,6 @@ pub struct HardDisk {
     initial_angle: f64,
     /// The mechanism is busy (flushing write-back data) until then.
     mechanism_free_ns: f64,
-    /// One past the last LBN of the previous request (sequential writes skip
-    /// the minimum seek delay).
-    last_end_lbn: u64,
     /// The LBNs `[first, end)` of the previous read (sequential streams for
     /// `Buffer continuous read` 4).
     last_read: Option<(u64, u64)>,
@@ -132,7 +129,6 @@ impl HardDisk {
             last_op: DiskOp::Read,
             initial_angle,
             mechanism_free_ns: 0.0,
-            last_end_lbn: u64::MAX,
             last_read: None,
             last_arrival_ns: 0,
         }
@@ -324,10 +320,7 @@ impl HardDisk {
         let model = Arc::clone(&self.model);
         let count = u64::from(request.sector_count);
         let previous = self.previous_index();
-        let continues_previous_write =
-            self.last_op == DiskOp::Write && request.op == DiskOp::Write && request.lbn == self.last_end_lbn;
         self.last_op = request.op;
-        self.last_end_lbn = request.lbn + count;
         if let Some(access_ns) = model.constant_access_ns {
             return start_ns + access_ns + count as f64 * model.bus_sector_ns(request.op);
         }
@@ -352,7 +345,7 @@ impl HardDisk {
                 self.keep_written(request.lbn, count);
                 completion
             }
-            DiskOp::Write => self.serve_write_through(start_ns, queued, previous, continues_previous_write),
+            DiskOp::Write => self.serve_write_through(start_ns, queued, previous),
         }
     }
 
@@ -405,13 +398,7 @@ impl HardDisk {
     /// extra disconnect and reconnection when the model has one), positions
     /// meanwhile, writes the medium once the data are buffered, and reconnects
     /// to report completion.
-    fn serve_write_through(
-        &mut self,
-        start_ns: f64,
-        queued: &Queued,
-        previous: usize,
-        continues_previous_write: bool,
-    ) -> f64 {
+    fn serve_write_through(&mut self, start_ns: f64, queued: &Queued, previous: usize) -> f64 {
         let request = queued.request;
         let model = Arc::clone(&self.model);
         let overheads = &model.overheads;
@@ -434,13 +421,10 @@ impl HardDisk {
         };
         let bus_ns = model.bus_write_sector_ns;
         let data_end_ns = data_start_ns + count as f64 * bus_ns;
-        // A write that does not continue the previous one reaches the medium no
-        // sooner than the minimum seek delay after its command.
-        let earliest_media_ns = if continues_previous_write {
-            data_start_ns
-        } else {
-            data_start_ns.max(command_end_ns + model.minimum_seek_delay_ns)
-        };
+        // The minimum seek delay spares only a write that continues a media
+        // access still under way; a write-through write starts once the
+        // previous request is over, so it always applies.
+        let earliest_media_ns = data_start_ns.max(command_end_ns + model.minimum_seek_delay_ns);
         // Zero-latency writes go once all their data are buffered; otherwise the
         // head writes each sector as soon as it is buffered and comes round.
         let (earliest_media_ns, stream) = if self.zero_latency(DiskOp::Write) {

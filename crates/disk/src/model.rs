@@ -169,8 +169,9 @@ pub struct DiskModel {
     pub(crate) bus_read_sector_ns: f64,
     /// The same from the host (writes).
     pub(crate) bus_write_sector_ns: f64,
-    /// `Minimum seek delay`: a write that does not continue the previous one
-    /// reaches the medium no sooner than this after its command overhead.
+    /// `Minimum seek delay`: a write that does not continue a media access
+    /// still under way reaches the medium no sooner than this after its
+    /// command overhead.
     pub(crate) minimum_seek_delay_ns: f64,
     /// `Never disconnect`: the drive keeps the bus from arrival to completion,
     /// so no disconnect or reselect overheads apply.
