@@ -125,6 +125,42 @@ impl Cache {
         read_ahead.then_some((end_lbn, stopped_ns))
     }
 
+    /// When `[lbn, lbn + count)` starts with data a segment holds at `now_ns`
+    /// but not all of it, the end of the held part.
+    pub fn cached_prefix_end(&self, lbn: u64, count: u64, now_ns: f64) -> Option<u64> {
+        let segment = &self.segments[self.candidate(lbn)?];
+        self.serves(segment, lbn, 1, now_ns, false)?;
+        let valid_end = segment.end_at(now_ns);
+        (valid_end < lbn + count).then_some(valid_end)
+    }
+
+    /// A partial hit on running read-ahead: when `[lbn, lbn + count)` starts
+    /// with data a segment holds at `now_ns` and that segment's read-ahead is
+    /// still under way, the read-ahead is stretched to the request's end and
+    /// the time that end is buffered is returned.
+    pub fn stretch_running_prefetch(&mut self, lbn: u64, count: u64, now_ns: f64) -> Option<f64> {
+        let index = self.candidate(lbn)?;
+        let segment = &self.segments[index];
+        let prefetch = segment.prefetch?;
+        let valid_end = segment.end_at(now_ns);
+        let running = valid_end < prefetch.limit_lbn;
+        if !running || self.serves(segment, lbn, 1, now_ns, false).is_none() || lbn + count <= valid_end {
+            return None;
+        }
+        let end_lbn = lbn + count;
+        // The stretched span must not run into the next segment.
+        if self.segments.get(index + 1).is_some_and(|next| next.first_lbn < end_lbn) {
+            return None;
+        }
+        self.clock += 1;
+        let segment = &mut self.segments[index];
+        segment.last_use = self.clock;
+        if let Some(prefetch) = &mut segment.prefetch {
+            prefetch.limit_lbn = prefetch.limit_lbn.max(end_lbn);
+        }
+        segment.ready_ns(end_lbn)
+    }
+
     /// The end of the data of the segment holding `lbn`, when its read-ahead
     /// has stopped or run to its limit by `now_ns`.
     pub fn idle_segment_end(&self, lbn: u64, now_ns: f64) -> Option<u64> {

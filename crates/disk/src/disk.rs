@@ -364,14 +364,29 @@ impl HardDisk {
             if read_hit.is_some() && cache.read_ahead_on_idle_hit {
                 self.read_ahead_after_hit(&request, start_ns);
             }
-            let hit = read_hit.or_else(|| {
-                self.write_segment.as_mut().and_then(|segment| segment.lookup(request.lbn, count, start_ns, false))
-            });
+            let hit = read_hit
+                .or_else(|| {
+                    self.write_segment.as_mut().and_then(|segment| segment.lookup(request.lbn, count, start_ns, false))
+                })
+                .or_else(|| {
+                    // `Immed transfer partial hit`: the buffered head of the
+                    // request goes at once while read-ahead brings the rest.
+                    cache
+                        .immediate_partial_hits
+                        .then(|| self.cache.stretch_running_prefetch(request.lbn, count, start_ns))
+                        .flatten()
+                });
             if let Some(ready_ns) = hit {
                 let data_start = start_ns + overheads.read_hit_ns[previous] + overheads.data_preparation_ns;
                 let sent = (data_start + count as f64 * bus_ns).max(ready_ns + bus_ns);
                 return sent + overheads.read_completion_ns;
             }
+        }
+        if cache.enabled
+            && cache.immediate_partial_hits
+            && self.cache.cached_prefix_end(request.lbn, count, start_ns).is_some()
+        {
+            return self.serve_partial_hit(start_ns, &request, previous);
         }
         let mechanism_free_ns = self.stop_read_ahead(start_ns);
         let command_end_ns = start_ns + overheads.read_miss_ns[previous];
@@ -392,6 +407,40 @@ impl HardDisk {
         }
         let released_ns = command_end_ns + overheads.read_disconnect_ns[previous];
         self.read_transfer_end_ns(&access, count, released_ns) + overheads.read_completion_ns
+    }
+
+    /// `Immed transfer partial hit` with read-ahead stopped: the buffered head
+    /// of the request goes at once (a read hit's overheads), the heads read the
+    /// rest, and read-ahead follows as after a miss.
+    fn serve_partial_hit(&mut self, start_ns: f64, request: &DiskRequest, previous: usize) -> f64 {
+        let model = Arc::clone(&self.model);
+        let overheads = &model.overheads;
+        let cache = model.cache;
+        let count = u64::from(request.sector_count);
+        let end_lbn = request.lbn + count;
+        let bus_ns = model.bus_read_sector_ns;
+        let mechanism_free_ns = self.stop_read_ahead(start_ns);
+        let data_start_ns = start_ns + overheads.read_hit_ns[previous] + overheads.data_preparation_ns;
+        // Stopping read-ahead may have brought the rest in.
+        let Some(prefix_end_lbn) = self.cache.cached_prefix_end(request.lbn, count, start_ns) else {
+            return data_start_ns + count as f64 * bus_ns + overheads.read_completion_ns;
+        };
+        let rest_target = self.model.locate(prefix_end_lbn).expect("request checked against the capacity on arrival");
+        let positioning_ns = (start_ns + overheads.read_hit_ns[previous]).max(mechanism_free_ns);
+        let access = self.media_access(
+            positioning_ns,
+            positioning_ns,
+            prefix_end_lbn,
+            end_lbn - prefix_end_lbn,
+            DiskOp::Read,
+            rest_target,
+            None,
+        );
+        let (buffered_end_lbn, prefetch) = self.read_ahead(request, &access);
+        let pinned_lbn = if cache.read_ahead_over_requested { u64::MAX } else { request.lbn };
+        self.cache.insert(request.lbn, buffered_end_lbn, prefetch, pinned_lbn);
+        let sent_ns = (data_start_ns + count as f64 * bus_ns).max(access.end_ns + bus_ns);
+        sent_ns + overheads.read_completion_ns
     }
 
     /// A write-through write. The drive takes the data over the bus (after an

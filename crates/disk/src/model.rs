@@ -111,6 +111,9 @@ pub struct CacheParams {
     /// `Buffer continuous read`: 0 none; 1 to end of track; 2 to end of cylinder;
     /// 3 until the segment is full; 4 to end of the following track.
     pub continuous_read: u32,
+    /// `Immed transfer partial hit`: a read whose first sectors are buffered,
+    /// the rest still being read ahead, is served from the read-ahead stream.
+    pub immediate_partial_hits: bool,
     /// `Stop prefetch in sector`: read-ahead may stop in the middle of a
     /// sector (else the sector under way is read to its end first).
     pub stop_prefetch_in_sector: bool,
@@ -676,6 +679,7 @@ fn cache_of(disk: &Block) -> Result<CacheParams, LoadError> {
         continuous_read,
         read_ahead_on_idle_hit: flag("Read-ahead on idle hit")?,
         stop_prefetch_in_sector: flag("Stop prefetch in sector")?,
+        immediate_partial_hits: flag("Immed transfer partial hit")?,
         read_ahead_min_sectors: small("Minimum read-ahead (blks)", 0)?,
         read_ahead_max_sectors: small("Maximum read-ahead (blks)", 0)?,
         read_any_free_blocks: flag("Read any free blocks")?,
