@@ -3,10 +3,11 @@
 //!
 //! The goal is a demerit no worse than DiskSim's and a mean simulated access
 //! time within 2 % of the measured mean or no further from it than DiskSim's.
-//! The Cheetah 15K.5, the Atlas 10K and the Cheetah 4LP meet it. On the other
-//! three drives the gap is still open (docs/disk-model.md, "Remaining differences"): for them
-//! the test guards the figures reached so far, as a ratio to DiskSim's, so
-//! that a change making them worse fails.
+//! The Cheetah 15K.5 and the Atlas 10K meet it, and the Cheetah 4LP's demerit
+//! does. On the other three drives the gap is still open (docs/disk-model.md,
+//! "Remaining differences from DiskSim"): for them the test guards the
+//! figures reached so far, as a ratio to DiskSim's, so that a change making
+//! them worse fails.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -58,18 +59,15 @@ fn hp_c3323a_stays_near_disksim() {
 }
 
 #[test]
-fn cheetah4lp_stays_near_disksim() {
-    check(
-        "cheetah4LP",
-        "cheetah4LP.parv",
-        "cheetah4LP.trace",
-        Allowance { rms_ratio: 1.05, mean_distance_ratio: 1.05 },
-    );
+fn cheetah4lp_matches_disksim() {
+    // The demerit is below DiskSim's; the mean is 0.003 ms further from the
+    // measured one than DiskSim's (4.76 % vs 4.82 % below it).
+    check("cheetah4LP", "cheetah4LP.parv", "cheetah4LP.trace", Allowance { rms_ratio: 1.0, mean_distance_ratio: 1.05 });
 }
 
 #[test]
 fn hp_c2247a_stays_near_disksim() {
-    check("hp_c2247a", "hp_c2247a.parv", "hp_c2247a.trace", Allowance { rms_ratio: 1.6, mean_distance_ratio: 1.0 });
+    check("hp_c2247a", "hp_c2247a.parv", "hp_c2247a.trace", Allowance { rms_ratio: 1.4, mean_distance_ratio: 1.0 });
 }
 
 #[test]
