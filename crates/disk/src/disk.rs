@@ -1,7 +1,8 @@
 //! One simulated hard disk: host-side FIFO, on-disk queue with FCFS / SPTF /
 //! C-LOOK, command overheads, seek, head switch, write settle, rotation tracked
-//! in absolute time, media and bus transfer, and the segmented cache with
-//! read-ahead and write-back.
+//! in absolute time, media and bus transfer (per direction, with the drive's
+//! disconnections, reselections and data preparation), and the segmented
+//! cache with read-ahead, partial hits and write-back.
 //!
 //! A request is timed as a whole when the drive starts it (service is not
 //! preempted), which makes each decision a pure function of the drive's state
@@ -445,8 +446,8 @@ impl HardDisk {
 
     /// A write-through write. The drive takes the data over the bus (after an
     /// extra disconnect and reconnection when the model has one), positions
-    /// meanwhile, writes the medium once the data are buffered, and reconnects
-    /// to report completion.
+    /// meanwhile, writes each sector once it is buffered (zero-latency writes
+    /// once all are), and reconnects to report completion.
     fn serve_write_through(&mut self, start_ns: f64, queued: &Queued, previous: usize) -> f64 {
         let request = queued.request;
         let model = Arc::clone(&self.model);
