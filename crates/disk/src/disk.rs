@@ -66,6 +66,8 @@ struct MediaAccess {
 struct LastTrack {
     surface: u32,
     sectors_per_track: u32,
+    /// The track's first LBN.
+    first_lbn: u64,
     /// LBNs of the track after the access's last one.
     lbns_after: u64,
     /// Requested sectors transferred on it.
@@ -562,7 +564,7 @@ impl HardDisk {
         let last = access.last_track;
         let left_on_track = last.lbns_after;
         let spt = u64::from(last.sectors_per_track);
-        let limit_lbn = self.read_ahead_limit(request, left_on_track, spt, last.surface);
+        let limit_lbn = self.read_ahead_limit(request, left_on_track, spt, last.surface, last.first_lbn);
         if limit_lbn <= end {
             return (end, None);
         }
@@ -597,8 +599,16 @@ impl HardDisk {
 
     /// Where read-ahead after `request` stops, per `Buffer continuous read` and
     /// the read-ahead limits, the request's last track having
-    /// `left_on_track` LBNs after it, `spt` sectors and surface `surface`.
-    fn read_ahead_limit(&self, request: &DiskRequest, left_on_track: u64, spt: u64, surface: u32) -> u64 {
+    /// `left_on_track` LBNs after it, `spt` sectors, surface `surface` and
+    /// first LBN `track_first_lbn`.
+    fn read_ahead_limit(
+        &self,
+        request: &DiskRequest,
+        left_on_track: u64,
+        spt: u64,
+        surface: u32,
+        track_first_lbn: u64,
+    ) -> u64 {
         let cache = self.model.cache;
         let end = request.lbn + u64::from(request.sector_count);
         // Read-ahead fills the rest of the segment, or all of it when it may
@@ -617,7 +627,7 @@ impl HardDisk {
             _ => {
                 // To a track boundary: one that the segment cannot reach is not
                 // read towards at all (DiskSim 4.0 reads nothing ahead then).
-                let wanted = if self.follows_previous_track(request, left_on_track) {
+                let wanted = if self.follows_previous_track(request, track_first_lbn, spt) {
                     left_on_track + spt
                 } else {
                     left_on_track
@@ -637,16 +647,15 @@ impl HardDisk {
     /// only when a sequential stream is under way: the request starts on the
     /// track before its last one, or the previous read touched that track;
     /// otherwise to the end of the request's last track.
-    fn follows_previous_track(&self, request: &DiskRequest, left_on_track: u64) -> bool {
-        let end = request.lbn + u64::from(request.sector_count);
-        let Some(track) = self.model.track_of(end - 1) else { return false };
-        debug_assert_eq!(track.first_lbn + u64::from(track.sector_count), end + left_on_track);
-        if request.lbn < track.first_lbn {
+    /// The track starts at `track_first_lbn` and has `spt` sectors (the
+    /// previous track is taken to have as many).
+    fn follows_previous_track(&self, request: &DiskRequest, track_first_lbn: u64, spt: u64) -> bool {
+        if request.lbn < track_first_lbn {
             return true;
         }
-        let previous_track_first_lbn = track.first_lbn.saturating_sub(u64::from(track.sectors_per_track));
+        let previous_track_first_lbn = track_first_lbn.saturating_sub(spt);
         self.last_read
-            .is_some_and(|(first_lbn, end_lbn)| end_lbn > previous_track_first_lbn && first_lbn < track.first_lbn)
+            .is_some_and(|(first_lbn, end_lbn)| end_lbn > previous_track_first_lbn && first_lbn < track_first_lbn)
     }
 
     /// `Read-ahead on idle hit`: after a read served whole from a segment whose
@@ -661,7 +670,8 @@ impl HardDisk {
         let Some(target) = self.model.locate(end_lbn) else { return };
         let spt = u64::from(target.sectors_per_track);
         let left_on_track = target.lbns_left_on_track;
-        let limit_lbn = self.read_ahead_limit(request, left_on_track, spt, target.surface);
+        let track_first_lbn = end_lbn - target.lbns_before_on_track;
+        let limit_lbn = self.read_ahead_limit(request, left_on_track, spt, target.surface, track_first_lbn);
         if limit_lbn <= end_lbn {
             return;
         }
@@ -726,6 +736,7 @@ impl HardDisk {
                 let last_track = LastTrack {
                     surface: current.surface,
                     sectors_per_track: current.sectors_per_track,
+                    first_lbn: current_lbn - current.lbns_before_on_track,
                     lbns_after: current.lbns_left_on_track - on_track,
                     requested_sectors: on_track,
                     wrapped_sectors: pass.wrapped_sectors,
