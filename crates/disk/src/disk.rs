@@ -107,6 +107,9 @@ pub struct HardDisk {
     cache: Cache,
     /// The segment reserved for write data (`Use separate write segment`).
     write_segment: Option<Cache>,
+    /// One past the last LBN of the track under the heads, when known (0
+    /// otherwise): read-ahead that stops before it has not moved the heads.
+    head_track_end_lbn: u64,
 }
 
 impl HardDisk {
@@ -124,6 +127,7 @@ impl HardDisk {
                     .then_some(u64::from(model.cache.segment_size_sectors.max(1))),
             ),
             write_segment: separate_write_segment.then(|| Cache::new(1, None)),
+            head_track_end_lbn: 0,
             model,
             host_queue: VecDeque::new(),
             disk_queue: Vec::new(),
@@ -214,6 +218,7 @@ impl HardDisk {
         if let Some(located) = self.model.locate(lbn) {
             self.head = Head { cylinder: located.cylinder, surface: located.surface };
         }
+        self.head_track_end_lbn = 0;
         let _ = self.cache.stop_prefetch(now_ns as f64, false);
     }
 
@@ -591,8 +596,11 @@ impl HardDisk {
         let Some((end_lbn, stopped_ns)) = self.cache.stop_prefetch(now_ns, finish_sector) else {
             return now_ns;
         };
-        if let Some(last) = end_lbn.checked_sub(1).and_then(|lbn| self.model.locate(lbn)) {
-            self.head = Head { cylinder: last.cylinder, surface: last.surface };
+        if end_lbn > self.head_track_end_lbn {
+            if let Some(last) = end_lbn.checked_sub(1).and_then(|lbn| self.model.locate(lbn)) {
+                self.head = Head { cylinder: last.cylinder, surface: last.surface };
+                self.head_track_end_lbn = end_lbn - 1 + last.lbns_left_on_track;
+            }
         }
         stopped_ns
     }
@@ -679,6 +687,7 @@ impl HardDisk {
         let sector_ns = self.model.revolution_ns_exact / spt as f64;
         let origin_ns = arrival_ns + self.track_pass(arrival_ns, &target, 1, false).wait_sectors * sector_ns;
         self.head = Head { cylinder: target.cylinder, surface: target.surface };
+        self.head_track_end_lbn = end_lbn + target.lbns_left_on_track;
         self.cache.resume_prefetch(request.lbn, now_ns, Prefetch { origin_ns, sector_ns, limit_lbn });
     }
 
@@ -732,6 +741,7 @@ impl HardDisk {
             time = track_end_ns;
             remaining -= on_track;
             self.head = Head { cylinder: current.cylinder, surface: current.surface };
+            self.head_track_end_lbn = current_lbn + current.lbns_left_on_track;
             if remaining == 0 {
                 let last_track = LastTrack {
                     surface: current.surface,
