@@ -1,5 +1,7 @@
 //! `proxima disk ...`: the simulated hard disk's commands. `validate` replays a
-//! DiskSim validate trace against a model and reports the demerit; `bench`
+//! DiskSim validate trace against a model and reports the demerit;
+//! `validate-all` does so for every drive folder of a directory beside
+//! DiskSim's own figures (known drives: `proxima_disk::validate::DISKSIM_REFERENCES`); `bench`
 //! measures the simulator's own speed. The experiments (`strands`,
 //! `closed-loop`) live in `disk_lab.rs` and share [`ModelArgs`] for
 //! `--model NAME|FILE.parv` and repeated `--set 'disk0:PARAMETER=VALUE'`.
@@ -11,7 +13,7 @@ use std::time::Instant;
 
 use clap::{Args, Subcommand};
 use proxima_disk::closed_loop::{self, ClosedLoopConfig};
-use proxima_disk::validate::{parse_trace, replay};
+use proxima_disk::validate::{disksim_reference, drive_folders, parse_trace, replay, shipped_models_directory, Replay};
 use proxima_disk::{DiskModel, DiskOp, LoadError, Override, Scheduler};
 
 /// `proxima disk`.
@@ -26,6 +28,8 @@ pub struct DiskArgs {
 enum DiskCommand {
     /// Replay a DiskSim "validate" trace closed-loop and report the RMS demerit.
     Validate(ValidateArgs),
+    /// Validate every drive folder of DIR (default: the shipped models) against DiskSim's figures.
+    ValidateAll(ValidateAllArgs),
     /// Measure simulated requests per wall-clock second (4 KiB random).
     Bench(BenchArgs),
     /// Strands of 4 KiB requests issued at once: response time, cost in OPs, extra revolutions.
@@ -78,6 +82,16 @@ struct ValidateArgs {
 }
 
 #[derive(Debug, Args)]
+struct ValidateAllArgs {
+    /// A folder holding one folder per drive, each with a `.parv` and a validate `.trace`
+    /// (default: the models shipped in the source tree, `crates/disk/models`).
+    directory: Option<PathBuf>,
+    /// Seed for the platters' initial angles.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+#[derive(Debug, Args)]
 struct BenchArgs {
     #[command(flatten)]
     model: ModelArgs,
@@ -93,6 +107,7 @@ struct BenchArgs {
 pub fn run(args: DiskArgs) -> ExitCode {
     match args.command {
         DiskCommand::Validate(validate) => run_validate(&validate),
+        DiskCommand::ValidateAll(validate_all) => run_validate_all(&validate_all),
         DiskCommand::Bench(bench) => run_bench(&bench),
         DiskCommand::Strands(strands) => crate::disk_lab::run_strands_command(&strands),
         DiskCommand::ClosedLoop(closed_loop) => crate::disk_lab::run_closed_loop_command(&closed_loop),
@@ -152,6 +167,82 @@ fn run_validate(args: &ValidateArgs) -> ExitCode {
     });
     println!("{json}");
     ExitCode::SUCCESS
+}
+
+/// Loads one drive folder (with DiskSim's overrides for it, if known) and
+/// replays its trace.
+fn validate_drive(drive: &proxima_disk::validate::DriveFiles, seed: u64) -> Result<Replay, LoadError> {
+    let texts: Vec<String> = disksim_reference(&drive.name)
+        .map(|reference| reference.overrides.iter().map(|text| text.to_string()).collect())
+        .unwrap_or_default();
+    let model = Arc::new(DiskModel::load(&drive.parv, &parse_overrides(&texts)?)?);
+    let trace_name = drive.trace.display().to_string();
+    let text = std::fs::read_to_string(&drive.trace)
+        .map_err(|error| LoadError::Io { file: trace_name.clone(), message: error.to_string() })?;
+    replay(model, &parse_trace(&trace_name, &text)?, seed)
+}
+
+fn run_validate_all(args: &ValidateAllArgs) -> ExitCode {
+    let directory = args.directory.clone().unwrap_or_else(shipped_models_directory);
+    let drives = match drive_folders(&directory) {
+        Ok(drives) if drives.is_empty() => {
+            return bad_input(format!("{}: no drive folder with a .parv and a .trace", directory.display()))
+        }
+        Ok(drives) => drives,
+        Err(error) => return bad_input(error),
+    };
+    println!(
+        "{:<14} {:>9} {:>9} {:>6} {:>11} {:>11} {:>11} {:>7}",
+        "drive", "rms_ms", "disksim", "ratio", "mean_ms", "measured", "disksim", "error"
+    );
+    let mut rows = Vec::new();
+    let mut failed = false;
+    for drive in &drives {
+        let reference = disksim_reference(&drive.name);
+        let result = match validate_drive(drive, args.seed) {
+            Ok(result) => result,
+            Err(error) => {
+                eprintln!("proxima disk validate-all: {}: {error}", drive.name);
+                failed = true;
+                rows.push(serde_json::json!({ "drive": drive.name, "error": error.to_string() }));
+                continue;
+            }
+        };
+        let (rms, simulated, measured) = (result.rms_ms(), result.mean_simulated_ms(), result.mean_measured_ms());
+        let error_percent = 100.0 * (simulated - measured) / measured;
+        let show = |value: Option<f64>, digits: usize| value.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+        println!(
+            "{:<14} {:>9.4} {:>9} {:>6} {:>11.3} {:>11.3} {:>11} {:>6.2}%",
+            drive.name,
+            rms,
+            show(reference.map(|r| r.rms_ms), 3),
+            show(reference.map(|r| rms / r.rms_ms), 2),
+            simulated,
+            measured,
+            show(reference.map(|r| r.mean_ms), 3),
+            error_percent
+        );
+        rows.push(serde_json::json!({
+            "drive": drive.name,
+            "requests": result.simulated_ms.len(),
+            "rms_ms": rms,
+            "disksim_rms_ms": reference.map(|r| r.rms_ms),
+            "ratio": reference.map(|r| rms / r.rms_ms),
+            "mean_simulated_ms": simulated,
+            "mean_measured_ms": measured,
+            "disksim_mean_ms": reference.map(|r| r.mean_ms),
+            "mean_error_percent": error_percent,
+        }));
+    }
+    println!(
+        "{}",
+        serde_json::json!({ "directory": directory.display().to_string(), "seed": args.seed, "drives": rows })
+    );
+    if failed {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// Requests per wall second for one closed-loop configuration.

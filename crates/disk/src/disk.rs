@@ -1,7 +1,8 @@
 //! One simulated hard disk: host-side FIFO, on-disk queue with FCFS / SPTF /
 //! C-LOOK, command overheads, seek, head switch, write settle, rotation tracked
-//! in absolute time, media and bus transfer, and the segmented cache with
-//! read-ahead and write-back.
+//! in absolute time, media and bus transfer (per direction, with the drive's
+//! disconnections, reselections and data preparation), and the segmented
+//! cache with read-ahead, partial hits and write-back.
 //!
 //! A request is timed as a whole when the drive starts it (service is not
 //! preempted), which makes each decision a pure function of the drive's state
@@ -65,12 +66,23 @@ struct MediaAccess {
 struct LastTrack {
     surface: u32,
     sectors_per_track: u32,
+    /// The track's first LBN.
+    first_lbn: u64,
     /// LBNs of the track after the access's last one.
     lbns_after: u64,
     /// Requested sectors transferred on it.
     requested_sectors: u64,
     /// Of those, the ones picked up last after a zero-latency wrap (0 if none).
     wrapped_sectors: u64,
+}
+
+/// Write data crossing the bus while the write is under way: sector `i` of the
+/// request is buffered at `first_ns + i * sector_ns`, and the head writes a
+/// sector only once it is buffered.
+#[derive(Debug, Clone, Copy)]
+struct DataStream {
+    first_ns: f64,
+    sector_ns: f64,
 }
 
 /// A simulated hard disk running a [`DiskModel`].
@@ -88,8 +100,16 @@ pub struct HardDisk {
     initial_angle: f64,
     /// The mechanism is busy (flushing write-back data) until then.
     mechanism_free_ns: f64,
+    /// The LBNs `[first, end)` of the previous read (sequential streams for
+    /// `Buffer continuous read` 4).
+    last_read: Option<(u64, u64)>,
     last_arrival_ns: Nanos,
     cache: Cache,
+    /// The segment reserved for write data (`Use separate write segment`).
+    write_segment: Option<Cache>,
+    /// One past the last LBN of the track under the heads, when known (0
+    /// otherwise): read-ahead that stops before it has not moved the heads.
+    head_track_end_lbn: u64,
 }
 
 impl HardDisk {
@@ -97,13 +117,17 @@ impl HardDisk {
     /// cache, the model's scheduler and queue length.
     pub fn new(model: Arc<DiskModel>, seed: u64) -> HardDisk {
         let initial_angle = (split_mix(seed) >> 11) as f64 / (1u64 << 53) as f64;
+        let separate_write_segment = model.cache.separate_write_segment && model.cache.segment_count > 1;
         HardDisk {
             scheduler: model.scheduler(),
             queue_depth: model.max_queue_length().max(1),
             cache: Cache::new(
                 model.cache.segment_count,
-                model.cache.read_ahead_over_requested.then_some(u64::from(model.cache.segment_size_sectors.max(1))),
+                (model.cache.read_ahead_over_requested || model.cache.read_any_free_blocks)
+                    .then_some(u64::from(model.cache.segment_size_sectors.max(1))),
             ),
+            write_segment: separate_write_segment.then(|| Cache::new(1, None)),
+            head_track_end_lbn: 0,
             model,
             host_queue: VecDeque::new(),
             disk_queue: Vec::new(),
@@ -112,6 +136,7 @@ impl HardDisk {
             last_op: DiskOp::Read,
             initial_angle,
             mechanism_free_ns: 0.0,
+            last_read: None,
             last_arrival_ns: 0,
         }
     }
@@ -193,7 +218,8 @@ impl HardDisk {
         if let Some(located) = self.model.locate(lbn) {
             self.head = Head { cylinder: located.cylinder, surface: located.surface };
         }
-        self.cache.stop_prefetch(now_ns as f64);
+        self.head_track_end_lbn = 0;
+        let _ = self.cache.stop_prefetch(now_ns as f64, false);
     }
 
     fn fill_disk_queue(&mut self) {
@@ -278,7 +304,9 @@ impl HardDisk {
     }
 
     fn cache_peek(&self, now_ns: f64, request: &DiskRequest) -> bool {
-        self.cache.contains(request.lbn, u64::from(request.sector_count), now_ns, self.model.cache.almost_read_hits)
+        let count = u64::from(request.sector_count);
+        self.cache.contains(request.lbn, count, now_ns, self.model.cache.almost_read_hits)
+            || self.write_segment.as_ref().is_some_and(|segment| segment.contains(request.lbn, count, now_ns, false))
     }
 
     fn previous_index(&self) -> usize {
@@ -297,118 +325,242 @@ impl HardDisk {
     /// updates the heads, the cache and the mechanism's busy time.
     fn service(&mut self, start_ns: f64, queued: &Queued) -> f64 {
         let request = queued.request;
-        let first = queued.target;
         let model = Arc::clone(&self.model);
         let count = u64::from(request.sector_count);
-        let bus_ns = model.bus_sector_ns;
         let previous = self.previous_index();
         self.last_op = request.op;
         if let Some(access_ns) = model.constant_access_ns {
-            return start_ns + access_ns + count as f64 * bus_ns;
+            return start_ns + access_ns + count as f64 * model.bus_sector_ns(request.op);
         }
         let cache = model.cache;
         match request.op {
             DiskOp::Read => {
-                if cache.enabled {
-                    if let Some(ready_ns) = self.cache.lookup(request.lbn, count, start_ns, cache.almost_read_hits) {
-                        let overhead = model.overheads.read_hit_ns[previous];
-                        let sent = (start_ns + overhead + count as f64 * bus_ns).max(ready_ns + bus_ns);
-                        return sent + model.overheads.read_completion_ns;
-                    }
-                }
-                self.cache.stop_prefetch(start_ns);
-                let overhead = model.overheads.read_miss_ns[previous];
-                let access = self.media_access(
-                    start_ns + overhead,
-                    start_ns + overhead,
-                    request.lbn,
-                    count,
-                    DiskOp::Read,
-                    first,
-                );
-                if cache.enabled {
-                    let free = if cache.read_any_free_blocks {
-                        let room = u64::from(cache.segment_size_sectors).saturating_sub(count);
-                        access.passed_before_first_sectors.min(first.lbns_before_on_track).min(room)
-                    } else {
-                        0
-                    };
-                    let (buffered_end_lbn, prefetch) = self.read_ahead(&request, &access, free);
-                    self.cache.insert(request.lbn - free, buffered_end_lbn, prefetch);
-                }
-                self.read_transfer_end_ns(&access, count) + model.overheads.read_completion_ns
+                let completion_ns = self.serve_read(start_ns, queued, previous);
+                self.last_read = Some((request.lbn, request.lbn + count));
+                completion_ns
             }
             DiskOp::Write if cache.enabled && cache.fast_write_level > 0 => {
-                // A write that finds its data's segment is a hit; a random write is a miss.
-                let overheads = if self.cache.contains(request.lbn, 1, start_ns, false) {
-                    model.overheads.write_hit_ns
-                } else {
-                    model.overheads.write_miss_ns
-                };
-                let overhead = overheads[previous];
-                let completion = start_ns + overhead + count as f64 * bus_ns + model.overheads.write_completion_ns;
-                self.cache.stop_prefetch(start_ns);
-                let access = self.media_access(completion, completion, request.lbn, count, DiskOp::Write, first);
+                // Write-back: completion is reported once the data are buffered,
+                // so the write is a hit (DiskSim's "write hit" overheads).
+                let overheads = &model.overheads;
+                let data_start = start_ns + overheads.write_hit_ns[previous] + overheads.data_preparation_ns;
+                let completion = data_start + count as f64 * model.bus_write_sector_ns + overheads.write_completion_ns;
+                let mechanism_free_ns = self.stop_read_ahead(start_ns);
+                let flush_ns = completion.max(mechanism_free_ns);
+                let access =
+                    self.media_access(flush_ns, flush_ns, request.lbn, count, DiskOp::Write, queued.target, None);
                 self.mechanism_free_ns = access.end_ns;
                 self.keep_written(request.lbn, count);
                 completion
             }
-            DiskOp::Write => {
-                self.cache.stop_prefetch(start_ns);
-                let overhead = model.overheads.write_miss_ns[previous];
-                let data_start = start_ns + overhead;
-                // Write-through: positioning overlaps the host transfer, and the
-                // medium is written once the request's data are all buffered.
-                let access = self.media_access(
-                    data_start,
-                    data_start + count as f64 * bus_ns,
-                    request.lbn,
-                    count,
-                    DiskOp::Write,
-                    first,
-                );
-                self.keep_written(request.lbn, count);
-                let last_data_ns = data_start + count as f64 * bus_ns;
-                access.end_ns.max(last_data_ns) + model.overheads.write_completion_ns
-            }
+            DiskOp::Write => self.serve_write_through(start_ns, queued, previous),
         }
     }
 
-    /// When the last byte of a read miss has crossed the bus. The drive
-    /// reconnects once the high water mark of data is buffered, then sends at the
-    /// bus rate, never ahead of the medium (the last batch follows the media end).
-    fn read_transfer_end_ns(&self, access: &MediaAccess, count: u64) -> f64 {
-        let bus_ns = self.model.bus_sector_ns;
-        if bus_ns == 0.0 {
-            return access.end_ns;
+    /// A read: a cache hit is sent at once; a miss disconnects, positions,
+    /// reads (and reads ahead), and reconnects to send the data.
+    fn serve_read(&mut self, start_ns: f64, queued: &Queued, previous: usize) -> f64 {
+        let request = queued.request;
+        let first = queued.target;
+        let model = Arc::clone(&self.model);
+        let overheads = &model.overheads;
+        let count = u64::from(request.sector_count);
+        let bus_ns = model.bus_read_sector_ns;
+        let cache = model.cache;
+        if cache.enabled {
+            let read_hit = self.cache.lookup(request.lbn, count, start_ns, cache.almost_read_hits);
+            if read_hit.is_some() && cache.read_ahead_on_idle_hit {
+                self.read_ahead_after_hit(&request, start_ns);
+            }
+            let hit = read_hit
+                .or_else(|| {
+                    self.write_segment.as_mut().and_then(|segment| segment.lookup(request.lbn, count, start_ns, false))
+                })
+                .or_else(|| {
+                    // `Immed transfer partial hit`: the buffered head of the
+                    // request goes at once while read-ahead brings the rest.
+                    cache
+                        .immediate_partial_hits
+                        .then(|| self.cache.stretch_running_prefetch(request.lbn, count, start_ns))
+                        .flatten()
+                });
+            if let Some(ready_ns) = hit {
+                let data_start = start_ns + overheads.read_hit_ns[previous] + overheads.data_preparation_ns;
+                let sent = (data_start + count as f64 * bus_ns).max(ready_ns + bus_ns);
+                return sent + overheads.read_completion_ns;
+            }
         }
-        let cache = self.model.cache;
+        if cache.enabled
+            && cache.immediate_partial_hits
+            && self.cache.cached_prefix_end(request.lbn, count, start_ns).is_some()
+        {
+            return self.serve_partial_hit(start_ns, &request, previous);
+        }
+        let mechanism_free_ns = self.stop_read_ahead(start_ns);
+        let command_end_ns = start_ns + overheads.read_miss_ns[previous];
+        let positioning_ns = command_end_ns.max(mechanism_free_ns);
+        let access = self.media_access(positioning_ns, positioning_ns, request.lbn, count, DiskOp::Read, first, None);
+        if cache.enabled {
+            let free = if cache.read_any_free_blocks {
+                let room = u64::from(cache.segment_size_sectors).saturating_sub(count);
+                access.passed_before_first_sectors.min(first.lbns_before_on_track).min(room)
+            } else {
+                0
+            };
+            let (buffered_end_lbn, prefetch) = self.read_ahead(&request, &access);
+            // Read-ahead may overwrite the free blocks, and the requested data
+            // too when `Read-ahead over requested` says so.
+            let pinned_lbn = if cache.read_ahead_over_requested { u64::MAX } else { request.lbn };
+            self.cache.insert(request.lbn - free, buffered_end_lbn, prefetch, pinned_lbn);
+        }
+        let released_ns = command_end_ns + overheads.read_disconnect_ns[previous];
+        self.read_transfer_end_ns(&access, count, released_ns) + overheads.read_completion_ns
+    }
+
+    /// `Immed transfer partial hit` with read-ahead stopped: the buffered head
+    /// of the request goes at once (a read hit's overheads), the heads read the
+    /// rest, and read-ahead follows as after a miss.
+    fn serve_partial_hit(&mut self, start_ns: f64, request: &DiskRequest, previous: usize) -> f64 {
+        let model = Arc::clone(&self.model);
+        let overheads = &model.overheads;
+        let cache = model.cache;
+        let count = u64::from(request.sector_count);
+        let end_lbn = request.lbn + count;
+        let bus_ns = model.bus_read_sector_ns;
+        let mechanism_free_ns = self.stop_read_ahead(start_ns);
+        let data_start_ns = start_ns + overheads.read_hit_ns[previous] + overheads.data_preparation_ns;
+        // Stopping read-ahead may have brought the rest in.
+        let Some(prefix_end_lbn) = self.cache.cached_prefix_end(request.lbn, count, start_ns) else {
+            return data_start_ns + count as f64 * bus_ns + overheads.read_completion_ns;
+        };
+        let rest_target = self.model.locate(prefix_end_lbn).expect("request checked against the capacity on arrival");
+        let positioning_ns = (start_ns + overheads.read_hit_ns[previous]).max(mechanism_free_ns);
+        let access = self.media_access(
+            positioning_ns,
+            positioning_ns,
+            prefix_end_lbn,
+            end_lbn - prefix_end_lbn,
+            DiskOp::Read,
+            rest_target,
+            None,
+        );
+        let (buffered_end_lbn, prefetch) = self.read_ahead(request, &access);
+        let pinned_lbn = if cache.read_ahead_over_requested { u64::MAX } else { request.lbn };
+        self.cache.insert(request.lbn, buffered_end_lbn, prefetch, pinned_lbn);
+        let sent_ns = (data_start_ns + count as f64 * bus_ns).max(access.end_ns + bus_ns);
+        sent_ns + overheads.read_completion_ns
+    }
+
+    /// A write-through write. The drive takes the data over the bus (after an
+    /// extra disconnect and reconnection when the model has one), positions
+    /// meanwhile, writes each sector once it is buffered (zero-latency writes
+    /// once all are), and reconnects to report completion.
+    fn serve_write_through(&mut self, start_ns: f64, queued: &Queued, previous: usize) -> f64 {
+        let request = queued.request;
+        let model = Arc::clone(&self.model);
+        let overheads = &model.overheads;
+        let count = u64::from(request.sector_count);
+        let mechanism_free_ns = self.stop_read_ahead(start_ns);
+        let (command_end_ns, positioning_start_ns, data_start_ns) = match overheads.extra_write_disconnect {
+            Some(extra) if !model.never_disconnect => {
+                let command_end_ns = start_ns + extra.command_ns;
+                let reconnected_ns = command_end_ns
+                    + extra.disconnect_ns
+                    + extra.inter_disconnect_ns
+                    + overheads.reselect_first_ns
+                    + overheads.data_preparation_ns;
+                (command_end_ns, command_end_ns + extra.seek_delta_ns, reconnected_ns)
+            }
+            _ => {
+                let command_end_ns = start_ns + overheads.write_miss_ns[previous];
+                (command_end_ns, command_end_ns, command_end_ns + overheads.data_preparation_ns)
+            }
+        };
+        let bus_ns = model.bus_write_sector_ns;
+        let data_end_ns = data_start_ns + count as f64 * bus_ns;
+        // The minimum seek delay spares only a write that continues a media
+        // access still under way; a write-through write starts once the
+        // previous request is over, so it always applies.
+        let earliest_media_ns = data_start_ns.max(command_end_ns + model.minimum_seek_delay_ns);
+        // Zero-latency writes go once all their data are buffered; otherwise the
+        // head writes each sector as soon as it is buffered and comes round.
+        let (earliest_media_ns, stream) = if self.zero_latency(DiskOp::Write) {
+            (earliest_media_ns.max(data_end_ns), None)
+        } else {
+            (earliest_media_ns, Some(DataStream { first_ns: data_start_ns + bus_ns, sector_ns: bus_ns }))
+        };
+        let access = self.media_access(
+            positioning_start_ns.max(mechanism_free_ns),
+            earliest_media_ns,
+            request.lbn,
+            count,
+            DiskOp::Write,
+            queued.target,
+            stream,
+        );
+        self.keep_written(request.lbn, count);
+        let reported_ns = if model.never_disconnect {
+            access.end_ns.max(data_end_ns)
+        } else {
+            let (disconnect_ns, reselect_ns) = match overheads.extra_write_disconnect {
+                Some(extra) => (extra.second_disconnect_ns, overheads.reselect_other_ns),
+                None => (overheads.write_disconnect_ns, overheads.reselect_first_ns),
+            };
+            access.end_ns.max(data_end_ns + disconnect_ns) + reselect_ns
+        };
+        reported_ns + overheads.write_completion_ns
+    }
+
+    /// When the last byte of a read miss has crossed the bus. The drive
+    /// reconnects once the high water mark of data is buffered (and the bus
+    /// was released after the command), then sends at the bus rate, never
+    /// ahead of the medium: holding the bus, the last sector follows the media
+    /// end at once; otherwise the last batch does.
+    fn read_transfer_end_ns(&self, access: &MediaAccess, count: u64, released_ns: f64) -> f64 {
+        let model = &self.model;
+        let bus_ns = model.bus_read_sector_ns;
+        let overheads = &model.overheads;
+        let cache = model.cache;
         let basis = if cache.water_mark_by_request_size { count } else { u64::from(cache.segment_size_sectors).max(1) };
         let water_mark_sectors = ((cache.high_water_mark * basis as f64).ceil() as u64).clamp(1, count);
         let sector_ns = access.first_sector_end_ns - access.media_start_ns;
         let media_ns = access.end_ns - access.media_start_ns;
-        let reconnect_ns = if count <= 1 {
+        let buffered_ns = if count <= 1 {
             access.end_ns
         } else {
             access.first_sector_end_ns + (media_ns - sector_ns) * (water_mark_sectors - 1) as f64 / (count - 1) as f64
         };
-        (reconnect_ns + count as f64 * bus_ns).max(access.end_ns + water_mark_sectors as f64 * bus_ns)
+        let reconnect_ns = if model.never_disconnect {
+            buffered_ns + overheads.data_preparation_ns
+        } else {
+            buffered_ns.max(released_ns) + overheads.reselect_first_ns + overheads.data_preparation_ns
+        };
+        let tail_sectors = if model.hold_bus_for_reads || model.never_disconnect { 1 } else { water_mark_sectors };
+        (reconnect_ns + count as f64 * bus_ns).max(access.end_ns + tail_sectors as f64 * bus_ns)
     }
 
     fn keep_written(&mut self, lbn: u64, count: u64) {
         if self.model.cache.enabled && self.model.cache.read_hits_on_write_data {
-            self.cache.insert(lbn, lbn + count, None);
+            match &mut self.write_segment {
+                Some(segment) => {
+                    self.cache.invalidate(lbn, lbn + count);
+                    segment.insert(lbn, lbn + count, None, lbn);
+                }
+                None => self.cache.insert(lbn, lbn + count, None, lbn),
+            }
         } else {
             self.cache.invalidate(lbn, lbn + count);
+            if let Some(segment) = &mut self.write_segment {
+                segment.invalidate(lbn, lbn + count);
+            }
         }
     }
 
     /// Read-ahead after a read miss, per `Buffer continuous read` and the
     /// read-ahead limits: the end of the data buffered when the access ends
     /// (past the request when a zero-latency wrap swept the rest of the last
-    /// track) and the read-ahead still running, if any. `free_sectors` were
-    /// buffered before the request (`Read any free blocks`) and take segment room.
-    fn read_ahead(&self, request: &DiskRequest, access: &MediaAccess, free_sectors: u64) -> (u64, Option<Prefetch>) {
+    /// track) and the read-ahead still running, if any.
+    fn read_ahead(&self, request: &DiskRequest, access: &MediaAccess) -> (u64, Option<Prefetch>) {
         let cache = self.model.cache;
         let end = request.lbn + u64::from(request.sector_count);
         if cache.continuous_read == 0 || cache.read_ahead_max_sectors == 0 {
@@ -417,22 +569,7 @@ impl HardDisk {
         let last = access.last_track;
         let left_on_track = last.lbns_after;
         let spt = u64::from(last.sectors_per_track);
-        // Read-ahead fills the rest of the segment, or all of it when it may
-        // overwrite the data just returned.
-        let segment_room = if cache.read_ahead_over_requested {
-            u64::from(cache.segment_size_sectors)
-        } else {
-            u64::from(cache.segment_size_sectors).saturating_sub(u64::from(request.sector_count) + free_sectors)
-        };
-        let surfaces = self.model.surface_count();
-        let by_kind = match cache.continuous_read {
-            1 => left_on_track,
-            2 => left_on_track + spt * u64::from(surfaces - 1 - last.surface.min(surfaces - 1)),
-            3 => segment_room,
-            _ => left_on_track + spt,
-        };
-        let amount = by_kind.min(u64::from(cache.read_ahead_max_sectors)).min(segment_room);
-        let limit_lbn = (end + amount).min(self.model.sector_count());
+        let limit_lbn = self.read_ahead_limit(request, left_on_track, spt, last.surface, last.first_lbn);
         if limit_lbn <= end {
             return (end, None);
         }
@@ -450,10 +587,115 @@ impl HardDisk {
         (end + swept, prefetch)
     }
 
+    /// Stops read-ahead for a new command at `now_ns`; the heads are then over
+    /// the track of the last sector it read. Returns when the mechanism is
+    /// free: at once, or, without `Stop prefetch in sector`, once the sector
+    /// under way has been read.
+    fn stop_read_ahead(&mut self, now_ns: f64) -> f64 {
+        let finish_sector = !self.model.cache.stop_prefetch_in_sector;
+        let Some((end_lbn, stopped_ns)) = self.cache.stop_prefetch(now_ns, finish_sector) else {
+            return now_ns;
+        };
+        if end_lbn > self.head_track_end_lbn {
+            if let Some(last) = end_lbn.checked_sub(1).and_then(|lbn| self.model.locate(lbn)) {
+                self.head = Head { cylinder: last.cylinder, surface: last.surface };
+                self.head_track_end_lbn = end_lbn - 1 + last.lbns_left_on_track;
+            }
+        }
+        stopped_ns
+    }
+
+    /// Where read-ahead after `request` stops, per `Buffer continuous read` and
+    /// the read-ahead limits, the request's last track having
+    /// `left_on_track` LBNs after it, `spt` sectors, surface `surface` and
+    /// first LBN `track_first_lbn`.
+    fn read_ahead_limit(
+        &self,
+        request: &DiskRequest,
+        left_on_track: u64,
+        spt: u64,
+        surface: u32,
+        track_first_lbn: u64,
+    ) -> u64 {
+        let cache = self.model.cache;
+        let end = request.lbn + u64::from(request.sector_count);
+        // Read-ahead fills the rest of the segment, or all of it when it may
+        // overwrite the data just returned; blocks read before the request
+        // (`Read any free blocks`) give way to it.
+        let segment_room = if cache.read_ahead_over_requested {
+            u64::from(cache.segment_size_sectors)
+        } else {
+            u64::from(cache.segment_size_sectors).saturating_sub(u64::from(request.sector_count))
+        };
+        let surfaces = self.model.surface_count();
+        let by_kind = match cache.continuous_read {
+            1 => left_on_track,
+            2 => left_on_track + spt * u64::from(surfaces - 1 - surface.min(surfaces - 1)),
+            3 => segment_room,
+            _ => {
+                // To a track boundary: one that the segment cannot reach is not
+                // read towards at all (DiskSim 4.0 reads nothing ahead then).
+                let wanted = if self.follows_previous_track(request, track_first_lbn, spt) {
+                    left_on_track + spt
+                } else {
+                    left_on_track
+                };
+                if wanted <= segment_room {
+                    wanted
+                } else {
+                    0
+                }
+            }
+        };
+        let amount = by_kind.min(u64::from(cache.read_ahead_max_sectors)).min(segment_room);
+        (end + amount).min(self.model.sector_count())
+    }
+
+    /// `Buffer continuous read` 4 reads ahead to the end of the following track
+    /// only when a sequential stream is under way: the request starts on the
+    /// track before its last one, or the previous read touched that track;
+    /// otherwise to the end of the request's last track.
+    /// The track starts at `track_first_lbn` and has `spt` sectors (the
+    /// previous track is taken to have as many).
+    fn follows_previous_track(&self, request: &DiskRequest, track_first_lbn: u64, spt: u64) -> bool {
+        if request.lbn < track_first_lbn {
+            return true;
+        }
+        let previous_track_first_lbn = track_first_lbn.saturating_sub(spt);
+        self.last_read
+            .is_some_and(|(first_lbn, end_lbn)| end_lbn > previous_track_first_lbn && first_lbn < track_first_lbn)
+    }
+
+    /// `Read-ahead on idle hit`: after a read served whole from a segment whose
+    /// read-ahead had stopped, the head goes back to the segment's end (the
+    /// mechanism is idle, `now_ns`) and reads ahead again from there.
+    fn read_ahead_after_hit(&mut self, request: &DiskRequest, now_ns: f64) {
+        let cache = self.model.cache;
+        if cache.continuous_read == 0 || cache.read_ahead_max_sectors == 0 {
+            return;
+        }
+        let Some(end_lbn) = self.cache.idle_segment_end(request.lbn, now_ns) else { return };
+        let Some(target) = self.model.locate(end_lbn) else { return };
+        let spt = u64::from(target.sectors_per_track);
+        let left_on_track = target.lbns_left_on_track;
+        let track_first_lbn = end_lbn - target.lbns_before_on_track;
+        let limit_lbn = self.read_ahead_limit(request, left_on_track, spt, target.surface, track_first_lbn);
+        if limit_lbn <= end_lbn {
+            return;
+        }
+        let arrival_ns = now_ns.max(self.mechanism_free_ns) + self.move_time_ns(self.head, &target, DiskOp::Read);
+        let sector_ns = self.model.revolution_ns_exact / spt as f64;
+        let origin_ns = arrival_ns + self.track_pass(arrival_ns, &target, 1, false).wait_sectors * sector_ns;
+        self.head = Head { cylinder: target.cylinder, surface: target.surface };
+        self.head_track_end_lbn = end_lbn + target.lbns_left_on_track;
+        self.cache.resume_prefetch(request.lbn, now_ns, Prefetch { origin_ns, sector_ns, limit_lbn });
+    }
+
     /// Moves the heads over `[lbn, lbn + count)`: positioning starts at
     /// `start_ns`, and no sector is touched before `earliest_media_ns`. Each
     /// track's part waits for its first sector, or is zero-latency when the
     /// model says so.
+    #[allow(clippy::too_many_arguments, reason = "the timing inputs of one access, each used once")]
     fn media_access(
         &mut self,
         start_ns: f64,
@@ -462,6 +704,7 @@ impl HardDisk {
         count: u64,
         op: DiskOp,
         first: Located,
+        stream: Option<DataStream>,
     ) -> MediaAccess {
         let zero_latency = self.zero_latency(op);
         let revolution = self.model.revolution_ns_exact;
@@ -474,7 +717,17 @@ impl HardDisk {
             let on_track = remaining.min(current.lbns_left_on_track);
             let sector_ns = revolution / f64::from(current.sectors_per_track);
             let pass = self.track_pass(time, &current, on_track, zero_latency);
-            let track_end_ns = time + pass.total_sectors() * sector_ns;
+            let track_end_ns = match stream {
+                Some(stream) if pass.wrapped_sectors == 0 => streamed_track_end_ns(
+                    time + pass.wait_sectors * sector_ns,
+                    sector_ns,
+                    revolution,
+                    stream,
+                    current_lbn - lbn,
+                    on_track,
+                ),
+                _ => time + pass.total_sectors() * sector_ns,
+            };
             if current_lbn == lbn {
                 // The host sees data in LBN order: after a wrap, the range's head
                 // (the first sectors) is buffered last.
@@ -488,10 +741,12 @@ impl HardDisk {
             time = track_end_ns;
             remaining -= on_track;
             self.head = Head { cylinder: current.cylinder, surface: current.surface };
+            self.head_track_end_lbn = current_lbn + current.lbns_left_on_track;
             if remaining == 0 {
                 let last_track = LastTrack {
                     surface: current.surface,
                     sectors_per_track: current.sectors_per_track,
+                    first_lbn: current_lbn - current.lbns_before_on_track,
                     lbns_after: current.lbns_left_on_track - on_track,
                     requested_sectors: on_track,
                     wrapped_sectors: pass.wrapped_sectors,
@@ -537,10 +792,12 @@ impl HardDisk {
         let model = &self.model;
         let settle = if op == DiskOp::Write { model.write_settle_ns_exact } else { 0.0 };
         let distance = from.cylinder.abs_diff(target.cylinder);
+        // DiskSim accepts a negative write settle (a fitted correction); the
+        // move itself never takes negative time.
         if distance > 0 {
-            model.seek_time_ns(distance) + settle
+            (model.seek_time_ns(distance) + settle).max(0.0)
         } else if from.surface != target.surface {
-            model.head_switch_ns_exact + settle
+            (model.head_switch_ns_exact + settle).max(0.0)
         } else {
             0.0
         }
@@ -567,6 +824,37 @@ impl SimDevice for HardDisk {
     fn move_heads_to(&mut self, now_ns: Nanos, lbn: u64) {
         HardDisk::move_heads_to(self, now_ns, lbn);
     }
+}
+
+/// When the head has written `count` consecutive sectors of one track, the
+/// first of them (sector `first_index` of the request) passing under it at
+/// `first_pass_ns`: a sector whose data are not yet buffered when it comes
+/// round is written a whole number of revolutions later.
+fn streamed_track_end_ns(
+    first_pass_ns: f64,
+    sector_ns: f64,
+    revolution_ns: f64,
+    stream: DataStream,
+    first_index: u64,
+    count: u64,
+) -> f64 {
+    let ready_ns = |index: u64| stream.first_ns + index as f64 * stream.sector_ns;
+    let wait_for = |write_ns: f64, ready: f64| {
+        if write_ns < ready {
+            write_ns + ((ready - write_ns) / revolution_ns).ceil() * revolution_ns
+        } else {
+            write_ns
+        }
+    };
+    if stream.sector_ns <= sector_ns {
+        // The bus keeps ahead of the head: only the first sector can be late.
+        return wait_for(first_pass_ns, ready_ns(first_index)) + count as f64 * sector_ns;
+    }
+    let mut write_ns = first_pass_ns;
+    for index in first_index..first_index + count {
+        write_ns = wait_for(write_ns, ready_ns(index)) + sector_ns;
+    }
+    write_ns
 }
 
 /// SplitMix64: a well-mixed 64-bit value from a seed.

@@ -54,7 +54,7 @@ pub(crate) struct Located {
 }
 
 /// Sorted slips: ranges of physical (pre-slip) positions that hold no LBN.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SlipTable {
     /// Physical start of each slip, ascending.
     starts: Vec<u64>,
@@ -65,6 +65,13 @@ pub(crate) struct SlipTable {
     logical_starts: Vec<u64>,
     /// Total slipped before slip j (exclusive prefix sum), with one extra entry.
     cumulative: Vec<u64>,
+}
+
+impl Default for SlipTable {
+    /// No slips.
+    fn default() -> SlipTable {
+        SlipTable::new(Vec::new())
+    }
 }
 
 impl SlipTable {
@@ -82,9 +89,9 @@ impl SlipTable {
                 _ => merged.push((start, length)),
             }
         }
-        let mut table = SlipTable::default();
+        let mut table =
+            SlipTable { starts: Vec::new(), lengths: Vec::new(), logical_starts: Vec::new(), cumulative: vec![0] };
         let mut total = 0u64;
-        table.cumulative.push(0);
         for (start, length) in merged {
             table.starts.push(start);
             table.lengths.push(length);
@@ -265,6 +272,11 @@ pub(crate) struct G1Zone {
     pub cylinder_skew_sectors: f64,
     pub spare_count: u64,
     pub slips: SlipTable,
+    /// Under track sparing, slips name whole tracks (zone-relative physical
+    /// track numbers, the empty front included): a slipped track holds no LBN
+    /// and the tracks after it move up by one. Filled by [`G1Layout::new`]
+    /// from `slips`.
+    pub slipped_tracks: SlipTable,
     /// Remapped defective sectors (or tracks, under track sparing). Only pairs
     /// whose defective location holds data are kept (by [`G1Layout::new`]).
     pub defects: DefectTable,
@@ -289,6 +301,9 @@ impl G1Layout {
     pub fn new(surface_count: u32, mapping: MappingScheme, sparing: Sparing, mut zones: Vec<G1Zone>) -> G1Layout {
         let mut next_lbn = 0;
         for zone in &mut zones {
+            if sparing == Sparing::TracksAtZoneEnd {
+                zone.slipped_tracks = std::mem::take(&mut zone.slips);
+            }
             zone.first_lbn = next_lbn;
             zone.lbn_count = zone_capacity(zone, surface_count, sparing);
             next_lbn += zone.lbn_count;
@@ -319,7 +334,9 @@ impl G1Layout {
     fn holds_data(&self, zone: &G1Zone, location: u64) -> bool {
         if self.defects_are_tracks() {
             let spt = u64::from(zone.sectors_per_track);
-            (location * spt..(location + 1) * spt).any(|position| self.data_index_at(zone, position).is_some())
+            (location * spt..(location + 1) * spt).any(|position| {
+                self.logical_position(zone, position).is_some_and(|logical| self.data_index_at(zone, logical).is_some())
+            })
         } else {
             self.data_index_at(zone, location).is_some()
         }
@@ -340,23 +357,24 @@ impl G1Layout {
         None
     }
 
-    /// The zone position of data index `data_index`: spares and the empty
-    /// front inserted.
+    /// The zone position of data index `data_index`: the empty front (counted
+    /// in data slots, before sparing, as DiskSim's layout does) and spares
+    /// inserted.
     fn position_of_data_index(&self, zone: &G1Zone, data_index: u64) -> u64 {
-        (match self.period(zone) {
+        let slot = data_index + zone.empty_front_sectors;
+        match self.period(zone) {
             Some((period, spares, at_front)) => {
                 let usable = period - spares;
-                (data_index / usable) * period + data_index % usable + if at_front { spares } else { 0 }
+                (slot / usable) * period + slot % usable + if at_front { spares } else { 0 }
             }
-            None => data_index,
-        }) + zone.empty_front_sectors
+            None => slot,
+        }
     }
 
     /// The data index at zone position `position`, or `None` for empty front,
     /// spare, slipped or unused positions.
     fn data_index_at(&self, zone: &G1Zone, position: u64) -> Option<u64> {
-        let position = position.checked_sub(zone.empty_front_sectors)?;
-        let data_index = match self.period(zone) {
+        let slot = match self.period(zone) {
             Some((period, spares, at_front)) => {
                 let within = position % period;
                 let usable = period - spares;
@@ -368,6 +386,7 @@ impl G1Layout {
             }
             None => position,
         };
+        let data_index = slot.checked_sub(zone.empty_front_sectors)?;
         let logical = zone.slips.to_logical(data_index)?;
         (logical < zone.lbn_count).then_some(data_index)
     }
@@ -395,7 +414,7 @@ impl G1Layout {
         // A remapped sector stands alone at its replacement; its neighbours stay.
         let (position, remapped) = match self.remapped_sector(zone, natural) {
             Some(replacement) => (replacement, true),
-            None => (natural, false),
+            None => (self.physical_position(zone, natural), false),
         };
         let mut track_index = position / spt;
         if self.defects_are_tracks() {
@@ -424,6 +443,26 @@ impl G1Layout {
         })
     }
 
+    /// The physical zone position of logical zone position `position`: slipped
+    /// tracks (track sparing) pushed past.
+    fn physical_position(&self, zone: &G1Zone, position: u64) -> u64 {
+        if zone.slipped_tracks.total() == 0 {
+            return position;
+        }
+        let spt = u64::from(zone.sectors_per_track);
+        zone.slipped_tracks.to_physical(position / spt) * spt + position % spt
+    }
+
+    /// The logical zone position at physical zone position `position`, or
+    /// `None` on a slipped track.
+    fn logical_position(&self, zone: &G1Zone, position: u64) -> Option<u64> {
+        if zone.slipped_tracks.total() == 0 {
+            return Some(position);
+        }
+        let spt = u64::from(zone.sectors_per_track);
+        Some(zone.slipped_tracks.to_logical(position / spt)? * spt + position % spt)
+    }
+
     /// The replacement of the sector at zone position `position`, under sector sparing.
     fn remapped_sector(&self, zone: &G1Zone, position: u64) -> Option<u64> {
         if zone.defects.is_empty() || self.defects_are_tracks() {
@@ -444,16 +483,16 @@ impl G1Layout {
     /// Data positions (LBN slots before slips) of the zone lying before zone
     /// position `position`: positions past the empty front, less spares.
     fn data_positions_before(&self, zone: &G1Zone, position: u64) -> u64 {
-        let limit = position.saturating_sub(zone.empty_front_sectors);
-        match self.period(zone) {
+        let slots = match self.period(zone) {
             Some((period, spares, at_front)) => {
                 let usable = period - spares;
-                let remainder = limit % period;
-                (limit / period) * usable
+                let remainder = position % period;
+                (position / period) * usable
                     + if at_front { remainder.saturating_sub(spares) } else { remainder.min(usable) }
             }
-            None => limit,
-        }
+            None => position,
+        };
+        slots.saturating_sub(zone.empty_front_sectors)
     }
 
     /// LBNs from `lbn` (at data index `data_index`) to the end of its track,
@@ -546,7 +585,7 @@ impl G1Layout {
             }
             position = zone.defects.defective_for(position).unwrap_or(position);
         }
-        let data_index = self.data_index_at(zone, position)?;
+        let data_index = self.data_index_at(zone, self.logical_position(zone, position)?)?;
         Some(zone.first_lbn + zone.slips.to_logical(data_index)?)
     }
 }
@@ -576,13 +615,15 @@ fn period_of(zone: &G1Zone, surface_count: u32, sparing: Sparing) -> Option<(u64
 /// LBNs a zone holds under the sparing scheme. Slips consume spares where the
 /// scheme says so; otherwise each slip costs one LBN.
 fn zone_capacity(zone: &G1Zone, surface_count: u32, sparing: Sparing) -> u64 {
-    let physical = zone_sectors(zone, surface_count).saturating_sub(zone.empty_front_sectors);
+    // The empty front counts data slots (before sparing).
+    let empty = zone.empty_front_sectors;
+    let physical = zone_sectors(zone, surface_count);
     let spt = u64::from(zone.sectors_per_track);
     match sparing {
-        Sparing::None => physical.saturating_sub(zone.slips.total()),
-        Sparing::TracksAtZoneEnd => physical.saturating_sub(zone.spare_count * spt),
+        Sparing::None => physical.saturating_sub(empty + zone.slips.total()),
+        Sparing::TracksAtZoneEnd => physical.saturating_sub(empty + zone.spare_count * spt),
         Sparing::Periodic { period_kind: Period::Zone, slips_use_spares, .. } => {
-            let data = physical.saturating_sub(zone.spare_count);
+            let data = physical.saturating_sub(empty + zone.spare_count);
             if slips_use_spares {
                 data
             } else {
@@ -596,7 +637,7 @@ fn zone_capacity(zone: &G1Zone, surface_count: u32, sparing: Sparing) -> u64 {
             let usable = period - spares;
             let remainder = physical % period;
             let partial = if at_front { remainder.saturating_sub(spares) } else { remainder.min(usable) };
-            ((physical / period) * usable + partial).saturating_sub(zone.slips.total())
+            ((physical / period) * usable + partial).saturating_sub(empty + zone.slips.total())
         }
     }
 }
@@ -885,6 +926,7 @@ mod tests {
             cylinder_skew_sectors: 5.0,
             spare_count: spares,
             slips: SlipTable::new(slips),
+            slipped_tracks: SlipTable::default(),
             defects: DefectTable::default(),
             first_lbn: 0,
             lbn_count: 0,

@@ -62,6 +62,38 @@ pub struct Overheads {
     pub read_completion_ns: f64,
     /// Added at the end of every write.
     pub write_completion_ns: f64,
+    /// `Data preparation overhead`: once the drive holds the bus, before data
+    /// cross it (reads and writes).
+    pub data_preparation_ns: f64,
+    /// `First reselect overhead`: reconnecting to the host for the first time
+    /// in a request, before the bus is used again.
+    pub reselect_first_ns: f64,
+    /// `Other reselect overhead`: later reconnections in the same request.
+    pub reselect_other_ns: f64,
+    /// `Read disconnect afterread` / `afterwrite`: a read miss releasing the
+    /// bus, previous command a read / a write.
+    pub read_disconnect_ns: [f64; 2],
+    /// `Write disconnect overhead`: a write releasing the bus once its data
+    /// are buffered.
+    pub write_disconnect_ns: f64,
+    /// `Extra write disconnect` with its five overheads, when enabled.
+    pub extra_write_disconnect: Option<ExtraWriteDisconnect>,
+}
+
+/// DiskSim's `Extra write disconnect`: the drive disconnects after a write
+/// command, before taking any data, and reconnects later (nanoseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ExtraWriteDisconnect {
+    /// `Extradisc command overhead`: replaces the write command overheads.
+    pub command_ns: f64,
+    /// `Extradisc disconnect overhead`: after the command, before the bus is released.
+    pub disconnect_ns: f64,
+    /// `Extradisc inter-disconnect delay`: from the release to the reconnection attempt.
+    pub inter_disconnect_ns: f64,
+    /// `Extradisc 2nd disconnect overhead`: releasing the bus once the data are buffered.
+    pub second_disconnect_ns: f64,
+    /// `Extradisc seek delta`: from the command's end to the start of positioning.
+    pub seek_delta_ns: f64,
 }
 
 /// The segmented buffer cache's parameters (from `.diskspecs`).
@@ -79,6 +111,15 @@ pub struct CacheParams {
     /// `Buffer continuous read`: 0 none; 1 to end of track; 2 to end of cylinder;
     /// 3 until the segment is full; 4 to end of the following track.
     pub continuous_read: u32,
+    /// `Immed transfer partial hit`: a read whose first sectors are buffered,
+    /// the rest still being read ahead, is served from the read-ahead stream.
+    pub immediate_partial_hits: bool,
+    /// `Stop prefetch in sector`: read-ahead may stop in the middle of a
+    /// sector (else the sector under way is read to its end first).
+    pub stop_prefetch_in_sector: bool,
+    /// `Read-ahead on idle hit`: a read served whole from the cache restarts
+    /// read-ahead.
+    pub read_ahead_on_idle_hit: bool,
     /// `Minimum read-ahead (blks)`.
     pub read_ahead_min_sectors: u32,
     /// `Maximum read-ahead (blks)`.
@@ -91,6 +132,9 @@ pub struct CacheParams {
     pub immediate_write: bool,
     /// `Allow read hits on write data`.
     pub read_hits_on_write_data: bool,
+    /// `Use separate write segment`: one segment holds all write data, the
+    /// others serve reads.
+    pub separate_write_segment: bool,
     /// `Allow almost read hits`: a read whose data are still being read ahead is
     /// served from the read-ahead stream (else it is handled as a miss).
     pub almost_read_hits: bool,
@@ -123,8 +167,21 @@ pub struct DiskModel {
     pub(crate) max_queue_length: usize,
     pub(crate) scheduler: Scheduler,
     pub(crate) overheads: Overheads,
-    /// Time to move one sector over the slowest of disk, bus and controller.
-    pub(crate) bus_sector_ns: f64,
+    /// Time to move one sector to the host over the slowest of disk, bus and
+    /// controller (reads).
+    pub(crate) bus_read_sector_ns: f64,
+    /// The same from the host (writes).
+    pub(crate) bus_write_sector_ns: f64,
+    /// `Minimum seek delay`: a write that does not continue a media access
+    /// still under way reaches the medium no sooner than this after its
+    /// command overhead.
+    pub(crate) minimum_seek_delay_ns: f64,
+    /// `Never disconnect`: the drive keeps the bus from arrival to completion,
+    /// so no disconnect or reselect overheads apply.
+    pub(crate) never_disconnect: bool,
+    /// `Hold bus entire read xfer`: once reconnected, a read keeps the bus and
+    /// sends each sector as soon as it is buffered.
+    pub(crate) hold_bus_for_reads: bool,
     pub(crate) cache: CacheParams,
     /// Access time when the mechanics are `constant` (DiskSim's constant access).
     pub(crate) constant_access_ns: Option<f64>,
@@ -320,6 +377,14 @@ impl DiskModel {
         self.write_settle_ns_exact.round() as Nanos
     }
 
+    /// Time to move one sector over the host path in `op`'s direction.
+    pub(crate) fn bus_sector_ns(&self, op: DiskOp) -> f64 {
+        match op {
+            DiskOp::Read => self.bus_read_sector_ns,
+            DiskOp::Write => self.bus_write_sector_ns,
+        }
+    }
+
     /// Seek time for `distance_cylinders`, unrounded, without settle.
     pub(crate) fn seek_time_ns(&self, distance_cylinders: u32) -> f64 {
         match self.seek_ns_by_distance.get(distance_cylinders as usize) {
@@ -366,8 +431,8 @@ fn load_from(source: &dyn FileSource, parv: &str, overrides: &[Override]) -> Res
             message: format!("`{disk_instance}` is a `{}`, only `disksim_disk` is modelled", disk.type_name),
         });
     }
-    let bus_sector_ns = path_transfer_ns(&document)?;
-    build_model(source, disk, bus_sector_ns)
+    let path_sector_ns = path_transfer_ns(&document)?;
+    build_model(source, disk, path_sector_ns)
 }
 
 fn apply_overrides(document: &mut Document, disk_instance: &str, overrides: &[Override]) -> Result<(), LoadError> {
@@ -402,23 +467,25 @@ fn apply_overrides(document: &mut Document, disk_instance: &str, overrides: &[Ov
     Ok(())
 }
 
-/// Per-sector transfer time over the host path: the slowest of the buses'
-/// block transfer times and the controllers' bulk sector transfer times (the
-/// disk's own is folded in by the caller).
-fn path_transfer_ns(document: &Document) -> Result<f64, LoadError> {
-    let mut slowest_ms: f64 = 0.0;
+/// Per-sector transfer time over the host path, to the host (reads) and from
+/// it (writes): the slowest of the buses' read or write block transfer times
+/// and the controllers' bulk sector transfer times (the disk's own is folded
+/// in by the caller).
+fn path_transfer_ns(document: &Document) -> Result<[f64; 2], LoadError> {
+    let mut slowest_ms = [0.0f64; 2];
     for bus in document.topology_instances("disksim_bus") {
         if let Some(block) = document.instance(&bus) {
-            slowest_ms = slowest_ms.max(block.float_or("Read block transfer time", 0.0)?);
-            slowest_ms = slowest_ms.max(block.float_or("Write block transfer time", 0.0)?);
+            slowest_ms[0] = slowest_ms[0].max(block.float_or("Read block transfer time", 0.0)?);
+            slowest_ms[1] = slowest_ms[1].max(block.float_or("Write block transfer time", 0.0)?);
         }
     }
     for controller in document.topology_instances("disksim_ctlr") {
         if let Some(block) = document.instance(&controller) {
-            slowest_ms = slowest_ms.max(block.float_or("Bulk sector transfer time", 0.0)?);
+            let bulk_ms = block.float_or("Bulk sector transfer time", 0.0)?;
+            slowest_ms = slowest_ms.map(|slowest| slowest.max(bulk_ms));
         }
     }
-    Ok(slowest_ms * NANOS_PER_MS)
+    Ok(slowest_ms.map(|slowest| slowest * NANOS_PER_MS))
 }
 
 fn unsupported(value: &Value, parameter: &str, message: &str) -> LoadError {
@@ -457,7 +524,7 @@ fn non_negative_ms(block: &Block, name: &str, default: Option<f64>) -> Result<f6
     Ok(milliseconds.max(0.0) * NANOS_PER_MS)
 }
 
-fn build_model(source: &dyn FileSource, disk: &Block, path_sector_ns: f64) -> Result<DiskModel, LoadError> {
+fn build_model(source: &dyn FileSource, disk: &Block, path_sector_ns: [f64; 2]) -> Result<DiskModel, LoadError> {
     let model_value = disk.require("Model")?;
     let model_block = model_value.block("Model")?;
     let surface_count = count_u32(model_block, "Number of data surfaces")?;
@@ -485,6 +552,11 @@ fn build_model(source: &dyn FileSource, disk: &Block, path_sector_ns: f64) -> Re
         }
     };
     let sector_count = block_count.min(layout.capacity());
+    // A last zone ending on the cylinder count adds that cylinder.
+    let physical_cylinder_count = match &layout {
+        Layout::G1(g1) => g1.zones.last().map_or(cylinder_count, |zone| cylinder_count.max(zone.last_cylinder + 1)),
+        Layout::G4(_) => cylinder_count,
+    };
     let mechanics_value = model_block.require("Mechanical Model")?;
     let mechanics = mechanics_value.block("Mechanical Model")?;
     let rpm_value = mechanics.require("Rotation speed (in rpms)")?;
@@ -498,23 +570,27 @@ fn build_model(source: &dyn FileSource, disk: &Block, path_sector_ns: f64) -> Re
     let max_queue_length = usize::try_from(max_queue_value.integer("Max queue length")?.max(1))
         .map_err(|_| out_of_range(max_queue_value, "Max queue length", "too large"))?
         .min(1 << 16);
-    let disk_sector_ms = disk.float_or("Bulk sector transfer time", 0.0)?;
+    let disk_sector_ns = disk.float_or("Bulk sector transfer time", 0.0)? * NANOS_PER_MS;
     Ok(DiskModel {
         name: disk.name.clone().unwrap_or_else(|| "disk".to_string()),
         sector_count,
         surface_count,
-        cylinder_count,
+        cylinder_count: physical_cylinder_count,
         rpm,
         revolution_ns_exact: 60.0e9 / rpm,
         layout,
-        seek_ns_by_distance: (0..cylinder_count).map(|distance| seek.time_ns(distance)).collect(),
+        seek_ns_by_distance: (0..physical_cylinder_count).map(|distance| seek.time_ns(distance)).collect(),
         seek,
         head_switch_ns_exact: non_negative_ms(mechanics, "Head switch time", None)?,
-        write_settle_ns_exact: non_negative_ms(mechanics, "Add. write settling delay", Some(0.0))?,
+        write_settle_ns_exact: mechanics.float_or("Add. write settling delay", 0.0)? * NANOS_PER_MS,
         max_queue_length,
         scheduler: scheduler_of(scheduler_block)?,
         overheads: overheads_of(disk)?,
-        bus_sector_ns: path_sector_ns.max(disk_sector_ms * NANOS_PER_MS),
+        bus_read_sector_ns: path_sector_ns[0].max(disk_sector_ns),
+        bus_write_sector_ns: path_sector_ns[1].max(disk_sector_ns),
+        minimum_seek_delay_ns: non_negative_ms(disk, "Minimum seek delay", Some(0.0))?,
+        never_disconnect: disk.integer_or("Never disconnect", 0)? != 0,
+        hold_bus_for_reads: disk.integer_or("Hold bus entire read xfer", 0)? != 0,
         cache: cache_of(disk)?,
         constant_access_ns,
         average_rotation,
@@ -534,19 +610,37 @@ fn scheduler_of(block: &Block) -> Result<Scheduler, LoadError> {
 }
 
 fn overheads_of(disk: &Block) -> Result<Overheads, LoadError> {
+    let ms = |name: &str| non_negative_ms(disk, name, Some(0.0));
     let pair = |after_read: &str, after_write: &str| -> Result<[f64; 2], LoadError> {
-        Ok([non_negative_ms(disk, after_read, Some(0.0))?, non_negative_ms(disk, after_write, Some(0.0))?])
+        Ok([ms(after_read)?, ms(after_write)?])
     };
     let scale = disk.float_or("Time scale for overheads", 1.0)?.max(0.0);
+    let extra_write_disconnect = if disk.integer_or("Extra write disconnect", 0)? != 0 {
+        Some(ExtraWriteDisconnect {
+            command_ns: ms("Extradisc command overhead")? * scale,
+            disconnect_ns: ms("Extradisc disconnect overhead")? * scale,
+            inter_disconnect_ns: ms("Extradisc inter-disconnect delay")? * scale,
+            second_disconnect_ns: ms("Extradisc 2nd disconnect overhead")? * scale,
+            seek_delta_ns: ms("Extradisc seek delta")? * scale,
+        })
+    } else {
+        None
+    };
     let mut overheads = Overheads {
         read_hit_ns: pair("Read hit over. after read", "Read hit over. after write")?,
         read_miss_ns: pair("Read miss over. after read", "Read miss over. after write")?,
         write_hit_ns: pair("Write hit over. after read", "Write hit over. after write")?,
         write_miss_ns: pair("Write miss over. after read", "Write miss over. after write")?,
-        read_completion_ns: non_negative_ms(disk, "Read completion overhead", Some(0.0))?,
-        write_completion_ns: non_negative_ms(disk, "Write completion overhead", Some(0.0))?,
+        read_completion_ns: ms("Read completion overhead")? * scale,
+        write_completion_ns: ms("Write completion overhead")? * scale,
+        data_preparation_ns: ms("Data preparation overhead")? * scale,
+        reselect_first_ns: ms("First reselect overhead")? * scale,
+        reselect_other_ns: ms("Other reselect overhead")? * scale,
+        read_disconnect_ns: pair("Read disconnect afterread", "Read disconnect afterwrite")?.map(|ns| ns * scale),
+        write_disconnect_ns: ms("Write disconnect overhead")? * scale,
+        extra_write_disconnect,
     };
-    let per_request = non_negative_ms(disk, "Per-request overhead time", Some(0.0))?;
+    let per_request = ms("Per-request overhead time")?;
     for pair in [
         &mut overheads.read_hit_ns,
         &mut overheads.read_miss_ns,
@@ -557,8 +651,9 @@ fn overheads_of(disk: &Block) -> Result<Overheads, LoadError> {
             *value = (*value + per_request) * scale;
         }
     }
-    overheads.read_completion_ns *= scale;
-    overheads.write_completion_ns *= scale;
+    if let Some(extra) = &mut overheads.extra_write_disconnect {
+        extra.command_ns += per_request * scale;
+    }
     Ok(overheads)
 }
 
@@ -582,12 +677,16 @@ fn cache_of(disk: &Block) -> Result<CacheParams, LoadError> {
         segment_size_sectors: small("Segment size (in blks)", 0)?,
         fast_write_level: small("Fast write level", 0)?,
         continuous_read,
+        read_ahead_on_idle_hit: flag("Read-ahead on idle hit")?,
+        stop_prefetch_in_sector: flag("Stop prefetch in sector")?,
+        immediate_partial_hits: flag("Immed transfer partial hit")?,
         read_ahead_min_sectors: small("Minimum read-ahead (blks)", 0)?,
         read_ahead_max_sectors: small("Maximum read-ahead (blks)", 0)?,
         read_any_free_blocks: flag("Read any free blocks")?,
         immediate_read: flag("Immediate buffer read")?,
         immediate_write: flag("Immediate buffer write")?,
         read_hits_on_write_data: flag("Allow read hits on write data")?,
+        separate_write_segment: flag("Use separate write segment")?,
         almost_read_hits: flag("Allow almost read hits")?,
         read_ahead_over_requested: flag("Read-ahead over requested")?,
         high_water_mark: disk.float_or("High (read) water mark", 0.0)?.clamp(0.0, 1.0),
@@ -726,18 +825,23 @@ fn build_g1(layout: &Block, surface_count: u32, cylinder_count: u32) -> Result<G
         let first_cylinder = count_u32(zone, "First cylinder number")?;
         let last_cylinder = count_u32(zone, "Last cylinder number")?;
         let spt = count_u32(zone, "Blocks per track")?;
-        if first_cylinder < next_cylinder
-            || last_cylinder < first_cylinder
-            || last_cylinder >= cylinder_count
-            || spt == 0
-        {
-            return Err(LoadError::Model {
-                file: zone.location.file.to_string(),
-                message: format!(
-                    "zone at line {} must have ascending, non-overlapping cylinders below {cylinder_count} and at least one block per track",
-                    zone.location.line
-                ),
-            });
+        if first_cylinder < next_cylinder {
+            let value = zone.require("First cylinder number")?;
+            let message =
+                format!("zones must ascend without overlapping: this zone starts before cylinder {next_cylinder}");
+            return Err(out_of_range(value, "First cylinder number", &message));
+        }
+        // DiskSim 4.0 runs models whose last zone ends on the cylinder count
+        // itself, so that one is accepted (the drive then has that cylinder too).
+        if last_cylinder < first_cylinder || last_cylinder > cylinder_count {
+            let value = zone.require("Last cylinder number")?;
+            let message = format!(
+                "must lie between the zone's first cylinder {first_cylinder} and the cylinder count {cylinder_count}"
+            );
+            return Err(out_of_range(value, "Last cylinder number", &message));
+        }
+        if spt == 0 {
+            return Err(out_of_range(zone.require("Blocks per track")?, "Blocks per track", "must be at least 1"));
         }
         next_cylinder = last_cylinder + 1;
         let revolutions = match zone.get("Skew units") {
@@ -765,6 +869,7 @@ fn build_g1(layout: &Block, surface_count: u32, cylinder_count: u32) -> Result<G
             cylinder_skew_sectors: zone.float_or("Skew for cylinder switch", 0.0)? * unit,
             spare_count,
             slips: SlipTable::new(slips),
+            slipped_tracks: SlipTable::default(),
             defects: DefectTable::new(defects),
             first_lbn: 0,
             lbn_count: 0,

@@ -8,9 +8,101 @@
 //! the simulated and measured response-time distributions, computed exactly by
 //! sorting both samples and pairing them.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::{DiskModel, DiskOp, DiskRequest, HardDisk, LoadError, Nanos};
+
+/// DiskSim 4.0's own figures on one drive's validate trace, as published with
+/// the drive's files: its exact demerit and mean simulated access time, and
+/// the overrides its validation run used.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DiskSimReference {
+    /// The drive's folder name, as in `crates/disk/models/`.
+    pub folder: &'static str,
+    /// DiskSim's exact demerit (ms).
+    pub rms_ms: f64,
+    /// DiskSim's mean simulated access time (ms).
+    pub mean_ms: f64,
+    /// `COMPONENT:PARAMETER=VALUE` overrides of DiskSim's run.
+    pub overrides: &'static [&'static str],
+}
+
+/// The drives whose DiskSim figures are known (from the models' README;
+/// the Cheetah 15K.5's run turns its cache off as its own README says).
+#[allow(clippy::approx_constant, reason = "0.318 ms is DiskSim's published demerit, not 1/pi")]
+pub const DISKSIM_REFERENCES: [DiskSimReference; 6] = [
+    DiskSimReference {
+        folder: "cheetah15k5",
+        rms_ms: 0.296,
+        mean_ms: 6.020,
+        overrides: &["disk0:Enable caching in buffer=0", "disk0:Fast write level=0", "disk0:Buffer continuous read=0"],
+    },
+    DiskSimReference { folder: "atlas10k", rms_ms: 0.268, mean_ms: 3.971, overrides: &[] },
+    DiskSimReference { folder: "hp_c3323a", rms_ms: 0.289, mean_ms: 15.575, overrides: &[] },
+    DiskSimReference { folder: "cheetah4LP", rms_ms: 0.318, mean_ms: 5.071, overrides: &[] },
+    DiskSimReference { folder: "hp_c2247a", rms_ms: 0.094, mean_ms: 15.315, overrides: &[] },
+    DiskSimReference { folder: "ibm18es", rms_ms: 0.136, mean_ms: 5.236, overrides: &[] },
+];
+
+/// DiskSim's figures for the drive in folder `folder`, if known.
+pub fn disksim_reference(folder: &str) -> Option<&'static DiskSimReference> {
+    DISKSIM_REFERENCES.iter().find(|reference| reference.folder == folder)
+}
+
+/// The folder of the models shipped with this crate (one folder per drive).
+pub fn shipped_models_directory() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/models"))
+}
+
+/// A drive folder's parameter file and validate trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriveFiles {
+    /// The folder's name.
+    pub name: String,
+    /// Its `.parv` (the one named after the folder when there are several).
+    pub parv: PathBuf,
+    /// Its `.trace`.
+    pub trace: PathBuf,
+}
+
+/// The drive folders under `directory` that hold a `.parv` and a `.trace`,
+/// sorted by name; folders without both are skipped.
+pub fn drive_folders(directory: &Path) -> Result<Vec<DriveFiles>, LoadError> {
+    let io_error = |path: &Path, error: std::io::Error| LoadError::Io {
+        file: path.display().to_string(),
+        message: error.to_string(),
+    };
+    let mut drives = Vec::new();
+    for entry in std::fs::read_dir(directory).map_err(|error| io_error(directory, error))? {
+        let folder = entry.map_err(|error| io_error(directory, error))?.path();
+        if !folder.is_dir() {
+            continue;
+        }
+        let name = folder.file_name().map(|name| name.to_string_lossy().to_string()).unwrap_or_default();
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&folder)
+            .map_err(|error| io_error(&folder, error))?
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .collect();
+        files.sort();
+        let with_extension = |extension: &str| -> Vec<PathBuf> {
+            files.iter().filter(|path| path.extension().is_some_and(|found| found == extension)).cloned().collect()
+        };
+        let (parvs, traces) = (with_extension("parv"), with_extension("trace"));
+        let named = |paths: &[PathBuf]| {
+            paths
+                .iter()
+                .find(|path| path.file_stem().is_some_and(|stem| stem.to_string_lossy() == name))
+                .or(paths.first())
+                .cloned()
+        };
+        if let (Some(parv), Some(trace)) = (named(&parvs), named(&traces)) {
+            drives.push(DriveFiles { name, parv, trace });
+        }
+    }
+    drives.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(drives)
+}
 
 /// One line of a validate trace.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -8,7 +8,9 @@ fn models_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models")
 }
 
-const PARVS: [&str; 4] = [
+const PARVS: [&str; 6] = [
+    "hp_c2247a/hp_c2247a.parv",
+    "ibm18es/ibm18es.parv",
     "cheetah15k5/Seagate-Cheetah15k5.parv",
     "atlas10k/atlas10k.parv",
     "hp_c3323a/hp_c3323a.parv",
