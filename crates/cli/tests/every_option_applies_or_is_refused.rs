@@ -153,6 +153,7 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
                 ],
             ),
         ),
+        ("disk validate-all", "--seed", differs(&["disk", "validate-all"], &["disk", "validate-all", "--seed", "7"])),
         // disk bench: only the simulated figures are compared (the rest is wall time).
         ("disk bench", "--model", bench(&["--model", "atlas10k"])),
         ("disk bench", "--set", bench(&["--set", "disk0:Read completion overhead=2.0"])),
