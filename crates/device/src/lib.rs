@@ -25,6 +25,7 @@ mod label;
 mod latch;
 mod memory;
 mod raid;
+mod seeds;
 mod simulated;
 mod stats;
 
@@ -38,6 +39,7 @@ pub use raid::{
     zone_block_checksum, ChecksumMismatch, ParityMismatch, RaidConfig, RaidDevice, RaidLevel, RebuildReport,
     DEFAULT_STRIPE_UNIT_BYTES, NETAPP_ZONE_DATA_BLOCKS, WRITE_INTENT_REGION_BYTES,
 };
+pub use seeds::seeds_for_test;
 pub use simulated::{SimulatedDevice, SimulatedOptions, SimulationHandle};
 pub use stats::{DeviceStats, OperationStats, StatsDevice};
 

@@ -2,9 +2,10 @@
 //! trims and reads, with and without a failed member, then a rebuild, with and
 //! without zone checksums. After every batch the contents match the model, (with
 //! every member present) parity is consistent, and every zone checksum matches its
-//! block. Seeds 0..SEED_COUNT; set PROXIMA_RAID_SEEDS to run more.
+//! block. Seeds 0..PROXIMA_RAID_SEEDS (default 40) and one fresh seed per run
+//! (printed); PROXIMA_RAID_SEED runs one seed alone.
 
-use proxima_device::{BlockDevice, IoOp, IoRequest, MemoryDevice, RaidConfig, RaidDevice, RaidLevel};
+use proxima_device::{seeds_for_test, BlockDevice, IoOp, IoRequest, MemoryDevice, RaidConfig, RaidDevice, RaidLevel};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -90,7 +91,8 @@ impl Case {
 
 #[test]
 fn raid_contents_and_parity_match_the_model() {
-    for seed in 0..seed_count() {
+    let rerun = "cargo test --release -p proxima-device --test raid_matches_a_model";
+    for seed in seeds_for_test(0..seed_count(), "PROXIMA_RAID_SEED", rerun) {
         let mut case = Case::new(seed);
         for _ in 0..15 {
             case.run_batch();

@@ -11,7 +11,9 @@
 //! value, as on a frame array without NVRAM; it is not crash-tested here.)
 //!
 //! `PROXIMA_CRASH_SEEDS` sets the number of workloads (default 8 for the
-//! default layout, a quarter of that for each other).
+//! default layout, a quarter of that for each other), seeds 0.. of them, and
+//! each run adds one fresh seed (printed with the command that reruns it;
+//! `PROXIMA_CRASH_SEED` runs one seed alone).
 
 mod common;
 
@@ -21,8 +23,8 @@ use std::rc::Rc;
 
 use common::{copy_of, pattern, BLOCK};
 use proxima_device::{
-    BatchTicket, BlockDevice, CrashDevice, CrashPoint, DeviceError, DeviceInfo, IoCompletion, IoOp, IoRequest,
-    MemoryDevice, PendingWrites, Tear,
+    seeds_for_test, BatchTicket, BlockDevice, CrashDevice, CrashPoint, DeviceError, DeviceInfo, IoCompletion, IoOp,
+    IoRequest, MemoryDevice, PendingWrites, Tear,
 };
 use proxima_engine::{Layout, Volume, VolumeOptions};
 use rand::{Rng, SeedableRng};
@@ -295,7 +297,9 @@ fn seeds_from_environment(divisor: u64) -> u64 {
 fn crash_every_point(name: &str, seeds: u64, options: &VolumeOptions) {
     let mut crash_points = 0;
     let mut recovery_crash_points = 0;
-    for seed in 0..seeds {
+    let rerun = "cargo test --release -p proxima-engine --test crash_at_every_write";
+    let seeds = seeds_for_test(0..seeds, "PROXIMA_CRASH_SEED", rerun);
+    for &seed in &seeds {
         let recording = record_workload(seed, options);
         let total = recording.order.len() as u64;
         for global in 0..=total {
@@ -317,7 +321,8 @@ fn crash_every_point(name: &str, seeds: u64, options: &VolumeOptions) {
         }
     }
     println!(
-        "{name}: {seeds} workloads: {crash_points} crash points recovered, {recovery_crash_points} crashes during recovery"
+        "{name}: {} workloads: {crash_points} crash points recovered, {recovery_crash_points} crashes during recovery",
+        seeds.len()
     );
     assert!(crash_points > 0);
 }

@@ -8,7 +8,9 @@
 //! memory members.
 //!
 //! CI runs `PROXIMA_MODEL_CASES` cases (default 1000) for the default
-//! configuration and a third of that for each other; the long run is
+//! configuration and a third of that for each other, from the fixed seed and
+//! from one fresh seed per run (printed with the command that reruns it;
+//! `PROXIMA_MODEL_SEED` runs one seed alone). The long run is
 //! `PROXIMA_MODEL_CASES=50000 cargo test --release -p proxima-engine --test model_based`.
 //! A failing case prints its seed and shrunk operation list.
 
@@ -19,7 +21,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use common::{pattern, BLOCK};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use proxima_device::{BlockDevice, MemoryDevice, RaidConfig, RaidDevice};
+use proxima_device::{seeds_for_test, BlockDevice, MemoryDevice, RaidConfig, RaidDevice};
 use proxima_engine::{BatchedWrite, Layout, Volume, VolumeOptions};
 
 const EXTENT_NAMES: [&str; 3] = ["a", "b", "c"];
@@ -430,7 +432,19 @@ fn cases_from_environment(divisor: u32) -> u32 {
 
 /// Runs the model-based test on data devices made by `data` with `options`.
 fn run_configuration<D: BlockDevice>(name: &str, cases: u32, data: impl Fn() -> D, options: VolumeOptions) {
-    let seed: u64 = std::env::var("PROXIMA_MODEL_SEED").ok().and_then(|value| value.parse().ok()).unwrap_or(20_261_121);
+    let rerun = "cargo test --release -p proxima-engine --test model_based";
+    for seed in seeds_for_test([20_261_121], "PROXIMA_MODEL_SEED", rerun) {
+        run_configuration_seeded(name, cases, &data, &options, seed);
+    }
+}
+
+fn run_configuration_seeded<D: BlockDevice>(
+    name: &str,
+    cases: u32,
+    data: &impl Fn() -> D,
+    options: &VolumeOptions,
+    seed: u64,
+) {
     println!("model-based test ({name}): {cases} cases, seed {seed} (PROXIMA_MODEL_CASES, PROXIMA_MODEL_SEED)");
     let mut seed_bytes = [0u8; 32];
     seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
