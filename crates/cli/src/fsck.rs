@@ -42,6 +42,9 @@ pub fn run(args: &FsckArgs) -> ExitCode {
     for finding in &findings {
         println!("  {}: {}", finding["kind"].as_str().unwrap_or("?"), finding["detail"].as_str().unwrap_or("?"));
     }
+    for note in report["notes"].as_array().into_iter().flatten() {
+        println!("  note: {}", note.as_str().unwrap_or("?"));
+    }
     println!("{} finding(s)", findings.len());
     if args.json {
         println!("{report}");

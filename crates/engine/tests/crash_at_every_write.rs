@@ -1,7 +1,9 @@
 //! Crash at every write boundary of seeded workloads (across both devices, in
 //! their global order), with unflushed writes dropped or kept by seed and the
-//! write in flight torn; recover, run fsck, and compare with the model: no
-//! acknowledged write lost, no block holding a value it never had. Recovery
+//! write in flight torn; fsck the crash image offline (what a crash leaves —
+//! superblock slots one CP apart, a torn log tail — is a note, never a
+//! finding), recover, run fsck, and compare with the model: no acknowledged
+//! write lost, no block holding a value it never had. Recovery
 //! itself is crashed at every boundary for a subset of points.
 //!
 //! Every crash-safe layout runs it: proximal (default, and with a staging area
@@ -26,7 +28,7 @@ use proxima_device::{
     seeds_for_test, BatchTicket, BlockDevice, CrashDevice, CrashPoint, DeviceError, DeviceInfo, IoCompletion, IoOp,
     IoRequest, MemoryDevice, PendingWrites, Tear,
 };
-use proxima_engine::{Layout, Volume, VolumeOptions};
+use proxima_engine::{fsck_devices, FsckScope, Layout, Volume, VolumeOptions};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -245,6 +247,17 @@ fn check_recovered<D: BlockDevice, F: BlockDevice>(
     Ok(())
 }
 
+/// Offline fsck of a crash image before recovery: whatever a crash leaves —
+/// superblock slots one CP apart, a torn log tail — is a note, never a finding.
+fn offline_fsck_is_clean(data: &mut MemoryDevice, flash: &mut MemoryDevice) -> Result<(), String> {
+    let report = fsck_devices(data, flash, FsckScope::MetadataAndData).map_err(|error| error.to_string())?;
+    if report.is_clean() {
+        Ok(())
+    } else {
+        Err(format!("findings: {:#?}", report.findings))
+    }
+}
+
 fn crash_images(recording: &Recording, global: u64, variant: u64) -> (MemoryDevice, MemoryDevice) {
     let [data_boundary, flash_boundary] = boundaries(&recording.order, global);
     let in_flight = recording.order.get(global as usize).copied();
@@ -311,6 +324,10 @@ fn crash_every_point(name: &str, seeds: u64, options: &VolumeOptions) {
                     crash_points += 1;
                     continue;
                 }
+                let (mut data, mut flash) = (data, flash);
+                offline_fsck_is_clean(&mut data, &mut flash).unwrap_or_else(|error| {
+                    panic!("{name}: seed {seed}, point {global}, variant {variant}: offline fsck: {error}")
+                });
                 let mut volume = Volume::open(data, flash, options.clone()).unwrap_or_else(|error| {
                     panic!("{name}: seed {seed}, point {global}, variant {variant}: open: {error}")
                 });
