@@ -15,6 +15,7 @@ mod fsck;
 mod management;
 mod replay;
 mod reproduce;
+mod scrub;
 mod serve;
 mod service_common;
 mod snapshot;
@@ -49,6 +50,8 @@ enum Command {
     Status(status::StatusArgs),
     /// Check a volume's durable state; exit 1 on any finding.
     Fsck(fsck::FsckArgs),
+    /// Check every block in use against its checksum, repairing from RAID; exit 1 if any stays damaged.
+    Scrub(scrub::ScrubArgs),
     /// Serve a volume's extents and snapshots over NBD.
     Serve(serve::ServeArgs),
     /// Replay a block trace on the disk model or against an NBD export; accuracy figures as JSON.
@@ -66,6 +69,7 @@ pub fn main() -> ExitCode {
         Command::Snapshot(args) => snapshot::run(&args),
         Command::Status(args) => status::run(&args),
         Command::Fsck(args) => fsck::run(&args),
+        Command::Scrub(args) => scrub::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Replay(args) => replay::run(&args),
     }

@@ -553,6 +553,7 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
         ),
         ("status", "--json", differs_on_volume(&["status", "{vol}"], &["status", "{vol}", "--json"])),
         ("fsck", "--json", differs_on_volume(&["fsck", "{vol}"], &["fsck", "{vol}", "--json"])),
+        ("scrub", "--json", differs_on_volume(&["scrub", "{vol}"], &["scrub", "{vol}", "--json"])),
         // serve
         (
             "serve",

@@ -1,7 +1,8 @@
 //! The volume management commands as a user runs them: `volume create` with
 //! defaults and with RAID, `extent create|list|resize|delete`, `snapshot
 //! create|list|delete|restore`, `status --json`, `fsck` (clean, and exit 1 on a
-//! damaged superblock slot), and bad input giving exit code 2 with a clear message.
+//! damaged superblock slot), `scrub` (online, and exit 1 on damaged data), and bad
+//! input giving exit code 2 with a clear message.
 
 mod service_support;
 
@@ -131,4 +132,34 @@ fn fsck_reports_a_damaged_superblock_slot_and_exits_1() {
     assert!(!findings.is_empty(), "{report}");
     assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stdout));
     assert!(String::from_utf8_lossy(&output.stdout).contains("SuperblockSlot"));
+}
+
+#[test]
+fn scrub_checks_every_block_in_use_and_exits_1_on_damage_it_cannot_repair() {
+    let mut volume = Volume::create(&["--data-size", "64M", "--flash-size", "16M"]);
+    volume.create_extent("lun0", "8M");
+    volume.start_server();
+    // One 4 MiB write goes straight to the data device.
+    let mut qemu_io = std::process::Command::new("qemu-io");
+    qemu_io.args(["-f", "raw", "-c", "write -P 0x5a 0 4M"]).arg(volume.uri("lun0"));
+    run(&mut qemu_io);
+    // Online, through the running server.
+    let online = volume.command(&["scrub", "--json"], 1).output().unwrap();
+    assert_eq!(online.status.code(), Some(0), "{}", String::from_utf8_lossy(&online.stdout));
+    let report = last_json_line(&online);
+    assert!(report["data_blocks_checked"].as_u64().unwrap() >= 1024, "{report}");
+    volume.stop_server();
+    // One bit flipped in every data block after the label block, offline.
+    let mut data =
+        std::fs::OpenOptions::new().read(true).write(true).open(volume.directory.join("data-0.img")).unwrap();
+    for block in 1..1 + 1024u64 {
+        data.seek(SeekFrom::Start(block * 4096 + 100)).unwrap();
+        data.write_all(&[0x01]).unwrap();
+    }
+    drop(data);
+    let offline = volume.command(&["scrub", "--json"], 1).output().unwrap();
+    let report = last_json_line(&offline);
+    assert_eq!(offline.status.code(), Some(1), "{report}");
+    assert_eq!(report["damaged_blocks"].as_array().unwrap().len(), 1024, "{report}");
+    assert!(String::from_utf8_lossy(&offline.stdout).contains("damaged: Data block"));
 }

@@ -167,8 +167,17 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut summary = DestageSummary::default();
         let mut out_of_space = None;
         for id in ids {
-            // An extent the data device has no room for stays staged; the
-            // others still go (a full device does not stop every destage).
+            // An extent the data device, or the next CP, has no room for
+            // stays staged; the others still go (a full device does not stop
+            // every destage).
+            let staged: u64 = staged_runs(&self.maps[&id]).iter().map(|&(_, count, _)| count).sum();
+            if !self.destage_batch_fits(id, staged) {
+                self.commit()?;
+                if !self.destage_batch_fits(id, staged) {
+                    out_of_space = Some(self.flash_full("a destage batch's metadata"));
+                    continue;
+                }
+            }
             let batch = match self.destage_extent(id, observer) {
                 Ok(batch) => batch,
                 Err(error @ EngineError::NoSpace { .. }) => {

@@ -112,7 +112,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             overwrites_data_blocks: segments.iter().all(|segment| matches!(segment.location, Some(Location::Data(_)))),
         };
         let overwrite = segments.iter().all(|segment| segment.location.is_some());
-        match place_write(&self.options.layout_parameters(), &context) {
+        let placement = place_write(&self.options.layout_parameters(), &context);
+        let may_stage = if placement == Placement::Stage { count.min(self.staging_capacity_blocks()) } else { 0 };
+        self.ensure_room_for_update(self.write_bound(&[id], count, may_stage))?;
+        match placement {
             Placement::Stage if self.options.layout == Layout::InPlace && count > self.staging_capacity_blocks() => {
                 self.write_through_cache(id, logical, payload)
             }
@@ -168,18 +171,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 incoming_blocks: count,
             });
         }
-        let retry_after_frees = (capacity / 8).max(1);
-        let may_progress =
-            self.destage_stall.is_none_or(|at| self.data_space.free_count() >= at.saturating_add(retry_after_frees));
-        if may_progress {
-            match self.destage_unguarded(&mut NoDestageObserver) {
-                Ok(summary) if summary.user_blocks > 0 => {
-                    self.destage_stall = None;
-                    return Ok(());
-                }
-                Ok(_) | Err(EngineError::NoSpace { .. }) => self.destage_stall = Some(self.data_space.free_count()),
-                Err(other) => return Err(other),
-            }
+        if self.try_destage()? {
+            return Ok(());
         }
         if overwrite {
             return Ok(());
@@ -191,6 +184,29 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 self.staged_block_count
             ),
         })
+    }
+
+    /// Destages unless the last destage placed nothing and too little has
+    /// been freed on the data device since (an eighth of the staging
+    /// capacity); returns whether it placed anything.
+    pub(crate) fn try_destage(&mut self) -> Result<bool> {
+        let retry_after_frees = (self.staging_capacity_blocks() / 8).max(1);
+        let may_progress =
+            self.destage_stall.is_none_or(|at| self.data_space.free_count() >= at.saturating_add(retry_after_frees));
+        if !may_progress {
+            return Ok(false);
+        }
+        match self.destage_unguarded(&mut NoDestageObserver) {
+            Ok(summary) if summary.user_blocks > 0 => {
+                self.destage_stall = None;
+                Ok(true)
+            }
+            Ok(_) | Err(EngineError::NoSpace { .. }) => {
+                self.destage_stall = Some(self.data_space.free_count());
+                Ok(false)
+            }
+            Err(other) => Err(other),
+        }
     }
 
     /// In-place layout: an overwrite larger than the write cache passes
@@ -284,6 +300,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// once (the caller writes them one by one).
     pub(crate) fn write_staged_group(&mut self, writes: &[(u64, u64, &[u8])]) -> Result<bool> {
         let total: u64 = writes.iter().map(|&(_, _, bytes)| (bytes.len() / BLOCK_SIZE) as u64).sum();
+        let ids: Vec<u64> = writes.iter().map(|&(id, _, _)| id).collect();
+        self.ensure_room_for_update(self.write_bound(&ids, total, total))?;
         let overwrite = writes.iter().all(|&(id, logical, bytes)| {
             let count = (bytes.len() / BLOCK_SIZE) as u64;
             map::segments(&self.maps[&id], logical, count).iter().all(|segment| segment.location.is_some())

@@ -20,6 +20,7 @@ pub mod map;
 mod pages;
 pub mod policy;
 mod read;
+mod room;
 mod scrub;
 mod snapshot;
 mod space;

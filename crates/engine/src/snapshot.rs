@@ -14,6 +14,7 @@ use crate::error::{metadata_no_space, EngineError, Result};
 use crate::io::FlashReader;
 use crate::map::{self, ExtentMap};
 use crate::read::{fill_from_segments, map_block_status, request_segments};
+use crate::room::MetadataOperation;
 use crate::space::YoungestScan;
 use crate::tree::PersistentTree;
 use crate::volume::{validate_name, BlockStatus, ExtentInfo, Volume};
@@ -95,7 +96,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             return Err(EngineError::SnapshotExists(name.to_string()));
         }
         self.guarded(|volume| {
-            volume.commit()?;
+            volume.ensure_room_for_metadata_operation(MetadataOperation::CreateSnapshot)?;
             let id = volume.next_snapshot_id;
             volume.next_snapshot_id += 1;
             let record = SnapshotRecord {
@@ -505,7 +506,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub fn restore_volume(&mut self, snapshot: &str) -> Result<()> {
         let snapshot_id = self.live_snapshot_id(snapshot)?;
         self.guarded(|volume| {
-            volume.commit()?;
+            volume.ensure_room_for_metadata_operation(MetadataOperation::RestoreVolume)?;
             let record = volume.snapshots.get(snapshot_id).expect("live").clone();
             let younger: Vec<u64> = volume.snapshots.range(snapshot_id + 1..).map(|(id, _)| id).collect();
             for id in younger {

@@ -19,6 +19,7 @@ use crate::layout::Payload;
 use crate::log::{LogState, RecoveryReport};
 use crate::map::{self, ExtentMap, Location};
 use crate::policy::{Layout, LayoutParameters};
+use crate::room::MetadataOperation;
 use crate::snapshot::{DeletionScan, SnapshotView};
 use crate::space::SpaceMap;
 use crate::tree::PersistentTree;
@@ -27,8 +28,6 @@ const BLOCK_BYTES: u64 = BLOCK_SIZE as u64;
 /// Most log records between two CPs (with `records_per_checkpoint` derived):
 /// bounds the replay at open, which reads back every staged block it names.
 pub const MAX_RECORDS_PER_CHECKPOINT: u64 = 65_536;
-/// Records between refreshes of the CP size bound.
-const BOUND_REFRESH_RECORDS: u64 = 64;
 /// Smallest flash device a volume accepts, in blocks.
 pub const MIN_FLASH_BLOCKS: u64 = 64;
 
@@ -654,6 +653,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
         self.check_commitment(0, size_bytes, overcommit)?;
         self.guarded(|volume| {
+            volume.ensure_room_for_metadata_operation(MetadataOperation::CreateExtent)?;
             let id = volume.next_extent_id;
             volume.next_extent_id += 1;
             let record = ExtentRecord {
@@ -674,7 +674,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub fn delete_extent(&mut self, name: &str) -> Result<()> {
         let id = self.extent_id(name)?;
         self.guarded(|volume| {
-            volume.flush_pending_records()?;
+            volume.ensure_room_for_metadata_operation(MetadataOperation::DeleteExtent { id })?;
             let mut map = volume.maps.remove(&id).expect("every extent has a map");
             let end = map.iter().next_back().map_or(0, |(key, run)| key + run.count());
             for (location, count) in map::punch(&mut map, 0, end) {
@@ -703,7 +703,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let current = self.extent_size(id)?;
         self.check_commitment(current, size_bytes, overcommit)?;
         self.guarded(|volume| {
-            volume.flush_pending_records()?;
+            volume.ensure_room_for_metadata_operation(MetadataOperation::ResizeExtent { id })?;
             let mut record = volume.extents.get(id).expect("listed").clone();
             if size_bytes < record.size_bytes {
                 let first = size_bytes / BLOCK_BYTES;
@@ -959,6 +959,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// Unmaps whole blocks and logs it.
     pub(crate) fn unmap_blocks(&mut self, id: u64, first: u64, count: u64, log: bool) -> Result<()> {
+        if log {
+            self.ensure_room_for_update(self.unmap_bound(&[id], &unmap_records(id, first, count)))?;
+        }
         let map = self.maps.get_mut(&id).expect("extent exists");
         let displaced = map::punch(map, first, count);
         if displaced.is_empty() {
@@ -968,16 +971,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             self.free_location(location, length);
         }
         if log {
-            let mut done = 0;
-            while done < count {
-                let this = (count - done).min(u64::from(u32::MAX));
-                self.push_record(LogRecord::Unmap {
-                    extent_id: id,
-                    logical_block: first + done,
-                    block_count: this as u32,
-                })?;
-                done += this;
-            }
+            self.push_records(unmap_records(id, first, count))?;
         }
         Ok(())
     }
@@ -1036,21 +1030,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// blocks, reaches the flash reserve.
     fn checkpoint_would_crowd_the_reserve(&mut self) -> bool {
         let reserve = self.flash_reserve_blocks();
-        let records = self.log.records_since_checkpoint;
         let log_blocks = self.log.epoch_blocks.len() as u64 + 4;
         let by_records = self.log.records_bound_blocks;
         if by_records + log_blocks < reserve {
             return false;
         }
-        // The structural bound costs a walk over the extents: refresh it every
-        // BOUND_REFRESH_RECORDS records, and add the records' bounds since.
-        if self.log.metadata_bound_at_records.is_none_or(|at| records >= at + BOUND_REFRESH_RECORDS) {
-            self.log.metadata_bound = self.checkpoint_bound_blocks();
-            self.log.metadata_bound_at_records = Some(records);
-            self.log.records_bound_at_refresh = by_records;
-        }
-        let by_structure = self.log.metadata_bound + (by_records - self.log.records_bound_at_refresh);
-        by_records.min(by_structure) + log_blocks >= reserve
+        by_records.min(self.structural_checkpoint_bound()) + log_blocks >= reserve
     }
 
     /// An upper bound on the metadata blocks one CP can write, however much
@@ -1106,6 +1091,18 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub fn map_memory_bytes(&self) -> usize {
         self.maps.values().map(ExtentMap::memory_bytes).sum()
     }
+}
+
+/// The unmap records of `count` blocks from `first` (one per `u32::MAX` blocks).
+fn unmap_records(id: u64, first: u64, count: u64) -> Vec<LogRecord> {
+    (0..count)
+        .step_by(u32::MAX as usize)
+        .map(|done| LogRecord::Unmap {
+            extent_id: id,
+            logical_block: first + done,
+            block_count: u32::try_from((count - done).min(u64::from(u32::MAX))).expect("at most u32::MAX"),
+        })
+        .collect()
 }
 
 fn check_size(size_bytes: u64) -> Result<()> {

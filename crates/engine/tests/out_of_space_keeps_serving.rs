@@ -7,7 +7,7 @@
 mod common;
 
 use common::{assert_clean, memory_volume, pattern, BLOCK};
-use proxima_engine::{EngineError, Overcommit};
+use proxima_engine::{DeviceRole, EngineError, Overcommit};
 
 const MIB: usize = 1 << 20;
 
@@ -103,5 +103,58 @@ fn overwrites_keep_working_on_a_full_volume_and_refusing_new_blocks_is_cheap() {
         assert_eq!(volume.read(id, index * BLOCK as u64, BLOCK as u64).unwrap(), expected, "block {index}");
     }
     volume.flush().unwrap();
+    assert_clean(&mut volume);
+}
+
+#[test]
+fn a_flash_full_of_metadata_snapshots_hold_refuses_updates_and_snapshot_deletion_frees_it() {
+    // A small flash: every snapshot holds a copy of the metadata the writes
+    // after it rewrite, until the flash has no room for the next CP.
+    let mut volume = memory_volume(3 * 32_384, 256);
+    let id = volume.create_extent("lun", 2048 * BLOCK as u64).unwrap();
+    let mut expected = vec![0u8; 2048 * BLOCK];
+    let mut snapshots = 0;
+    let mut refusal = None;
+    'fill: for round in 0..64u64 {
+        for index in 0..16u64 {
+            let block = (round * 131 + index * 127) % 2048;
+            let bytes = pattern(round * 16 + index, BLOCK);
+            match volume.write(id, block * BLOCK as u64, &bytes, false) {
+                Ok(()) => expected[(block as usize) * BLOCK..(block as usize + 1) * BLOCK].copy_from_slice(&bytes),
+                Err(error) => {
+                    refusal = Some(error);
+                    break 'fill;
+                }
+            }
+        }
+        match volume.create_snapshot(&format!("s{round}")) {
+            Ok(_) => snapshots += 1,
+            Err(error) => {
+                refusal = Some(error);
+                break 'fill;
+            }
+        }
+    }
+    let refusal = refusal.expect("the flash fills");
+    assert!(matches!(refusal, EngineError::NoSpace { role: DeviceRole::Flash, .. }), "{refusal}");
+    assert!(snapshots >= 1);
+    assert!(volume.space().flash.snapshot_only_blocks > 0, "{:?}", volume.space());
+    // Refused, not stopped: reads, flushes, fsck (a CP) and a second refusal.
+    assert_eq!(volume.read(id, 0, expected.len() as u64).unwrap(), expected);
+    volume.flush().unwrap();
+    assert_clean(&mut volume);
+    assert!(volume.failure().is_none());
+    // Deleting the snapshots frees their metadata; writes go on.
+    for snapshot in volume.snapshots() {
+        volume.delete_snapshot(&snapshot.name).unwrap();
+    }
+    volume.finish_deletions().unwrap();
+    for index in 0..64u64 {
+        let bytes = pattern(90_000 + index, BLOCK);
+        volume.write(id, index * 32 * BLOCK as u64, &bytes, false).unwrap();
+        expected[(index as usize) * 32 * BLOCK..((index as usize) * 32 + 1) * BLOCK].copy_from_slice(&bytes);
+    }
+    volume.create_snapshot("after").unwrap();
+    assert_eq!(volume.read(id, 0, expected.len() as u64).unwrap(), expected);
     assert_clean(&mut volume);
 }

@@ -24,7 +24,7 @@ fn options() -> VolumeOptions {
 }
 
 fn volume() -> Volume<MemoryDevice, MemoryDevice> {
-    Volume::format(MemoryDevice::new(4096, DATA_BLOCKS), MemoryDevice::new(4096, 256), 77, options()).unwrap()
+    Volume::format(MemoryDevice::new(4096, DATA_BLOCKS), MemoryDevice::new(4096, 1024), 77, options()).unwrap()
 }
 
 fn assert_no_space_held_by_nothing(volume: &mut Volume<MemoryDevice, MemoryDevice>) {

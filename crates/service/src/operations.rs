@@ -92,6 +92,9 @@ pub enum Request {
     Status,
     /// Check the volume's durable state.
     Fsck,
+    /// Read every block in use and check it against its checksum, repairing
+    /// from redundancy; then resynchronise the redundancy.
+    Scrub,
 }
 
 impl Request {
@@ -108,6 +111,7 @@ impl Request {
             Request::SnapshotRestore { .. } => "snapshot restore",
             Request::Status => "status",
             Request::Fsck => "fsck",
+            Request::Scrub => "scrub",
         }
     }
 }
@@ -206,6 +210,7 @@ pub fn execute(volume: &mut ServiceVolume, config: &VolumeConfig, request: &Requ
         }
         Request::Status => serde_json::to_value(status(volume, config)).expect("a report serialises"),
         Request::Fsck => serde_json::to_value(volume.fsck()?).expect("a report serialises"),
+        Request::Scrub => serde_json::to_value(volume.scrub()?).expect("a report serialises"),
     })
 }
 

@@ -72,7 +72,7 @@ impl LogState {
 /// more for every further bitmap page it spans; with data checksums, the
 /// checksum pages it sets (one more for a run that straddles a page) and an
 /// index node.
-fn metadata_blocks_bound(record: &LogRecord, checksums: bool) -> u64 {
+pub(crate) fn metadata_blocks_bound(record: &LogRecord, checksums: bool) -> u64 {
     let further_bitmap_pages = |count: u32| 2 * (u64::from(count).div_ceil(BITS_PER_PAGE) - 1);
     let checksum_pages = |count: u32| {
         if checksums {
