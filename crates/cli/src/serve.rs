@@ -1,5 +1,6 @@
 //! `proxima serve DIR [--socket PATH] [--listen ADDR] [--max-connections N]
-//! [--memory-per-connection SIZE] [--memory-total SIZE]`: serves every extent
+//! [--memory-per-connection SIZE] [--memory-total SIZE] [--reply-timeout
+//! SECONDS]`: serves every extent
 //! of the volume as an NBD export of its name and every snapshot's extents as
 //! read-only exports `EXTENT@SNAPSHOT`, until SIGINT or SIGTERM, then flushes,
 //! commits and closes the volume. With neither `--socket` nor `--listen` it
@@ -39,6 +40,10 @@ pub struct ServeArgs {
     /// (at least --memory-per-connection).
     #[arg(long, value_name = "SIZE", value_parser = size_argument, default_value = "1G")]
     memory_total: u64,
+    /// Seconds a reply may wait for the client to read any of it; a client
+    /// that reads nothing for that long loses its replies and its connection.
+    #[arg(long, value_name = "SECONDS", default_value_t = ServerConfig::default().reply_timeout.as_secs())]
+    reply_timeout: u64,
 }
 
 /// The server settings of the flags, or the message for a bad combination.
@@ -53,6 +58,9 @@ fn server_config(args: &ServeArgs) -> Result<ServerConfig, String> {
             format_size(CONNECTION_MEMORY_BYTES_MIN.next_multiple_of(1 << 20)),
         ));
     }
+    if args.reply_timeout == 0 {
+        return Err("--reply-timeout must be at least 1 second".to_owned());
+    }
     if args.memory_total < args.memory_per_connection {
         return Err(format!(
             "--memory-total {} is less than --memory-per-connection {}",
@@ -64,6 +72,7 @@ fn server_config(args: &ServeArgs) -> Result<ServerConfig, String> {
         connection_limit: args.max_connections,
         connection_memory_bytes: args.memory_per_connection,
         server_memory_bytes: args.memory_total,
+        reply_timeout: std::time::Duration::from_secs(args.reply_timeout),
         ..ServerConfig::default()
     })
 }
@@ -102,10 +111,12 @@ fn announce(args: &ServeArgs, server: &ServerConfig, ready: &ServeReady) {
     }
     eprintln!("proxima serve: serving {} at {}", args.directory.display(), places.join(" and "));
     eprintln!(
-        "  at most {} connection(s); request and reply data in flight at most {} per connection, {} in all",
+        "  at most {} connection(s); request and reply data in flight at most {} per connection, {} in all; \
+         replies unread for {} s are dropped with their connection",
         server.connection_limit,
         format_size(server.connection_memory_bytes),
-        format_size(server.server_memory_bytes)
+        format_size(server.server_memory_bytes),
+        server.reply_timeout.as_secs()
     );
     for export in &ready.exports {
         let access = if export.read_only { "read-only" } else { "read-write" };

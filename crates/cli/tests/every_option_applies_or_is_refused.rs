@@ -581,6 +581,14 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
         ),
         (
             "serve",
+            "--reply-timeout",
+            Probe::ServeDiffers {
+                first: &["--socket", "{tmp}/nbd.sock"],
+                second: &["--socket", "{tmp}/nbd.sock", "--reply-timeout", "7"],
+            },
+        ),
+        (
+            "serve",
             "--max-connections",
             Probe::Refused {
                 setup: VOLUME,

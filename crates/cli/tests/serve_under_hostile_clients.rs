@@ -3,6 +3,9 @@
 //! - eight connections pipelining 32 MiB reads and never reading the replies:
 //!   the server's peak resident memory stays under its memory budget plus
 //!   100 MB, and other clients are served meanwhile;
+//! - two connections that never read, holding the whole memory budget: with a
+//!   reply timeout of 2 s they lose their replies and another client is
+//!   served;
 //! - SIGTERM while replies are unread: the server exits 0 within 5 s, with what
 //!   was flushed durable and a CP committed;
 //! - a pids limit of 40 (a pids cgroup around the server) with 8 clients of two
@@ -76,6 +79,26 @@ fn unread_replies_keep_the_server_within_its_memory_budget_while_others_are_serv
         peak_bytes < budget_bytes + 100_000_000,
         "peak resident memory {peak_bytes} bytes with a budget of {budget_bytes}"
     );
+    assert!(volume.server_running(), "{}", volume.server_log());
+    drop(hostile);
+    assert!(volume.stop_server().success(), "{}", volume.server_log());
+}
+
+#[test]
+fn clients_that_never_read_their_replies_lose_them_and_cannot_hold_the_budget() {
+    // Two connections that never read hold a 32 MiB reply each, all but
+    // 2 MiB of the server's budget; without a reply timeout every other
+    // client's 4 MiB requests would wait for ever.
+    let mut volume =
+        served_volume(&["--memory-per-connection", "40M", "--memory-total", "66M", "--reply-timeout", "2"]);
+    let socket = volume.socket.clone();
+    let hostile: Vec<RawConnection> = (0..2).map(|_| pipeline_unread_reads(&socket, 8)).collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let started = Instant::now();
+    qemu_io(&volume, &["write -P 0x3c 0 4M", "read -P 0x3c 0 4M"]);
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(30), "qemu-io waited {waited:?}");
+    assert!(volume.server_log().contains("within the reply timeout"), "{}", volume.server_log());
     assert!(volume.server_running(), "{}", volume.server_log());
     drop(hostile);
     assert!(volume.stop_server().success(), "{}", volume.server_log());

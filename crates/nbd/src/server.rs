@@ -80,6 +80,10 @@ pub struct ServerConfig {
     /// At shutdown, how long clients are given to read the replies to the
     /// requests they sent before their connections are closed.
     pub shutdown_grace: Duration,
+    /// How long a reply may wait for the client to read any of it. A client
+    /// that reads nothing for that long while replies wait loses them and its
+    /// connection, so it cannot hold the server's memory budget for ever.
+    pub reply_timeout: Duration,
     /// How often the accept loop checks for shutdown when no client connects.
     pub accept_poll_interval: Duration,
 }
@@ -92,6 +96,7 @@ impl Default for ServerConfig {
             connection_memory_bytes: 64 << 20,
             server_memory_bytes: 1 << 30,
             shutdown_grace: Duration::from_secs(2),
+            reply_timeout: Duration::from_secs(60),
             accept_poll_interval: Duration::from_millis(10),
         }
     }
@@ -116,6 +121,9 @@ impl ServerConfig {
                     self.connection_memory_bytes
                 ),
             );
+        }
+        if self.reply_timeout.is_zero() {
+            return refuse("reply_timeout", "a reply must be given some time to be read".to_owned());
         }
         if self.server_memory_bytes < self.connection_memory_bytes {
             return refuse(
@@ -237,6 +245,15 @@ impl ConnectionStream {
             Self::Unix(stream) => stream.shutdown(how),
             Self::Tcp(stream) => stream.shutdown(how),
         };
+    }
+
+    /// Bounds how long a write may make no progress (every clone of the
+    /// socket shares it).
+    fn set_write_timeout(&self, timeout: Duration) -> io::Result<()> {
+        match self {
+            Self::Unix(stream) => stream.set_write_timeout(Some(timeout)),
+            Self::Tcp(stream) => stream.set_write_timeout(Some(timeout)),
+        }
     }
 
     fn set_timeouts(&self, timeout: Duration) -> io::Result<()> {
@@ -483,6 +500,10 @@ impl<B: Backend + 'static> Server<B> {
                 format!("too many connections: the server serves at most {} at once", self.config.connection_limit);
             warn!(peer = %label, "refusing a connection: {reason}");
             return Err((kept, reason));
+        }
+        if let Err(error) = kept.set_write_timeout(self.config.reply_timeout) {
+            warn!(peer = %label, "refusing a connection: cannot set its reply timeout: {error}");
+            return Err((kept, format!("the server cannot take another connection now ({error})")));
         }
         let reply_thread = match ReplyThread::start(format!("nbd-replies-{id}")) {
             Ok(reply_thread) => reply_thread,

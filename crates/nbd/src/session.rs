@@ -1021,6 +1021,12 @@ impl<E: Export> Connection<E> {
             let mut queue = self.lock();
             queue.unanswered -= count;
             if let Err(error) = sent {
+                if matches!(error.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
+                    warn!(
+                        connection = %self.label,
+                        "the client read none of its replies within the reply timeout: dropping them and the connection"
+                    );
+                }
                 queue.broken = true;
                 queue.unanswered -= queue.ready.len();
                 let dropped = std::mem::take(&mut queue.ready);
