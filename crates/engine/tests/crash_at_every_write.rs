@@ -3,7 +3,10 @@
 //! write in flight torn; fsck the crash image offline (what a crash leaves —
 //! superblock slots one CP apart, a torn log tail — is a note, never a
 //! finding), recover, run fsck, and compare with the model: no acknowledged
-//! write lost, no block holding a value it never had. Recovery
+//! write lost, no block holding a value it never had. Every fifth recovered
+//! volume then carries on with more random operations, is closed and
+//! reopened, and must hold exactly what they left (a crash in the middle of
+//! one operation, then any other). Recovery
 //! itself is crashed at every boundary for a subset of points.
 //!
 //! Every crash-safe layout runs it: proximal (default, and with a staging area
@@ -247,6 +250,44 @@ fn check_recovered<D: BlockDevice, F: BlockDevice>(
     Ok(())
 }
 
+/// Every how many crash points the recovered volume carries on with more
+/// operations.
+const CONTINUE_EVERY: u64 = 5;
+
+/// A crash in the middle of one operation, then any other: the recovered
+/// volume runs more random operations (writes, trims, flushes, CPs, destages,
+/// snapshot creation and deletion), is closed and reopened, and must hold
+/// exactly what they left, with fsck clean.
+fn continue_after_recovery(
+    mut volume: Volume<MemoryDevice, MemoryDevice>,
+    seed: u64,
+    options: &VolumeOptions,
+) -> Result<(), String> {
+    let mut contents = BTreeMap::new();
+    for name in EXTENTS {
+        let id = volume.extent_id(name).map_err(|error| error.to_string())?;
+        contents.insert(name, volume.read(id, 0, EXTENT_BLOCKS * BLOCK as u64).map_err(|error| error.to_string())?);
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    for _ in 0..12 {
+        run_operation(&mut volume, &mut rng, &mut contents);
+    }
+    let (data, flash) = volume.close().map_err(|error| format!("close: {error}"))?;
+    let mut volume = Volume::open(data, flash, options.clone()).map_err(|error| format!("reopen: {error}"))?;
+    for (name, expected) in &contents {
+        let id = volume.extent_id(name).map_err(|error| error.to_string())?;
+        if &volume.read(id, 0, expected.len() as u64).map_err(|error| error.to_string())? != expected {
+            return Err(format!("extent {name} differs from what the operations after recovery left"));
+        }
+    }
+    let report = volume.fsck().map_err(|error| format!("fsck failed: {error}"))?;
+    if report.is_clean() {
+        Ok(())
+    } else {
+        Err(format!("fsck findings: {:#?}", report.findings))
+    }
+}
+
 /// Offline fsck of a crash image before recovery: whatever a crash leaves —
 /// superblock slots one CP apart, a torn log tail — is a note, never a finding.
 fn offline_fsck_is_clean(data: &mut MemoryDevice, flash: &mut MemoryDevice) -> Result<(), String> {
@@ -310,6 +351,7 @@ fn seeds_from_environment(divisor: u64) -> u64 {
 fn crash_every_point(name: &str, seeds: u64, options: &VolumeOptions) {
     let mut crash_points = 0;
     let mut recovery_crash_points = 0;
+    let mut continued = 0;
     let rerun = "cargo test --release -p proxima-engine --test crash_at_every_write";
     let seeds = seeds_for_test(0..seeds, "PROXIMA_CRASH_SEED", rerun);
     for &seed in &seeds {
@@ -333,12 +375,19 @@ fn crash_every_point(name: &str, seeds: u64, options: &VolumeOptions) {
                 });
                 check_recovered(&mut volume, &recording.points, global)
                     .unwrap_or_else(|error| panic!("{name}: seed {seed}, point {global}, variant {variant}: {error}"));
+                if global % CONTINUE_EVERY == 0 {
+                    continue_after_recovery(volume, seed ^ global, options).unwrap_or_else(|error| {
+                        panic!("{name}: seed {seed}, point {global}, variant {variant}, after recovery: {error}")
+                    });
+                    continued += 1;
+                }
                 crash_points += 1;
             }
         }
     }
     println!(
-        "{name}: {} workloads: {crash_points} crash points recovered, {recovery_crash_points} crashes during recovery",
+        "{name}: {} workloads: {crash_points} crash points recovered ({continued} of them carried on with more \
+         operations), {recovery_crash_points} crashes during recovery",
         seeds.len()
     );
     assert!(crash_points > 0);

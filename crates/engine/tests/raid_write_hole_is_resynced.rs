@@ -10,7 +10,7 @@
 mod common;
 
 use common::{pattern, BLOCK};
-use proxima_device::{BlockDevice, CrashDevice, MemoryDevice, RaidConfig, RaidDevice};
+use proxima_device::{seeds_for_test, BlockDevice, CrashDevice, MemoryDevice, RaidConfig, RaidDevice};
 use proxima_engine::{EngineError, Volume, VolumeOptions};
 
 const MEMBERS: usize = 5;
@@ -67,7 +67,8 @@ fn flushed_blocks_after_a_later_failure(
 
 #[test]
 fn a_member_failing_after_a_crash_and_restart_loses_no_flushed_data() {
-    for seed in 0..24 {
+    let rerun = "cargo test --release -p proxima-engine --test raid_write_hole_is_resynced";
+    for seed in seeds_for_test(0..24, "PROXIMA_WRITE_HOLE_SEED", rerun) {
         let (members, flash) = crash_during_a_partial_stripe_write(seed, true);
         for failed in 0..MEMBERS {
             let read = flushed_blocks_after_a_later_failure(&members, &flash, failed, true);
