@@ -18,6 +18,7 @@ use crate::error::{DeviceRole, EngineError, Result};
 use crate::io::{device_error, write_pieces, MAX_REQUEST_BLOCKS};
 use crate::map::{self, Location};
 use crate::policy::{place_write, staging_is_full, Layout, Placement, WriteContext};
+use crate::room::RoomMade;
 use crate::volume::Volume;
 
 const BLOCK_BYTES: u64 = BLOCK_SIZE as u64;
@@ -77,6 +78,12 @@ fn zero_block_crc() -> u32 {
     *CRC.get_or_init(|| crc32c::crc32c(&[0; BLOCK_SIZE]))
 }
 
+/// A write's placement, and whether every block it writes is mapped already.
+struct WritePlan {
+    placement: Placement,
+    overwrite: bool,
+}
+
 impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Flash blocks that staging may still allocate before the CP reserve.
     pub(crate) fn staging_available_blocks(&self) -> u64 {
@@ -104,25 +111,37 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Writes whole blocks from `logical` on, as the layout places them.
     pub(crate) fn write_blocks(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
         let count = payload.block_count();
-        let map = &self.maps[&id];
-        let segments = map::segments(map, logical, count);
+        let mut plan = self.plan_write(id, logical, count);
+        let may_stage = if plan.placement == Placement::Stage { count.min(self.staging_capacity_blocks()) } else { 0 };
+        if self.ensure_room_for_update(self.write_bound(&[id], count, may_stage))? == RoomMade::ByDestage {
+            // The destage moved blocks the plan looked at.
+            plan = self.plan_write(id, logical, count);
+        }
+        match plan.placement {
+            Placement::Stage if self.options.layout == Layout::InPlace && count > self.staging_capacity_blocks() => {
+                self.write_through_cache(id, logical, payload)
+            }
+            Placement::Stage if self.make_staging_room(count, plan.overwrite)? => {
+                self.write_staged(id, logical, payload)
+            }
+            Placement::Stage | Placement::Ranges => self.write_in_ranges(id, logical, payload),
+            Placement::InPlace => self.write_in_place(id, logical, payload),
+            Placement::PlugHoles => self.write_plugging_holes(id, logical, payload),
+        }
+    }
+
+    /// Where the layout places a write of `count` blocks from `logical` of
+    /// extent `id`, as the map stands.
+    fn plan_write(&self, id: u64, logical: u64, count: u64) -> WritePlan {
+        let segments = map::segments(&self.maps[&id], logical, count);
         let context = WriteContext {
             block_count: count,
             previous: segments[0].location,
             overwrites_data_blocks: segments.iter().all(|segment| matches!(segment.location, Some(Location::Data(_)))),
         };
-        let overwrite = segments.iter().all(|segment| segment.location.is_some());
-        let placement = place_write(&self.options.layout_parameters(), &context);
-        let may_stage = if placement == Placement::Stage { count.min(self.staging_capacity_blocks()) } else { 0 };
-        self.ensure_room_for_update(self.write_bound(&[id], count, may_stage))?;
-        match placement {
-            Placement::Stage if self.options.layout == Layout::InPlace && count > self.staging_capacity_blocks() => {
-                self.write_through_cache(id, logical, payload)
-            }
-            Placement::Stage if self.make_staging_room(count, overwrite)? => self.write_staged(id, logical, payload),
-            Placement::Stage | Placement::Ranges => self.write_in_ranges(id, logical, payload),
-            Placement::InPlace => self.write_in_place(id, logical, payload),
-            Placement::PlugHoles => self.write_plugging_holes(id, logical, payload),
+        WritePlan {
+            placement: place_write(&self.options.layout_parameters(), &context),
+            overwrite: segments.iter().all(|segment| segment.location.is_some()),
         }
     }
 
@@ -282,14 +301,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Whether the layout stages a write of `count` whole blocks at `logical`
     /// of extent `id` (the decision `write_blocks` takes).
     pub(crate) fn would_stage(&self, id: u64, logical: u64, count: u64) -> bool {
-        let segments = map::segments(&self.maps[&id], logical, count);
-        let context = WriteContext {
-            block_count: count,
-            previous: segments[0].location,
-            overwrites_data_blocks: segments.iter().all(|segment| matches!(segment.location, Some(Location::Data(_)))),
-        };
-        place_write(&self.options.layout_parameters(), &context) == Placement::Stage
-            && count <= self.staging_capacity_blocks()
+        self.plan_write(id, logical, count).placement == Placement::Stage && count <= self.staging_capacity_blocks()
     }
 
     /// Stages several whole-block writes as one append to the staging log:

@@ -13,15 +13,16 @@
 //!   is freed by the CP after the destage); failing that, it is refused with
 //!   [`EngineError::NoSpace`] before anything changes. Refusing again is cheap: with nothing logged
 //!   since, no CP is tried;
-//! - a *metadata operation* (extent create or resize, snapshot create, volume
-//!   restore) commits what is pending and is admitted when the CP that ends it
-//!   — the trees it changes and the flash bitmaps; for a restore, every tree,
-//!   bitmap and checksum table — fits beside the deletion reserve;
+//! - a *metadata operation* (extent create, resize or delete, snapshot
+//!   create, volume restore) is admitted when the CP that ends it — what is
+//!   pending, the trees it changes and the flash bitmaps; for a restore, every
+//!   tree, bitmap and checksum table — fits beside the deletion reserve,
+//!   committing what is pending first if that makes room;
 //! - deleting a snapshot, and destaging, may use the *deletion reserve*: room
 //!   for the CPs of a snapshot deletion, so a volume whose flash is full of
 //!   metadata that snapshots hold is always freed by deleting snapshots.
 //!   Deleting an extent may not: while snapshots hold its blocks it frees
-//!   nothing, and it is admitted as any metadata operation.
+//!   nothing.
 //!
 //! The bound on the next CP is the smaller of two: the sum of what each record
 //! logged since the last CP can dirty (`log::metadata_blocks_bound`), and the
@@ -64,6 +65,17 @@ pub(crate) struct UpdateBound<'a> {
     records: u64,
     /// How many flash blocks it may stage.
     staged_blocks: u64,
+}
+
+/// How an update's room was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RoomMade {
+    /// There was room.
+    Already,
+    /// A CP released blocks freed since the last one (maps unchanged).
+    ByCheckpoint,
+    /// A destage moved staged blocks to the data device (maps changed).
+    ByDestage,
 }
 
 /// A metadata operation that commits a CP of its own.
@@ -148,40 +160,49 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     /// Admits an update: the next CP with it is sure to fit (see the module
-    /// documentation), committing first if that makes room; else refuses it
-    /// before anything changes.
-    pub(crate) fn ensure_room_for_update(&mut self, update: UpdateBound<'_>) -> Result<()> {
+    /// documentation), committing or destaging first if that makes room (and
+    /// saying which); else refuses it before anything changes.
+    pub(crate) fn ensure_room_for_update(&mut self, update: UpdateBound<'_>) -> Result<RoomMade> {
         if self.update_fits(update) {
-            return Ok(());
+            return Ok(RoomMade::Already);
         }
         if self.log.records_since_checkpoint > 0 {
             self.commit()?;
             if self.update_fits(update) {
-                return Ok(());
+                return Ok(RoomMade::ByCheckpoint);
             }
         }
         // Staged blocks are flash the destage gives back.
         if self.staged_block_count > 0 && self.options.auto_destage && self.try_destage()? && self.update_fits(update) {
-            return Ok(());
+            return Ok(RoomMade::ByDestage);
         }
         Err(self.flash_full("this write's metadata"))
     }
 
-    /// Admits a metadata operation: commits what is pending, then checks that
-    /// the CP that ends the operation fits beside the deletion reserve.
+    /// Admits a metadata operation: the CP that ends it, with what is
+    /// pending, fits beside the deletion reserve — committing first if that
+    /// makes room; else refuses it before anything changes.
     pub(crate) fn ensure_room_for_metadata_operation(&mut self, operation: MetadataOperation) -> Result<()> {
-        self.commit()?;
-        let needed = self.metadata_operation_bound(operation) + self.deletion_reserve_blocks();
-        if needed <= self.flash_space.allocatable_count() {
-            Ok(())
-        } else {
-            Err(self.flash_full(operation.name()))
+        let fits = |volume: &mut Self| {
+            let needed = volume.pending_checkpoint_bound()
+                + volume.metadata_operation_bound(operation)
+                + volume.deletion_reserve_blocks();
+            needed <= volume.flash_space.allocatable_count()
+        };
+        if fits(self) {
+            return Ok(());
         }
+        if self.log.records_since_checkpoint > 0 {
+            self.commit()?;
+            if fits(self) {
+                return Ok(());
+            }
+        }
+        Err(self.flash_full(operation.name()))
     }
 
-    /// An upper bound on the blocks of the CP that ends `operation`, right
-    /// after a CP: the trees it changes with the flash bitmaps (which every CP
-    /// rewrites), the log head and the superblock's neighbours.
+    /// An upper bound on what `operation` adds to the CP that ends it: the
+    /// trees it changes and the flash bitmaps (which every CP rewrites).
     fn metadata_operation_bound(&self, operation: MetadataOperation) -> u64 {
         let flash_bitmaps =
             self.flash_space.active().tree_block_count() + self.flash_space.summary().tree_block_count();
@@ -227,8 +248,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Whether the next CP, and the log until it, fit in `room` flash blocks
     /// with `update` done.
     fn checkpoint_fits(&mut self, update: UpdateBound<'_>, room: u64) -> bool {
-        let log_records = self.log.pending.len() as u64 + update.records;
-        let log_blocks = self.log.epoch_blocks.len() as u64 + 2 * log_records.div_ceil(LOG_RECORD_CAPACITY as u64) + 4;
+        let log_blocks = self.log_blocks_with(update.records);
         let pending = self.log.records_bound_blocks;
         if pending + update.records_bound + log_blocks <= room {
             // The cheap bound settles it.
@@ -236,6 +256,19 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
         let pending = pending.min(self.structural_checkpoint_bound());
         pending + update.records_bound.min(self.structure_bound(&update)) + log_blocks <= room
+    }
+
+    /// An upper bound on the flash blocks the next CP needs for what is
+    /// pending, and the log until it.
+    fn pending_checkpoint_bound(&mut self) -> u64 {
+        self.log.records_bound_blocks.min(self.structural_checkpoint_bound()) + self.log_blocks_with(0)
+    }
+
+    /// The flash blocks this epoch's log holds and will hold with `records`
+    /// more records (both copies of each block), and the next log head.
+    fn log_blocks_with(&self, records: u64) -> u64 {
+        let unwritten = self.log.pending.len() as u64 + records;
+        self.log.epoch_blocks.len() as u64 + 2 * unwritten.div_ceil(LOG_RECORD_CAPACITY as u64) + 4
     }
 
     /// The structural bound on the next CP ([`Volume::checkpoint_bound_blocks`]),

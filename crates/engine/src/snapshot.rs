@@ -97,6 +97,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
         self.guarded(|volume| {
             volume.ensure_room_for_metadata_operation(MetadataOperation::CreateSnapshot)?;
+            volume.commit()?;
             let id = volume.next_snapshot_id;
             volume.next_snapshot_id += 1;
             let record = SnapshotRecord {
@@ -507,6 +508,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let snapshot_id = self.live_snapshot_id(snapshot)?;
         self.guarded(|volume| {
             volume.ensure_room_for_metadata_operation(MetadataOperation::RestoreVolume)?;
+            volume.commit()?;
             let record = volume.snapshots.get(snapshot_id).expect("live").clone();
             let younger: Vec<u64> = volume.snapshots.range(snapshot_id + 1..).map(|(id, _)| id).collect();
             for id in younger {

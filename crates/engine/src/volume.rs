@@ -675,6 +675,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let id = self.extent_id(name)?;
         self.guarded(|volume| {
             volume.ensure_room_for_metadata_operation(MetadataOperation::DeleteExtent { id })?;
+            volume.flush_pending_records()?;
             let mut map = volume.maps.remove(&id).expect("every extent has a map");
             let end = map.iter().next_back().map_or(0, |(key, run)| key + run.count());
             for (location, count) in map::punch(&mut map, 0, end) {
@@ -704,6 +705,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.check_commitment(current, size_bytes, overcommit)?;
         self.guarded(|volume| {
             volume.ensure_room_for_metadata_operation(MetadataOperation::ResizeExtent { id })?;
+            volume.flush_pending_records()?;
             let mut record = volume.extents.get(id).expect("listed").clone();
             if size_bytes < record.size_bytes {
                 let first = size_bytes / BLOCK_BYTES;

@@ -170,10 +170,24 @@ fn open_entry(directory: &Path, config: &VolumeConfig, entry: &DeviceEntry, trim
 /// Opens the devices a configuration names, checking their sizes and labels
 /// against it.
 pub fn open_devices(directory: &Path, config: &VolumeConfig) -> Result<(DataDevice, VolumeDisk)> {
+    labelled_devices(directory, config, LabeledDevice::open)
+}
+
+/// Opens the devices of a configuration being created and writes their labels.
+fn label_new_devices(directory: &Path, config: &VolumeConfig) -> Result<(DataDevice, VolumeDisk)> {
+    labelled_devices(directory, config, LabeledDevice::create)
+}
+
+/// Opens every device of a configuration and passes it, with the label it
+/// should carry, to `label` (which checks or writes it).
+fn labelled_devices(
+    directory: &Path,
+    config: &VolumeConfig,
+    label: fn(FileDevice, DeviceLabel) -> std::result::Result<VolumeDisk, LabelError>,
+) -> Result<(DataDevice, VolumeDisk)> {
     let labelled = |device: FileDevice, data_disk_index: Option<usize>| -> Result<VolumeDisk> {
         let path = PathBuf::from(device.info().name);
-        LabeledDevice::open(device, expected_label(config, data_disk_index))
-            .map_err(|source| ServiceError::Label { path, source })
+        label(device, expected_label(config, data_disk_index)).map_err(|source| ServiceError::Label { path, source })
     };
     let mut disks = Vec::new();
     for (index, entry) in config.data_disks.iter().enumerate() {
@@ -192,21 +206,6 @@ fn assemble_data_device(config: &VolumeConfig, mut disks: Vec<VolumeDisk>) -> Re
             DataDevice::Raid(RaidDevice::new(disks, level.with_stripe_unit_bytes(config.stripe_unit_bytes))?)
         }
     })
-}
-
-/// Opens the devices of a configuration being created and writes their labels.
-fn label_new_devices(directory: &Path, config: &VolumeConfig) -> Result<(DataDevice, VolumeDisk)> {
-    let labelled = |device: FileDevice, data_disk_index: Option<usize>| -> Result<VolumeDisk> {
-        let path = PathBuf::from(device.info().name);
-        LabeledDevice::create(device, expected_label(config, data_disk_index))
-            .map_err(|source| ServiceError::Label { path, source })
-    };
-    let mut disks = Vec::new();
-    for (index, entry) in config.data_disks.iter().enumerate() {
-        disks.push(labelled(open_entry(directory, config, entry, TrimPolicy::Forward)?, Some(index))?);
-    }
-    let flash = labelled(open_entry(directory, config, &config.flash, TrimPolicy::Ignore)?, None)?;
-    Ok((assemble_data_device(config, disks)?, flash))
 }
 
 /// Creates a volume in `directory` (created if missing): the device files, the
