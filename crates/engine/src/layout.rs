@@ -349,19 +349,15 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     fn map_staged_blocks(&mut self, id: u64, logical: u64, blocks: &[u64], payload: Payload<'_>) -> Result<()> {
         for (index, &block) in blocks.iter().enumerate() {
             let logical_block = logical + index as u64;
-            let record = LogRecord::Staged {
-                extent_id: id,
-                logical_block,
-                flash_block: block,
-                data_crc: payload.block_crc(index as u64),
-            };
+            let data_crc = payload.block_crc(index as u64);
+            let record = LogRecord::Staged { extent_id: id, logical_block, flash_block: block, data_crc };
             if self.options.layout == Layout::InPlace {
                 if let Some(Location::Data(home)) = map::lookup(&self.maps[&id], logical_block) {
                     self.frame_homes.insert((id, logical_block), home);
                 }
             }
             if let Some(checksums) = &mut self.checksums {
-                checksums.flash.set(block, payload.block_crc(index as u64));
+                checksums.flash.set(block, data_crc);
             }
             self.apply_mapping(id, logical_block, 1, Location::Flash(block));
             self.push_record(record)?;
