@@ -287,12 +287,16 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     pub(crate) fn flash_full(&self, what: &str) -> EngineError {
         let space = self.space();
+        let remedy = if space.flash.snapshot_only_blocks > 0 {
+            format!("{} are held only by snapshots: deleting snapshots frees them", space.flash.snapshot_only_blocks)
+        } else {
+            "the flash is too small for this volume's metadata and staging".to_owned()
+        };
         EngineError::NoSpace {
             role: DeviceRole::Flash,
             detail: format!(
-                "no flash room for {what}: {} of {} flash blocks are allocatable, {} are held only by snapshots; \
-                 deleting a snapshot frees them",
-                space.flash.allocatable_blocks, space.flash.block_count, space.flash.snapshot_only_blocks
+                "no flash room for {what}: {} of {} flash blocks are allocatable; {remedy}",
+                space.flash.allocatable_blocks, space.flash.block_count
             ),
         }
     }

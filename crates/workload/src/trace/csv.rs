@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 
-use super::fields::{comma_fields, decimal_time_ns, field, unsigned, FieldError, NANOS_PER_SECOND};
+use super::fields::{comma_fields, decimal_time_ns, field, letter_operation, unsigned, FieldError, NANOS_PER_SECOND};
 use super::LineParser;
 use crate::request::{Operation, TraceRequest};
 
@@ -34,11 +34,7 @@ impl LineParser for Spc {
         let device = unsigned(field(&fields, 0, "ASU")?, "ASU")?;
         let sector = unsigned(field(&fields, 1, "LBA")?, "LBA")?;
         let length_bytes = unsigned(field(&fields, 2, "Size")?, "Size")?;
-        let operation = match field(&fields, 3, "Opcode")? {
-            "r" | "R" => Operation::Read,
-            "w" | "W" => Operation::Write,
-            other => return Err(FieldError::new("Opcode", format!("`{other}` is neither r nor w"))),
-        };
+        let operation = letter_operation(field(&fields, 3, "Opcode")?, "Opcode")?;
         let issue_ns = decimal_time_ns(field(&fields, 4, "Timestamp")?, NANOS_PER_SECOND, "Timestamp")?;
         let offset_bytes = sector
             .checked_mul(SPC_SECTOR_BYTES)
@@ -121,11 +117,7 @@ impl LineParser for Systor {
         }
         let issue_ns = decimal_time_ns(field(&fields, 0, "Timestamp")?, NANOS_PER_SECOND, "Timestamp")?;
         let response_ns = decimal_time_ns(field(&fields, 1, "Response")?, NANOS_PER_SECOND, "Response")?;
-        let operation = match field(&fields, 2, "IOType")? {
-            "R" | "r" => Operation::Read,
-            "W" | "w" => Operation::Write,
-            other => return Err(FieldError::new("IOType", format!("`{other}` is neither R nor W"))),
-        };
+        let operation = letter_operation(field(&fields, 2, "IOType")?, "IOType")?;
         let device = unsigned(field(&fields, 3, "LUN")?, "LUN")?;
         let offset_bytes = unsigned(field(&fields, 4, "Offset")?, "Offset")?;
         let length_bytes = unsigned(field(&fields, 5, "Size")?, "Size")?;

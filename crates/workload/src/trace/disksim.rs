@@ -16,7 +16,9 @@
 
 use std::collections::VecDeque;
 
-use super::fields::{decimal_time_ns, field, hexadecimal, unsigned, FieldError, NANOS_PER_MICROSECOND};
+use super::fields::{
+    decimal_time_ns, field, hexadecimal, letter_operation, unsigned, FieldError, NANOS_PER_MICROSECOND,
+};
 use super::LineParser;
 use crate::request::{Operation, TraceRequest};
 
@@ -80,11 +82,7 @@ pub struct DisksimValidate {
 impl LineParser for DisksimValidate {
     fn parse_line(&mut self, line: &str, line_number: u64, out: &mut VecDeque<TraceRequest>) -> Result<(), FieldError> {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        let operation = match field(&fields, 0, "operation")? {
-            "R" | "r" => Operation::Read,
-            "W" | "w" => Operation::Write,
-            other => return Err(FieldError::new("operation", format!("`{other}` is neither R nor W"))),
-        };
+        let operation = letter_operation(field(&fields, 0, "operation")?, "operation")?;
         match field(&fields, 1, "cache")? {
             "Hit" | "Miss" | "hit" | "miss" => {}
             other => return Err(FieldError::new("cache", format!("`{other}` is neither Hit nor Miss"))),

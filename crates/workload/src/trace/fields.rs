@@ -1,5 +1,7 @@
 //! Field parsing shared by the trace formats: exact decimal times, integers in
-//! decimal or hex, and the error that names the field.
+//! decimal or hex, one-letter operations, and the error that names the field.
+
+use crate::request::Operation;
 
 /// Nanoseconds per second.
 pub const NANOS_PER_SECOND: u64 = 1_000_000_000;
@@ -34,6 +36,15 @@ pub fn field<'a>(fields: &[&'a str], index: usize, name: &'static str) -> Result
 /// A non-negative decimal integer.
 pub fn unsigned(text: &str, name: &'static str) -> Result<u64, FieldError> {
     text.trim().parse::<u64>().map_err(|_| FieldError::new(name, format!("`{text}` is not a non-negative integer")))
+}
+
+/// A read or a write spelled as one letter, `R` or `W`, in either case.
+pub fn letter_operation(text: &str, name: &'static str) -> Result<Operation, FieldError> {
+    match text {
+        "R" | "r" => Ok(Operation::Read),
+        "W" | "w" => Ok(Operation::Write),
+        other => Err(FieldError::new(name, format!("`{other}` is neither R nor W"))),
+    }
 }
 
 /// A non-negative integer in hex, with or without `0x` (DiskSim's flags).
