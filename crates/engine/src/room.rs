@@ -152,10 +152,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 self.maps.get(id).map_or(0, |map| map.persist_bound_blocks()) + map_growth_blocks(update.new_entries)
             })
             .sum();
-        let bitmaps: u64 = [&self.data_space, &self.flash_space]
-            .iter()
-            .map(|space| space.active().tree_block_count() + space.summary().tree_block_count())
-            .sum();
+        let bitmaps: u64 = self.data_space.tree_block_count() + self.flash_space.tree_block_count();
         maps + bitmaps + update.checksum_pages
     }
 
@@ -204,9 +201,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// An upper bound on what `operation` adds to the CP that ends it: the
     /// trees it changes and the flash bitmaps (which every CP rewrites).
     fn metadata_operation_bound(&self, operation: MetadataOperation) -> u64 {
-        let flash_bitmaps =
-            self.flash_space.active().tree_block_count() + self.flash_space.summary().tree_block_count();
-        let data_bitmaps = self.data_space.active().tree_block_count() + self.data_space.summary().tree_block_count();
+        let flash_bitmaps = self.flash_space.tree_block_count();
+        let data_bitmaps = self.data_space.tree_block_count();
         let extent_table = self.extents.persist_bound_blocks();
         let changed = match operation {
             MetadataOperation::CreateSnapshot => self.snapshots.persist_bound_blocks(),
@@ -233,8 +229,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub(crate) fn deletion_reserve_blocks(&self) -> u64 {
         let data_summary = self.data_space.summary().tree_block_count();
         let scanned = (self.options.scan_pages_per_checkpoint.max(1) + DELETION_SCAN_INDEX_BLOCKS).min(data_summary);
-        let flash_bitmaps =
-            self.flash_space.active().tree_block_count() + self.flash_space.summary().tree_block_count();
+        let flash_bitmaps = self.flash_space.tree_block_count();
         let tables = self.extents.persist_bound_blocks() + self.snapshots.persist_bound_blocks();
         scanned + flash_bitmaps + tables + 8
     }

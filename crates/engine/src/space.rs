@@ -111,6 +111,12 @@ impl SpaceMap {
         &self.summary
     }
 
+    /// Blocks of the activemap's and summary map's trees: what a CP
+    /// rewriting both whole writes.
+    pub fn tree_block_count(&self) -> u64 {
+        self.active().tree_block_count() + self.summary().tree_block_count()
+    }
+
     /// Mutable access for the CP that persists the maps.
     pub fn maps_mut(&mut self) -> (&mut PersistentBitmap, &mut PersistentBitmap) {
         (&mut self.active, &mut self.summary)

@@ -1046,10 +1046,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub fn checkpoint_bound_blocks(&self) -> u64 {
         let maps: u64 = self.maps.values().map(ExtentMap::persist_bound_blocks).sum();
         let tables = self.extents.persist_bound_blocks() + self.snapshots.persist_bound_blocks();
-        let bitmaps: u64 = [&self.data_space, &self.flash_space]
-            .iter()
-            .map(|space| space.active().tree_block_count() + space.summary().tree_block_count())
-            .sum();
+        let bitmaps: u64 = self.data_space.tree_block_count() + self.flash_space.tree_block_count();
         let checksums = self.checksums.as_ref().map_or(0, Checksums::tree_block_count);
         maps + tables + bitmaps + checksums
     }
