@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::codec::{get_u64, put_u64, BlockKind, TreePointer, BITS_PER_PAGE, WORDS_PER_PAGE};
 use crate::error::Result;
+use crate::io::in_memory;
 use crate::pages::{PageContent, PersistentPages};
 use crate::tree::NodeReader;
 
@@ -22,15 +23,15 @@ pub struct Bitmap {
 }
 
 fn locate(bit: u64) -> (usize, usize, u64) {
-    let page = (bit / BITS_PER_PAGE) as usize;
+    let page = in_memory(bit / BITS_PER_PAGE);
     let within = bit % BITS_PER_PAGE;
-    (page, (within / 64) as usize, 1u64 << (within % 64))
+    (page, in_memory(within / 64), 1u64 << (within % 64))
 }
 
 impl Bitmap {
     /// An all-zero bitmap.
     pub fn new(bit_count: u64) -> Self {
-        Self { bit_count, pages: vec![None; bit_count.div_ceil(BITS_PER_PAGE) as usize] }
+        Self { bit_count, pages: vec![None; in_memory(bit_count.div_ceil(BITS_PER_PAGE))] }
     }
 
     /// Number of bits.
@@ -207,7 +208,7 @@ impl PersistentBitmap {
         if self.get(bit) == value {
             return false;
         }
-        self.pages.page_mut((bit / BITS_PER_PAGE) as usize).put(bit, value)
+        self.pages.page_mut(in_memory(bit / BITS_PER_PAGE)).put(bit, value)
     }
 
     /// Replaces the bits wholesale (restore, summary rebuild); every page is

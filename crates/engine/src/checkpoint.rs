@@ -122,7 +122,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             data_block_count: self.data_space.block_count(),
             flash_block_count: self.flash_space.block_count(),
             mount_count: self.mount_count,
-            next_extent_id: self.next_extent_id,
+            next_extent_id: self.extents.next_id(),
             next_snapshot_id: self.next_snapshot_id,
             log_head,
             flags: if self.checksums.is_some() { SUPERBLOCK_FLAG_DATA_CHECKSUMS } else { 0 },
@@ -143,7 +143,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.roots = roots;
         self.log = LogState::new(log_head);
         // Blocks freed up to this CP may have emptied whole allocation ranges.
-        self.no_fresh_range = false;
+        self.fresh_ranges.blocks_were_freed();
         self.stats.checkpoint_count += 1;
         self.stats.checkpoint_blocks_written += written + 2;
         Ok(())
@@ -179,25 +179,25 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         written_early: &mut u64,
     ) -> Result<RootSet> {
         let volume_id = self.volume_id;
-        let mut dirty_ids: Vec<u64> = self.maps.iter().filter(|(_, map)| map.is_dirty()).map(|(&id, _)| id).collect();
+        let mut dirty_ids: Vec<u64> = self.extents.maps().filter(|(_, map)| map.is_dirty()).map(|(id, _)| id).collect();
         dirty_ids.sort_unstable();
         for id in dirty_ids {
             let mut store = CheckpointStore { flash_space: &mut self.flash_space, writes, generation, volume_id };
-            let pointer = self.maps.get_mut(&id).expect("listed").persist(&mut store)?;
+            let pointer = self.extents.map_mut(id).persist(&mut store)?;
             if writes.len() >= CHECKPOINT_WRITE_BATCH_BLOCKS {
                 // Bounded memory: a CP after a large destage rewrites every
                 // aged map. The blocks are unreachable until the superblock.
                 *written_early += writes.len() as u64;
                 write_pieces(&mut self.flash, DeviceRole::Flash, std::mem::take(writes))?;
             }
-            let mut record = self.extents.get(id).expect("every map has a record").clone();
+            let mut record = self.extents.record(id).expect("every map has a record").clone();
             if record.map != pointer {
                 record.map = pointer;
-                self.extents.insert(id, record);
+                self.extents.set_record(id, record);
             }
         }
         let mut store = CheckpointStore { flash_space: &mut self.flash_space, writes, generation, volume_id };
-        let extent_table = self.extents.persist(&mut store)?;
+        let extent_table = self.extents.table_mut().persist(&mut store)?;
         let snapshot_table = self.snapshots.persist(&mut store)?;
         let (data_checksums, flash_checksums) = match &mut self.checksums {
             Some(checksums) => (

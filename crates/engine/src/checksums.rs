@@ -15,13 +15,15 @@
 
 use crate::codec::{get_u32, put_u32, BlockKind, TreePointer, BODY_SIZE};
 use crate::error::Result;
+use crate::io::in_memory;
 use crate::pages::{PageContent, PersistentPages};
 use crate::tree::NodeReader;
 
 /// Checksums in one table page.
-pub const CHECKSUMS_PER_PAGE: u64 = (BODY_SIZE / 4) as u64;
+pub const CHECKSUMS_PER_PAGE: u64 = SLOTS_PER_PAGE as u64;
+const SLOTS_PER_PAGE: usize = BODY_SIZE / 4;
 
-type Page = [u32; CHECKSUMS_PER_PAGE as usize];
+type Page = [u32; SLOTS_PER_PAGE];
 
 /// One crc32c per block of a device; pages never written read as zero.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +35,7 @@ pub struct ChecksumArray {
 impl ChecksumArray {
     /// A table of `block_count` zero entries.
     pub fn new(block_count: u64) -> Self {
-        Self { block_count, pages: vec![None; block_count.div_ceil(CHECKSUMS_PER_PAGE) as usize] }
+        Self { block_count, pages: vec![None; in_memory(block_count.div_ceil(CHECKSUMS_PER_PAGE))] }
     }
 
     /// The entry of `block`.
@@ -46,7 +48,7 @@ impl ChecksumArray {
     fn set(&mut self, block: u64, crc: u32) {
         assert!(block < self.block_count, "block {block} beyond {} checksums", self.block_count);
         let (page, slot) = locate(block);
-        self.pages[page].get_or_insert_with(|| Box::new([0; CHECKSUMS_PER_PAGE as usize]))[slot] = crc;
+        self.pages[page].get_or_insert_with(|| Box::new([0; SLOTS_PER_PAGE]))[slot] = crc;
     }
 
     /// Heap bytes of the pages.
@@ -57,7 +59,7 @@ impl ChecksumArray {
 }
 
 fn locate(block: u64) -> (usize, usize) {
-    ((block / CHECKSUMS_PER_PAGE) as usize, (block % CHECKSUMS_PER_PAGE) as usize)
+    (in_memory(block / CHECKSUMS_PER_PAGE), in_memory(block % CHECKSUMS_PER_PAGE))
 }
 
 impl PageContent for ChecksumArray {
@@ -79,7 +81,7 @@ impl PageContent for ChecksumArray {
     fn decode_page(&mut self, page: usize, body: &[u8]) -> std::result::Result<(), String> {
         let first = page as u64 * CHECKSUMS_PER_PAGE;
         for slot in 0..CHECKSUMS_PER_PAGE {
-            let crc = get_u32(body, slot as usize * 4);
+            let crc = get_u32(body, in_memory(slot) * 4);
             if first + slot >= self.block_count {
                 if crc != 0 {
                     return Err("a checksum beyond the end of the device".into());
@@ -175,7 +177,7 @@ mod tests {
         let block_count = CHECKSUMS_PER_PAGE * 400 + 7;
         let mut table = PersistentChecksums::new(block_count);
         for block in (0..block_count).step_by(997) {
-            table.set(block, 0x1000_0000 | block as u32);
+            table.set(block, 0x1000_0000 | u32::try_from(block).expect("a small test table"));
         }
         let mut store = MemoryStore::default();
         let persist = |table: &mut PersistentChecksums, store: &mut MemoryStore| {

@@ -19,6 +19,12 @@ pub const NAME_CAPACITY: usize = 64;
 /// Flash blocks of the two superblock slots.
 pub const SUPERBLOCK_SLOTS: [u64; 2] = [0, 1];
 
+const _: () = assert!(BLOCK_SIZE.is_power_of_two());
+const _: () = assert!(HEADER_SIZE < BLOCK_SIZE);
+const _: () = assert!(HEADER_SIZE.is_multiple_of(8));
+const _: () = assert!(NAME_CAPACITY <= u8::MAX as usize);
+const _: () = assert!(SUPERBLOCK_SLOTS[0] != SUPERBLOCK_SLOTS[1]);
+
 /// What a metadata block is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum BlockKind {
@@ -381,7 +387,7 @@ impl Superblock {
             key: 0,
         });
         use superblock_offsets as at;
-        put_u32(&mut block, at::BLOCK_SIZE, BLOCK_SIZE as u32);
+        put_u32(&mut block, at::BLOCK_SIZE, u32::try_from(BLOCK_SIZE).expect("a block size fits u32"));
         put_u32(&mut block, at::FLAGS, self.flags);
         put_u64(&mut block, at::DATA_BLOCK_COUNT, self.data_block_count);
         put_u64(&mut block, at::FLASH_BLOCK_COUNT, self.flash_block_count);
@@ -445,6 +451,7 @@ pub const fn leaf_capacity(entry_size: usize) -> usize {
 pub const INDEX_ENTRY_SIZE: usize = 24;
 /// Index entries per node.
 pub const INDEX_CAPACITY: usize = BODY_SIZE / INDEX_ENTRY_SIZE;
+const _: () = assert!(INDEX_CAPACITY >= 2);
 
 /// A map run: `count` logical blocks from the key on, at consecutive locations.
 ///
@@ -467,8 +474,10 @@ impl Run {
     /// # Panics
     /// If `count` is 0 or above [`Run::MAX_BLOCKS`]: callers split longer runs.
     pub fn new(count: u64, location: u64) -> Run {
-        assert!((1..=Self::MAX_BLOCKS).contains(&count), "a run of {count} blocks does not fit an entry");
-        Run { count: count as u32, location_low: location as u32, location_high: (location >> 32) as u32 }
+        assert!(count > 0, "a run holds at least one block");
+        let count = u32::try_from(count).expect("a run of more than Run::MAX_BLOCKS does not fit an entry");
+        let [low, high] = split_u64(location);
+        Run { count, location_low: low, location_high: high }
     }
 
     /// Number of blocks (1..=u32::MAX).
@@ -514,8 +523,9 @@ impl TreeEntry for Run {
 }
 
 fn encode_name(name: &str, out: &mut [u8], length_offset: usize, name_offset: usize) {
-    assert!(!name.is_empty() && name.len() <= NAME_CAPACITY, "names are validated at the API");
-    out[length_offset] = name.len() as u8;
+    assert!(!name.is_empty(), "names are validated at the API");
+    assert!(name.len() <= NAME_CAPACITY, "names are validated at the API");
+    out[length_offset] = u8::try_from(name.len()).expect("NAME_CAPACITY fits u8");
     out[name_offset..name_offset + name.len()].copy_from_slice(name.as_bytes());
 }
 
@@ -636,6 +646,8 @@ const _: () = assert!(176 + NAME_CAPACITY <= <SnapshotRecord as TreeEntry>::SIZE
 pub const BITS_PER_PAGE: u64 = (BODY_SIZE * 8) as u64;
 /// `u64` words in one bitmap page.
 pub const WORDS_PER_PAGE: usize = BODY_SIZE / 8;
+const _: () = assert!(BODY_SIZE.is_multiple_of(8));
+const _: () = assert!(WORDS_PER_PAGE as u64 * 64 == BITS_PER_PAGE);
 /// Bytes of one index entry of a page tree (u64 child block, u32 child crc32c).
 pub const PAGE_INDEX_ENTRY_SIZE: usize = 12;
 /// Children of one index node of a page tree (bitmaps, checksum tables).
@@ -643,6 +655,7 @@ pub const PAGE_INDEX_CAPACITY: usize = BODY_SIZE / PAGE_INDEX_ENTRY_SIZE;
 
 /// Data checksums one [`LogRecord::Checksums`] record carries.
 pub const CHECKSUMS_PER_RECORD: usize = 5;
+const _: () = assert!(CHECKSUMS_PER_RECORD <= u8::MAX as usize);
 
 /// One log record (32 bytes on disk).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -718,7 +731,8 @@ pub const LOG_RECORDS_OFFSET: usize = HEADER_SIZE + LogSlot::SIZE + 8;
 /// Records per log block.
 pub const LOG_RECORD_CAPACITY: usize = (BLOCK_SIZE - LOG_RECORDS_OFFSET) / LOG_RECORD_SIZE;
 
-const _: () = assert!(LOG_RECORD_CAPACITY > 0 && LOG_RECORD_CAPACITY <= u16::MAX as usize);
+const _: () = assert!(LOG_RECORD_CAPACITY > 0);
+const _: () = assert!(LOG_RECORD_CAPACITY <= u16::MAX as usize);
 
 /// Record tags (docs/format.md, "Log record blocks").
 mod record_tags {
@@ -814,9 +828,18 @@ fn encode_mapping(out: &mut [u8], tag: u8, word: u32, extent_id: u64, logical_bl
     put_u64(out, 24, target);
 }
 
+/// The low and high halves of `value`.
+fn split_u64(value: u64) -> [u32; 2] {
+    let bytes = value.to_le_bytes();
+    [
+        u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]),
+        u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]),
+    ]
+}
+
 fn decode_checksums(bytes: &[u8]) -> Result<LogRecord, String> {
     let count = bytes[1];
-    if !(1..=CHECKSUMS_PER_RECORD as u8).contains(&count) {
+    if !(1..=CHECKSUMS_PER_RECORD).contains(&usize::from(count)) {
         return Err(format!("checksum record of {count} checksums"));
     }
     let mut crcs = [0; CHECKSUMS_PER_RECORD];

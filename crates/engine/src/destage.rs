@@ -2,11 +2,16 @@
 //! batch per extent, in the two phases of the proximal layout (docs/layouts.md):
 //!
 //! 1. sort the extent's staged blocks by logical offset and group them by
-//!    logical allocation-range window (`policy::group_staged_runs`);
-//! 2. per group, choose a range (`policy::choose_destage_range`: the
+//!    logical allocation-range window (`layouts::group_staged_runs`);
+//! 2. per group, choose a range (`layouts::choose_destage_range`: the
 //!    neighbours' range, else the nearest with room within the proximal span,
 //!    else a new one) and allocate inside it where each run's logical
-//!    neighbour would continue (`policy::hint_in_range`).
+//!    neighbour would continue (`layouts::hint_in_range`).
+//!
+//! That is [`DestageRule::NearNeighbours`]; a layout whose rule is
+//! [`DestageRule::FrameHomes`] puts each block back at its frame home instead.
+//! The layout's strategy says which rule applies; this executor never asks
+//! which layout runs.
 //!
 //! The extent's writes then go to the data device as one batch in ascending
 //! block order (one strand; a RAID layer splits it per member, keeping the
@@ -18,14 +23,12 @@
 use proxima_device::{BlockDevice, IoRequest};
 use serde::Serialize;
 
-use crate::codec::{LogRecord, BLOCK_SIZE};
+use crate::codec::LogRecord;
 use crate::error::{DeviceRole, EngineError, Result};
-use crate::io::{device_error, read_pieces, write_requests, MAX_REQUEST_BLOCKS};
+use crate::io::{block_bytes, device_error, read_pieces, write_requests, MAX_REQUEST_BLOCKS};
+use crate::layouts::{choose_destage_range, group_staged_runs, hint_in_range, DestageRule, RangeChoice, StagedRun};
 use crate::map::{self, ExtentMap, Location};
-use crate::policy::{choose_destage_range, group_staged_runs, hint_in_range, Layout, RangeChoice, StagedRun};
 use crate::volume::Volume;
-
-const BLOCK_BYTES: u64 = BLOCK_SIZE as u64;
 
 /// One destage batch: the disk I/O of one extent's staged blocks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -91,11 +94,29 @@ struct PlacedPiece {
     buffer_block: u64,
 }
 
-/// The staged runs of one map: (logical block, block count, first flash block).
-fn staged_runs(map: &ExtentMap) -> Vec<(u64, u64, u64)> {
+/// A run of an extent's map that lies in the staging log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FlashRun {
+    /// First logical block.
+    logical_block: u64,
+    /// Number of blocks.
+    block_count: u64,
+    /// The flash block of the first.
+    flash_block: u64,
+}
+
+impl FlashRun {
+    /// The logical run, without its place on flash.
+    fn staged(&self) -> StagedRun {
+        StagedRun { logical_block: self.logical_block, block_count: self.block_count }
+    }
+}
+
+/// The staged runs of one map, in logical order.
+fn staged_runs(map: &ExtentMap) -> Vec<FlashRun> {
     map.iter()
-        .filter_map(|(logical, run)| match Location::from_raw(run.location()) {
-            Location::Flash(block) => Some((logical, run.count(), block)),
+        .filter_map(|(logical_block, run)| match Location::from_raw(run.location()) {
+            Location::Flash(flash_block) => Some(FlashRun { logical_block, block_count: run.count(), flash_block }),
             Location::Data(_) => None,
         })
         .collect()
@@ -150,12 +171,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     pub(crate) fn destage_unguarded(&mut self, observer: &mut dyn DestageObserver<D>) -> Result<DestageSummary> {
         let mut ids: Vec<u64> = self
-            .maps
-            .iter()
+            .extents
+            .maps()
             .filter(|(_, map)| {
                 map.iter().any(|(_, run)| matches!(Location::from_raw(run.location()), Location::Flash(_)))
             })
-            .map(|(&id, _)| id)
+            .map(|(id, _)| id)
             .collect();
         ids.sort_unstable();
         if ids.is_empty() {
@@ -170,7 +191,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             // An extent the data device, or the next CP, has no room for
             // stays staged; the others still go (a full device does not stop
             // every destage).
-            let staged: u64 = staged_runs(&self.maps[&id]).iter().map(|&(_, count, _)| count).sum();
+            let staged: u64 = staged_runs(self.extents.map(id)).iter().map(|run| run.block_count).sum();
             if !self.destage_batch_fits(id, staged) {
                 self.commit()?;
                 if !self.destage_batch_fits(id, staged) {
@@ -205,8 +226,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Destages one extent's staged blocks as one batch.
     fn destage_extent(&mut self, id: u64, observer: &mut dyn DestageObserver<D>) -> Result<DestageBatchReport> {
         observer.before_batch(&mut self.data);
-        let runs = staged_runs(&self.maps[&id]);
-        let flash_pieces: Vec<(u64, u64)> = runs.iter().map(|&(_, count, block)| (block, count)).collect();
+        let runs = staged_runs(self.extents.map(id));
+        let flash_pieces: Vec<(u64, u64)> = runs.iter().map(|run| (run.flash_block, run.block_count)).collect();
         let (staged_bytes, flash_request_count) = if self.data_payload {
             self.read_staged_in_flash_order(&runs)?
         } else {
@@ -214,8 +235,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             // simulated flash device times them.
             (read_pieces(&mut self.flash, DeviceRole::Flash, &flash_pieces)?, flash_pieces.len() as u64)
         };
-        let staged: Vec<StagedRun> =
-            runs.iter().map(|&(logical_block, block_count, _)| StagedRun { logical_block, block_count }).collect();
+        let staged: Vec<StagedRun> = runs.iter().map(FlashRun::staged).collect();
         let placed = self.place_extent(id, &staged)?;
         let user_blocks: u64 = placed.iter().map(|piece| piece.block_count).sum();
         let group_count = group_staged_runs(staged, self.options.allocation_range_blocks).len() as u64;
@@ -234,7 +254,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         for piece in &placed {
             self.carry_checksums_to_data(id, piece);
             self.apply_mapping(id, piece.logical_block, piece.block_count, Location::Data(piece.data_block));
-            self.frame_homes_forget(id, piece.logical_block, piece.block_count);
+            self.layout.destaged(id, piece.logical_block, piece.block_count);
             self.push_record(LogRecord::Destaged {
                 extent_id: id,
                 logical_block: piece.logical_block,
@@ -271,7 +291,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     fn allocate_continuation(&mut self, id: u64, logical: u64, count: u64) -> Option<(u64, u64)> {
         let block_count = self.data_space.block_count();
         let range_blocks = self.options.allocation_range_blocks;
-        let map = &self.maps[&id];
+        let map = self.extents.map(id);
         // The nearest data-device blocks before and after, within one range's
         // worth of logical blocks (staged blocks in between are skipped).
         let predecessor = map.range(logical.saturating_sub(range_blocks)..logical).rev().find_map(|(key, run)| {
@@ -309,22 +329,21 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         None
     }
 
-    /// Reads an extent's staged runs (`(logical, count, flash block)`, in
-    /// logical order) into one buffer in logical order, issuing the reads in
+    /// Reads an extent's staged runs (in logical order) into one buffer in logical order, issuing the reads in
     /// flash order: the staging log was appended in time order, so runs that
     /// random writes scattered logically lie in long consecutive stretches of
     /// flash, each read with one request (gaps of up to
     /// [`FLASH_READ_GAP_BLOCKS`] read through and dropped). Returns the bytes
     /// and the number of flash requests.
-    fn read_staged_in_flash_order(&mut self, runs: &[(u64, u64, u64)]) -> Result<(Vec<u8>, u64)> {
+    fn read_staged_in_flash_order(&mut self, runs: &[FlashRun]) -> Result<(Vec<u8>, u64)> {
         let mut positions: Vec<(u64, u64, u64)> = Vec::with_capacity(runs.len());
         let mut buffer_block = 0;
-        for &(_, count, flash_block) in runs {
-            positions.push((flash_block, count, buffer_block));
-            buffer_block += count;
+        for run in runs {
+            positions.push((run.flash_block, run.block_count, buffer_block));
+            buffer_block += run.block_count;
         }
         positions.sort_unstable();
-        let mut staged = vec![0u8; (buffer_block * BLOCK_BYTES) as usize];
+        let mut staged = vec![0u8; block_bytes(buffer_block)];
         let mut scratch = Vec::new();
         let mut request_count = 0;
         let mut index = 0;
@@ -340,13 +359,13 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 stretch_end = positions[end].0 + positions[end].1;
                 end += 1;
             }
-            scratch.resize(((stretch_end - first) * BLOCK_BYTES) as usize, 0);
+            scratch.resize(block_bytes(stretch_end - first), 0);
             self.flash.read_into(first, &mut scratch).map_err(device_error(DeviceRole::Flash))?;
             request_count += 1;
             for &(flash_block, count, buffer_block) in &positions[index..end] {
-                let from = ((flash_block - first) * BLOCK_BYTES) as usize;
-                let to = (buffer_block * BLOCK_BYTES) as usize;
-                let length = (count * BLOCK_BYTES) as usize;
+                let from = block_bytes(flash_block - first);
+                let to = block_bytes(buffer_block);
+                let length = block_bytes(count);
                 staged[to..to + length].copy_from_slice(&scratch[from..from + length]);
             }
             index = end;
@@ -359,7 +378,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// to a staged copy stays detectable in its new home).
     fn carry_checksums_to_data(&mut self, id: u64, piece: &PlacedPiece) {
         let Some(checksums) = &mut self.checksums else { return };
-        let map = &self.maps[&id];
+        let map = self.extents.map(id);
         for offset in 0..piece.block_count {
             let Some(Location::Flash(flash_block)) = map::lookup(map, piece.logical_block + offset) else {
                 unreachable!("a placed piece covers staged blocks")
@@ -368,24 +387,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
     }
 
-    fn frame_homes_forget(&mut self, id: u64, logical: u64, count: u64) {
-        if !self.frame_homes.is_empty() {
-            for block in logical..logical + count {
-                self.frame_homes.remove(&(id, block));
-            }
-        }
-    }
-
     /// The data-device requests of a batch: placed pieces in ascending block
     /// order, physically adjacent pieces coalesced into one request.
-    fn strand_requests(
-        &self,
-        runs: &[(u64, u64, u64)],
-        placed: &[PlacedPiece],
-        staged_bytes: &[u8],
-    ) -> (Vec<IoRequest>, u64) {
+    fn strand_requests(&self, runs: &[FlashRun], placed: &[PlacedPiece], staged_bytes: &[u8]) -> (Vec<IoRequest>, u64) {
         assert!(
-            placed.iter().map(|piece| piece.block_count).sum::<u64>() <= runs.iter().map(|run| run.1).sum::<u64>(),
+            placed.iter().map(|piece| piece.block_count).sum::<u64>()
+                <= runs.iter().map(|run| run.block_count).sum::<u64>(),
             "a batch places at most its staged blocks"
         );
         let stores = self.data_stores_payload();
@@ -394,8 +401,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut pieces: Vec<(u64, u64, Vec<u8>)> = Vec::new();
         for piece in order {
             let bytes = if stores {
-                let start = (piece.buffer_block * BLOCK_BYTES) as usize;
-                staged_bytes[start..start + (piece.block_count * BLOCK_BYTES) as usize].to_vec()
+                let start = block_bytes(piece.buffer_block);
+                staged_bytes[start..start + block_bytes(piece.block_count)].to_vec()
             } else {
                 Vec::new()
             };
@@ -432,17 +439,19 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut placed: Vec<PlacedPiece> = Vec::new();
         for group in group_staged_runs(staged.to_vec(), window) {
             let neighbour =
-                placed_neighbour(&self.maps[&id], group.first_logical_block(), group.end_logical_block(), window);
-            let range = match self.options.layout {
-                Layout::InPlace => None,
-                _ => self.destage_range(neighbour, group.first_logical_block(), group.block_count()),
+                placed_neighbour(self.extents.map(id), group.first_logical_block(), group.end_logical_block(), window);
+            let range = match self.layout.destage_rule() {
+                DestageRule::NearNeighbours => {
+                    self.destage_range(neighbour, group.first_logical_block(), group.block_count())
+                }
+                DestageRule::FrameHomes => None,
             };
             for run in &group.runs {
-                let run_neighbour = match run.logical_block.checked_sub(1).and_then(|b| map::lookup(&self.maps[&id], b))
-                {
-                    Some(Location::Data(block)) => Some((run.logical_block - 1, block)),
-                    _ => neighbour,
-                };
+                let run_neighbour =
+                    match run.logical_block.checked_sub(1).and_then(|b| map::lookup(self.extents.map(id), b)) {
+                        Some(Location::Data(block)) => Some((run.logical_block - 1, block)),
+                        _ => neighbour,
+                    };
                 let mut done = 0;
                 while done < run.block_count {
                     let logical = run.logical_block + done;
@@ -495,10 +504,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
     }
 
-    /// Allocates up to `count` blocks for staged blocks from `logical` on:
-    /// inside `range` where the neighbour's run would continue (proximal), at
-    /// the frame home (in place), else near the hint anywhere. Never commits
-    /// (blocks already allocated for this batch are not yet mapped).
+    /// Allocates up to `count` blocks for staged blocks from `logical` on, as
+    /// the layout's destage rule says: inside `range` where the neighbour's
+    /// run would continue (near the neighbours), or the block's frame home
+    /// (frame homes, one block at a time); else near the hint anywhere. Never
+    /// commits (blocks already allocated for this batch are not yet mapped).
     fn place_blocks(
         &mut self,
         id: u64,
@@ -508,29 +518,30 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         neighbour: Option<(u64, u64)>,
     ) -> Result<(u64, u64)> {
         let block_count = self.data_space.block_count();
-        if self.options.layout != Layout::InPlace {
-            if let Some(run) = self.allocate_continuation(id, logical, count) {
-                return Ok(run);
-            }
-        }
-        let hint = match (self.options.layout, range) {
-            (Layout::InPlace, _) => self
-                .frame_homes
-                .get(&(id, logical))
-                .copied()
-                .unwrap_or_else(|| hint_in_range(neighbour, logical, 0, block_count)),
-            (_, Some(range)) => {
-                let (start, end) = self.range_bounds(range);
-                let hint = hint_in_range(neighbour, logical, start, end);
-                if let Some(run) = self.data_space.allocate_within(hint, start, end, count) {
+        let (hint, count) = match self.layout.destage_rule() {
+            DestageRule::NearNeighbours => {
+                if let Some(run) = self.allocate_continuation(id, logical, count) {
                     return Ok(run);
                 }
-                hint
+                let hint = match range {
+                    Some(range) => {
+                        let (start, end) = self.range_bounds(range);
+                        let hint = hint_in_range(neighbour, logical, start, end);
+                        if let Some(run) = self.data_space.allocate_within(hint, start, end, count) {
+                            return Ok(run);
+                        }
+                        hint
+                    }
+                    None => hint_in_range(neighbour, logical, 0, block_count),
+                };
+                (hint, count)
             }
-            (_, None) => hint_in_range(neighbour, logical, 0, block_count),
+            DestageRule::FrameHomes => {
+                let home = self.layout.frame_home(id, logical);
+                (home.unwrap_or_else(|| hint_in_range(neighbour, logical, 0, block_count)), 1)
+            }
         };
-        let count = if self.options.layout == Layout::InPlace { 1 } else { count };
-        self.data_space.allocate_near(hint, count).ok_or_else(|| crate::error::EngineError::NoSpace {
+        self.data_space.allocate_near(hint, count).ok_or_else(|| EngineError::NoSpace {
             role: DeviceRole::Data,
             detail: format!("no free block to destage block {logical} of extent #{id}"),
         })

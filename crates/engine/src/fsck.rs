@@ -398,7 +398,7 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F, scope:
     checker.report.snapshot_count = live_walks.len() as u64;
     for role in [DeviceRole::Data, DeviceRole::Flash] {
         check_summary(&mut checker.report, &active, &live_walks, &pending, role);
-        check_010(&mut checker.report, &active, &live_walks, role == DeviceRole::Data);
+        check_010(&mut checker.report, &active, &live_walks, role);
     }
     let mut report = checker.report;
     if let (FsckScope::MetadataAndData, Some((data_table, flash_table))) = (scope, active.checksums.take()) {
@@ -557,20 +557,19 @@ fn check_log<F: BlockDevice>(report: &mut FsckReport, flash: &mut F, superblock:
     Ok(())
 }
 
-fn pick(walk: &Walk, data: bool) -> (&Bitmap, Option<&Bitmap>, Option<&Bitmap>) {
-    if data {
-        (&walk.data_used, walk.data_active.as_ref(), walk.data_summary.as_ref())
-    } else {
-        (&walk.flash_used, walk.flash_active.as_ref(), walk.flash_summary.as_ref())
+/// A walk's used blocks, activemap and summary map of the device `role`.
+fn pick(walk: &Walk, role: DeviceRole) -> (&Bitmap, Option<&Bitmap>, Option<&Bitmap>) {
+    match role {
+        DeviceRole::Data => (&walk.data_used, walk.data_active.as_ref(), walk.data_summary.as_ref()),
+        DeviceRole::Flash => (&walk.flash_used, walk.flash_active.as_ref(), walk.flash_summary.as_ref()),
     }
 }
 
 fn check_summary(report: &mut FsckReport, active: &Walk, snapshots: &[Walk], pending: &Pending, role: DeviceRole) {
-    let data = role == DeviceRole::Data;
-    let (active_used, Some(active_map), Some(summary)) = pick(active, data) else { return };
+    let (active_used, Some(active_map), Some(summary)) = pick(active, role) else { return };
     let mut in_use = active_used.clone();
     for walk in snapshots {
-        in_use.or_with(pick(walk, data).0);
+        in_use.or_with(pick(walk, role).0);
     }
     let mut accounted = in_use.clone();
     accounted.or_with(pending.of(role));
@@ -600,10 +599,9 @@ fn check_summary(report: &mut FsckReport, active: &Walk, snapshots: &[Walk], pen
     }
 }
 
-fn check_010(report: &mut FsckReport, active: &Walk, snapshots: &[Walk], data: bool) {
-    let role = if data { DeviceRole::Data } else { DeviceRole::Flash };
+fn check_010(report: &mut FsckReport, active: &Walk, snapshots: &[Walk], role: DeviceRole) {
     let sequence: Vec<&Bitmap> =
-        snapshots.iter().map(|walk| pick(walk, data).0).chain([pick(active, data).0]).collect();
+        snapshots.iter().map(|walk| pick(walk, role).0).chain([pick(active, role).0]).collect();
     let mut violations = Vec::new();
     for page in 0..sequence[0].page_count() {
         for word in 0..WORDS_PER_PAGE {

@@ -13,6 +13,17 @@ use crate::tree::{NodeReader, NodeStore};
 /// disk splits further; a serial read of up to 974 blocks stays one request).
 pub(crate) const MAX_REQUEST_BLOCKS: u64 = 4096;
 
+/// A `u64` the engine computed as an index or length into memory that exists
+/// (a buffer, a vector of pages): it fits in a `usize`.
+pub(crate) fn in_memory(value: u64) -> usize {
+    usize::try_from(value).expect("an index into memory fits in usize")
+}
+
+/// The bytes of `blocks` whole blocks, as a length in memory.
+pub(crate) fn block_bytes(blocks: u64) -> usize {
+    in_memory(blocks) * BLOCK_SIZE
+}
+
 pub(crate) fn device_error(role: DeviceRole) -> impl Fn(proxima_device::DeviceError) -> EngineError {
     move |source| EngineError::Device { role, source }
 }
@@ -52,7 +63,7 @@ pub(crate) fn write_pieces<D: BlockDevice>(
         let mut done = 0;
         while done < count {
             let this = (count - done).min(MAX_REQUEST_BLOCKS);
-            let bytes = data[done as usize * BLOCK_SIZE..(done + this) as usize * BLOCK_SIZE].to_vec();
+            let bytes = data[block_bytes(done)..block_bytes(done + this)].to_vec();
             requests.push(IoRequest::write(block + done, this as u32, bytes));
             done += this;
         }
@@ -75,17 +86,18 @@ pub(crate) fn write_requests(pieces: Vec<(u64, u64, Vec<u8>)>) -> Vec<IoRequest>
         assert!(data.is_empty() || data.len() as u64 == count * BLOCK_SIZE as u64, "whole blocks or none");
         if count <= MAX_REQUEST_BLOCKS {
             // One request: hand the bytes over rather than copy them.
-            requests.push(IoRequest::write(block, count as u32, data));
+            requests.push(IoRequest::write(
+                block,
+                u32::try_from(count).expect("pieces are split to MAX_REQUEST_BLOCKS"),
+                data,
+            ));
             continue;
         }
         let mut done = 0;
         while done < count {
             let this = (count - done).min(MAX_REQUEST_BLOCKS);
-            let bytes = if data.is_empty() {
-                Vec::new()
-            } else {
-                data[done as usize * BLOCK_SIZE..(done + this) as usize * BLOCK_SIZE].to_vec()
-            };
+            let bytes =
+                if data.is_empty() { Vec::new() } else { data[block_bytes(done)..block_bytes(done + this)].to_vec() };
             requests.push(IoRequest::write(block + done, this as u32, bytes));
             done += this;
         }

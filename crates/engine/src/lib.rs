@@ -1,9 +1,12 @@
 //! The copy-on-write data layout engine: volumes, extents, consistency points,
-//! snapshots, free space, layout policies, recovery and fsck.
+//! snapshots, free space, layouts, recovery and fsck.
 //!
 //! A [`Volume`] keeps named extents on a data device and a flash device (any
 //! [`proxima_device::BlockDevice`]). The on-disk format is specified in
 //! docs/format.md; the design is described in ARCHITECTURE.md ("Engine").
+
+#![warn(missing_docs)]
+#![warn(clippy::cast_possible_truncation)]
 
 mod bitmap;
 mod checkpoint;
@@ -12,18 +15,20 @@ pub mod chunked;
 pub mod codec;
 mod destage;
 mod error;
+mod extents;
 pub mod fsck;
+mod health;
 mod io;
-mod layout;
+pub mod layouts;
 mod log;
 pub mod map;
 mod pages;
-pub mod policy;
 mod read;
 mod room;
 mod scrub;
 mod snapshot;
 mod space;
+mod staging;
 mod synthetic;
 mod tree;
 mod volume;
@@ -31,9 +36,9 @@ mod volume;
 pub use destage::{DestageBatchReport, DestageObserver, DestageSummary, NoDestageObserver};
 pub use error::{DeviceRole, EngineError, Result};
 pub use fsck::{check as fsck_devices, Finding, FindingKind, FsckReport, FsckScope};
+pub use layouts::{DestageRule, Layout, LayoutParameters, LayoutStrategy, Placement, WriteContext};
 pub use log::{CorruptStagedBlock, LogEnd, RecoveryReport};
 pub use map::Location;
-pub use policy::{Layout, LayoutParameters, Placement, WriteContext};
 pub use scrub::ScrubReport;
 pub use snapshot::SnapshotInfo;
 pub use synthetic::ReadReport;

@@ -14,7 +14,7 @@ use proxima_device::BlockDevice;
 use crate::checksums::Checksums;
 use crate::codec::BLOCK_SIZE;
 use crate::error::{DeviceRole, EngineError, Result};
-use crate::io::{device_error, MAX_REQUEST_BLOCKS};
+use crate::io::{block_bytes, device_error, in_memory, MAX_REQUEST_BLOCKS};
 use crate::map::{self, ExtentMap, Location, Segment};
 use crate::volume::{BlockStatus, EngineStats, Volume};
 
@@ -152,7 +152,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub fn read_into(&mut self, id: u64, offset_bytes: u64, buffer: &mut [u8]) -> Result<()> {
         self.check_usable()?;
         self.check_range(id, offset_bytes, buffer.len() as u64)?;
-        let segments = request_segments(&self.maps[&id], offset_bytes, buffer.len() as u64);
+        let segments = request_segments(self.extents.map(id), offset_bytes, buffer.len() as u64);
         let data_payload = self.data_payload;
         fill_from_segments(&segments, offset_bytes, buffer, data_payload, &mut self.exclusive_source())
     }
@@ -188,7 +188,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         if !self.supports_shared_reads() {
             return Err(EngineError::Unsuitable("the devices do not serve reads through a shared reference".into()));
         }
-        let segments = request_segments(&self.maps[&id], offset_bytes, buffer.len() as u64);
+        let segments = request_segments(self.extents.map(id), offset_bytes, buffer.len() as u64);
         let mut source = SharedSource { data: &self.data, flash: &self.flash, checksums: self.checksums.as_ref() };
         fill_from_segments(&segments, offset_bytes, buffer, self.data_payload, &mut source)
     }
@@ -209,7 +209,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// holes, at block granularity (clipped to the request).
     pub fn block_status(&self, id: u64, offset_bytes: u64, length_bytes: u64) -> Result<Vec<BlockStatus>> {
         self.check_range(id, offset_bytes, length_bytes)?;
-        Ok(map_block_status(&self.maps[&id], offset_bytes, length_bytes))
+        Ok(map_block_status(self.extents.map(id), offset_bytes, length_bytes))
     }
 }
 
@@ -299,7 +299,7 @@ pub(crate) fn fill_from_segments(
             Some(Location::Data(_)) if data_payload => {}
             _ => {
                 if let Some((low, high)) = segment_bytes(segment, offset_bytes, request_end) {
-                    buffer[(low - offset_bytes) as usize..(high - offset_bytes) as usize].fill(0);
+                    buffer[in_memory(low - offset_bytes)..in_memory(high - offset_bytes)].fill(0);
                 }
             }
         }
@@ -325,8 +325,8 @@ fn verify_whole_blocks(
     if first_whole >= end_whole {
         return Ok(());
     }
-    let from = (first_whole * BLOCK_BYTES - offset_bytes) as usize;
-    let to = (end_whole * BLOCK_BYTES - offset_bytes) as usize;
+    let from = in_memory(first_whole * BLOCK_BYTES - offset_bytes);
+    let to = in_memory(end_whole * BLOCK_BYTES - offset_bytes);
     source.verify(location.offset(first_whole - segment.logical_block), &mut buffer[from..to])
 }
 
@@ -345,18 +345,18 @@ fn read_segment_bytes(
     let mut at = low;
     while at < high {
         let block_location = location.offset(at / BLOCK_BYTES - segment.logical_block);
-        let within_block = (at % BLOCK_BYTES) as usize;
-        let destination_at = (at - offset_bytes) as usize;
+        let within_block = in_memory(at % BLOCK_BYTES);
+        let destination_at = in_memory(at - offset_bytes);
         if within_block == 0 && high - at >= BLOCK_BYTES {
             let whole_blocks = ((high - at) / BLOCK_BYTES).min(MAX_REQUEST_BLOCKS);
-            let length = (whole_blocks * BLOCK_BYTES) as usize;
+            let length = block_bytes(whole_blocks);
             source.read(block_location, &mut buffer[destination_at..destination_at + length])?;
             at += length as u64;
         } else {
             let mut block = [0u8; BLOCK_SIZE];
             source.read(block_location, &mut block)?;
             source.verify(block_location, &mut block)?;
-            let length = (BLOCK_SIZE - within_block).min((high - at) as usize);
+            let length = (BLOCK_SIZE - within_block).min(in_memory(high - at));
             buffer[destination_at..destination_at + length]
                 .copy_from_slice(&block[within_block..within_block + length]);
             at += length as u64;

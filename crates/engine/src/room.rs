@@ -149,7 +149,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let maps: u64 = ids
             .iter()
             .map(|id| {
-                self.maps.get(id).map_or(0, |map| map.persist_bound_blocks()) + map_growth_blocks(update.new_entries)
+                self.extents.find_map(*id).map_or(0, |map| map.persist_bound_blocks())
+                    + map_growth_blocks(update.new_entries)
             })
             .sum();
         let bitmaps: u64 = self.data_space.tree_block_count() + self.flash_space.tree_block_count();
@@ -203,12 +204,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     fn metadata_operation_bound(&self, operation: MetadataOperation) -> u64 {
         let flash_bitmaps = self.flash_space.tree_block_count();
         let data_bitmaps = self.data_space.tree_block_count();
-        let extent_table = self.extents.persist_bound_blocks();
+        let extent_table = self.extents.table().persist_bound_blocks();
         let changed = match operation {
             MetadataOperation::CreateSnapshot => self.snapshots.persist_bound_blocks(),
             MetadataOperation::CreateExtent => extent_table + 1,
             MetadataOperation::ResizeExtent { id } | MetadataOperation::DeleteExtent { id } => {
-                extent_table + self.maps.get(&id).map_or(0, |map| map.persist_bound_blocks()) + data_bitmaps
+                extent_table + self.extents.find_map(id).map_or(0, |map| map.persist_bound_blocks()) + data_bitmaps
             }
             MetadataOperation::RestoreVolume => self.checkpoint_bound_blocks(),
         };
@@ -230,7 +231,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let data_summary = self.data_space.summary().tree_block_count();
         let scanned = (self.options.scan_pages_per_checkpoint.max(1) + DELETION_SCAN_INDEX_BLOCKS).min(data_summary);
         let flash_bitmaps = self.flash_space.tree_block_count();
-        let tables = self.extents.persist_bound_blocks() + self.snapshots.persist_bound_blocks();
+        let tables = self.extents.table().persist_bound_blocks() + self.snapshots.persist_bound_blocks();
         scanned + flash_bitmaps + tables + 8
     }
 

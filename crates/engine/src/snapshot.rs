@@ -10,8 +10,9 @@ use serde::Serialize;
 use crate::bitmap::{Bitmap, PersistentBitmap};
 use crate::checksums::{Checksums, PersistentChecksums};
 use crate::codec::{ExtentRecord, RootSet, SnapshotRecord, SnapshotState, BITS_PER_PAGE, BLOCK_SIZE, WORDS_PER_PAGE};
-use crate::error::{metadata_no_space, EngineError, Result};
-use crate::io::FlashReader;
+use crate::error::{metadata_no_space, DeviceRole, EngineError, Result};
+use crate::extents::Extents;
+use crate::io::{in_memory, FlashReader};
 use crate::map::{self, ExtentMap};
 use crate::read::{fill_from_segments, map_block_status, request_segments};
 use crate::room::MetadataOperation;
@@ -39,6 +40,34 @@ pub(crate) struct SnapshotView {
 
 /// Snapmaps of one snapshot: (data activemap, flash activemap).
 type Snapmaps = (Bitmap, Bitmap);
+
+/// What the volume keeps in memory about its snapshots (the durable state is
+/// the snapshot table): the views of snapshots read so far, the deletion
+/// scan in progress, and the youngest snapshot's snapmaps (the on-free
+/// rule's input). Every field is a cache of the durable state: dropping it
+/// changes nothing but the time the next use takes.
+#[derive(Debug, Default)]
+pub(crate) struct SnapshotCaches {
+    /// Loaded snapshot views by snapshot id.
+    views: HashMap<u64, SnapshotView>,
+    /// The deletion scan in progress, with the snapmaps it loaded.
+    scan: Option<DeletionScan>,
+    /// The youngest snapshot's id and snapmaps.
+    youngest: Option<(u64, Snapmaps)>,
+}
+
+impl SnapshotCaches {
+    /// Forgets what is cached of snapshot `id` (deleted, or restored over).
+    fn forget(&mut self, id: u64) {
+        self.views.remove(&id);
+    }
+
+    /// Forgets everything (the snapshot table was replaced).
+    fn forget_all(&mut self) {
+        self.views.clear();
+        self.youngest = None;
+    }
+}
 
 /// A deletion scan in progress.
 #[derive(Debug, Clone)]
@@ -111,7 +140,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             volume.snapshots.insert(id, record);
             // Right after a CP the active maps are exactly the snapshot's snapmaps.
             let snapmaps = (volume.data_space.active().bits().clone(), volume.flash_space.active().bits().clone());
-            volume.youngest_cache = Some((id, snapmaps.0, snapmaps.1));
+            volume.snapshot_caches.youngest = Some((id, snapmaps));
             volume.refresh_youngest()?;
             volume.commit()?;
             Ok(id)
@@ -127,7 +156,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             record.state = SnapshotState::Deleting;
             record.scan_cursor = 0;
             volume.snapshots.insert(id, record);
-            volume.snapshot_views.remove(&id);
+            volume.snapshot_caches.forget(id);
             volume.commit()
         })
     }
@@ -144,17 +173,17 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub(crate) fn refresh_youngest(&mut self) -> Result<()> {
         let youngest = self.snapshots.iter().next_back().map(|(id, record)| (id, record.roots));
         let Some((id, roots)) = youngest else {
-            self.youngest_cache = None;
+            self.snapshot_caches.youngest = None;
             self.data_space.youngest = None;
             self.flash_space.youngest = None;
             self.data_space.youngest_scan = None;
             return Ok(());
         };
-        if self.youngest_cache.as_ref().is_none_or(|(cached, _, _)| *cached != id) {
-            let (data, flash) = self.load_snapmaps(&roots)?;
-            self.youngest_cache = Some((id, data, flash));
+        if self.snapshot_caches.youngest.as_ref().is_none_or(|(cached, _)| *cached != id) {
+            let snapmaps = self.load_snapmaps(&roots)?;
+            self.snapshot_caches.youngest = Some((id, snapmaps));
         }
-        let (_, data, flash) = self.youngest_cache.as_ref().expect("just set");
+        let (_, (data, flash)) = self.snapshot_caches.youngest.as_ref().expect("just set");
         self.data_space.youngest = Some(data.clone());
         self.flash_space.youngest = Some(flash.clone());
         self.data_space.youngest_scan = None;
@@ -189,7 +218,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// The data snapmap of snapshot `id`: from the scan's loaded maps or the
     /// youngest cache when there, else read from flash.
     fn data_snapmap(&mut self, id: u64) -> Result<Bitmap> {
-        if let Some(scan) = &self.scan {
+        if let Some(scan) = &self.snapshot_caches.scan {
             if scan.target_id == id {
                 return Ok(scan.target.0.clone());
             }
@@ -197,7 +226,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 return Ok(maps.0.clone());
             }
         }
-        if let Some((cached, data, _)) = &self.youngest_cache {
+        if let Some((cached, (data, _))) = &self.snapshot_caches.youngest {
             if *cached == id {
                 return Ok(data.clone());
             }
@@ -207,12 +236,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     fn ensure_neighbour_loaded(&mut self, id: u64) -> Result<()> {
-        if self.scan.as_ref().is_some_and(|scan| scan.neighbours.contains_key(&id)) {
+        if self.snapshot_caches.scan.as_ref().is_some_and(|scan| scan.neighbours.contains_key(&id)) {
             return Ok(());
         }
         let roots = self.snapshots.get(id).expect("neighbour exists").roots;
         let maps = self.load_snapmaps(&roots)?;
-        self.scan.as_mut().expect("scan in progress").neighbours.insert(id, maps);
+        self.snapshot_caches.scan.as_mut().expect("scan in progress").neighbours.insert(id, maps);
         Ok(())
     }
 
@@ -225,12 +254,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .find(|(_, record)| record.state == SnapshotState::Deleting)
             .map(|(id, record)| (id, record.clone()));
         let Some((target_id, mut record)) = target else {
-            self.scan = None;
+            self.snapshot_caches.scan = None;
             return Ok(());
         };
-        if self.scan.as_ref().is_none_or(|scan| scan.target_id != target_id) {
+        if self.snapshot_caches.scan.as_ref().is_none_or(|scan| scan.target_id != target_id) {
             let target = self.load_snapmaps(&record.roots)?;
-            self.scan = Some(DeletionScan { target_id, target, neighbours: HashMap::new() });
+            self.snapshot_caches.scan = Some(DeletionScan { target_id, target, neighbours: HashMap::new() });
         }
         let older = self.snapshots.range(..target_id).next_back().map(|(id, _)| id);
         let younger = self.snapshots.range(target_id + 1..).next().map(|(id, _)| id);
@@ -253,7 +282,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                     .map(|&(id, _)| id)
             };
             releases.extend(self.exclusive_blocks(
-                true,
+                DeviceRole::Data,
                 effective(&older_chain),
                 effective(&younger_chain),
                 page,
@@ -269,12 +298,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             return self.refresh_youngest();
         }
         let flash_pages = self.flash_space.block_count().div_ceil(BITS_PER_PAGE);
-        for block in self.exclusive_blocks(false, older, younger, 0, flash_pages) {
+        for block in self.exclusive_blocks(DeviceRole::Flash, older, younger, 0, flash_pages) {
             self.flash_space.release_from_summary(block);
         }
         self.snapshots.remove(target_id);
-        self.snapshot_views.remove(&target_id);
-        self.scan = None;
+        self.snapshot_caches.forget(target_id);
+        self.snapshot_caches.scan = None;
         self.refresh_youngest()
     }
 
@@ -283,24 +312,30 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// one), and the summary still has.
     fn exclusive_blocks(
         &self,
-        data: bool,
+        role: DeviceRole,
         older: Option<u64>,
         younger: Option<u64>,
         first_page: u64,
         end_page: u64,
     ) -> Vec<u64> {
-        let scan = self.scan.as_ref().expect("scan in progress");
-        let pick = |maps: &Snapmaps| if data { maps.0.clone() } else { maps.1.clone() };
+        let scan = self.snapshot_caches.scan.as_ref().expect("scan in progress");
+        let pick = |maps: &Snapmaps| match role {
+            DeviceRole::Data => maps.0.clone(),
+            DeviceRole::Flash => maps.1.clone(),
+        };
         let target = pick(&scan.target);
         let older = older.map(|id| pick(&scan.neighbours[&id]));
-        let space = if data { &self.data_space } else { &self.flash_space };
+        let space = match role {
+            DeviceRole::Data => &self.data_space,
+            DeviceRole::Flash => &self.flash_space,
+        };
         let younger = match younger {
             Some(id) => pick(&scan.neighbours[&id]),
             None => space.active().bits().clone(),
         };
         let summary = space.summary().bits();
         let mut blocks = Vec::new();
-        for page in first_page as usize..end_page as usize {
+        for page in in_memory(first_page)..in_memory(end_page) {
             if target.page_is_zero(page) || summary.page_is_zero(page) {
                 continue;
             }
@@ -319,12 +354,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     fn snapshot_view(&mut self, snapshot_id: u64) -> Result<&mut SnapshotView> {
-        if !self.snapshot_views.contains_key(&snapshot_id) {
+        if !self.snapshot_caches.views.contains_key(&snapshot_id) {
             let roots = self.snapshots.get(snapshot_id).expect("live snapshot").roots;
             let extents = PersistentTree::<ExtentRecord>::load(roots.extent_table, 0, &mut self.reader())?;
-            self.snapshot_views.insert(snapshot_id, SnapshotView { extents, maps: HashMap::new() });
+            self.snapshot_caches.views.insert(snapshot_id, SnapshotView { extents, maps: HashMap::new() });
         }
-        Ok(self.snapshot_views.get_mut(&snapshot_id).expect("just inserted"))
+        Ok(self.snapshot_caches.views.get_mut(&snapshot_id).expect("just inserted"))
     }
 
     fn snapshot_extent(&mut self, snapshot: &str, extent: &str) -> Result<(u64, u64, ExtentRecord)> {
@@ -346,7 +381,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                     flash_block_count: self.flash_space.block_count(),
                 },
             )?;
-            self.snapshot_views.get_mut(&snapshot_id).expect("exists").maps.insert(id, map);
+            self.snapshot_caches.views.get_mut(&snapshot_id).expect("exists").maps.insert(id, map);
         }
         Ok((snapshot_id, id, record))
     }
@@ -363,13 +398,13 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 .flatten()
                 .collect()
         };
-        let mut blocks: Vec<u64> = self.maps.values().flat_map(staged_of).collect();
+        let mut blocks: Vec<u64> = self.extents.maps().map(|(_, map)| map).flat_map(staged_of).collect();
         for snapshot in self.snapshots() {
             let names: Vec<String> =
                 self.snapshot_view(snapshot.id)?.extents.iter().map(|(_, record)| record.name.clone()).collect();
             for name in names {
                 let (snapshot_id, id, _) = self.snapshot_extent(&snapshot.name, &name)?;
-                blocks.extend(staged_of(&self.snapshot_views[&snapshot_id].maps[&id]));
+                blocks.extend(staged_of(&self.snapshot_caches.views[&snapshot_id].maps[&id]));
             }
         }
         Ok(blocks)
@@ -384,7 +419,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut infos = Vec::new();
         for name in names {
             let (snapshot_id, id, record) = self.snapshot_extent(snapshot, &name)?;
-            let map = &self.snapshot_views[&snapshot_id].maps[&id];
+            let map = &self.snapshot_caches.views[&snapshot_id].maps[&id];
             infos.push(ExtentInfo {
                 id,
                 name,
@@ -406,7 +441,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     ) -> Result<Vec<u8>> {
         let mut buffer = Vec::new();
         let (snapshot_id, id) = self.snapshot_range(snapshot, extent, offset_bytes, length_bytes)?;
-        buffer.resize(length_bytes as usize, 0);
+        buffer.resize(in_memory(length_bytes), 0);
         self.read_snapshot_range(snapshot_id, id, offset_bytes, &mut buffer)?;
         Ok(buffer)
     }
@@ -433,7 +468,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         length_bytes: u64,
     ) -> Result<Vec<BlockStatus>> {
         let (snapshot_id, id) = self.snapshot_range(snapshot, extent, offset_bytes, length_bytes)?;
-        Ok(map_block_status(&self.snapshot_views[&snapshot_id].maps[&id], offset_bytes, length_bytes))
+        Ok(map_block_status(&self.snapshot_caches.views[&snapshot_id].maps[&id], offset_bytes, length_bytes))
     }
 
     /// Loads a snapshot's extent and checks a byte range of it; returns the
@@ -457,7 +492,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     fn read_snapshot_range(&mut self, snapshot_id: u64, id: u64, offset_bytes: u64, buffer: &mut [u8]) -> Result<()> {
-        let map = &self.snapshot_views[&snapshot_id].maps[&id];
+        let map = &self.snapshot_caches.views[&snapshot_id].maps[&id];
         let segments = request_segments(map, offset_bytes, buffer.len() as u64);
         let data_payload = self.data_payload;
         fill_from_segments(&segments, offset_bytes, buffer, data_payload, &mut self.exclusive_source())
@@ -477,7 +512,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         };
         let block = BLOCK_SIZE as u64;
         let size_blocks = record.size_bytes / block;
-        let segments = map::segments(&self.snapshot_views[&snapshot_id].maps[&snapshot_extent_id], 0, size_blocks);
+        let segments =
+            map::segments(&self.snapshot_caches.views[&snapshot_id].maps[&snapshot_extent_id], 0, size_blocks);
         for segment in segments {
             let offset = segment.logical_block * block;
             let length = segment.block_count * block;
@@ -490,7 +526,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             while done < segment.block_count {
                 let count = (segment.block_count - done).min(256);
                 let piece = map::segments(
-                    &self.snapshot_views[&snapshot_id].maps[&snapshot_extent_id],
+                    &self.snapshot_caches.views[&snapshot_id].maps[&snapshot_extent_id],
                     segment.logical_block + done,
                     count,
                 );
@@ -513,10 +549,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             let younger: Vec<u64> = volume.snapshots.range(snapshot_id + 1..).map(|(id, _)| id).collect();
             for id in younger {
                 volume.snapshots.remove(id);
-                volume.snapshot_views.remove(&id);
+                volume.snapshot_caches.forget(id);
             }
-            if volume.scan.as_ref().is_some_and(|scan| volume.snapshots.get(scan.target_id).is_none()) {
-                volume.scan = None;
+            if volume.snapshot_caches.scan.as_ref().is_some_and(|scan| volume.snapshots.get(scan.target_id).is_none()) {
+                volume.snapshot_caches.scan = None;
             }
             volume.adopt_snapshot_tree(&record)?;
             volume.commit()
@@ -578,12 +614,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         flash_summary.and_not(flash_active.bits());
         self.data_space.rebase(data_active, data_summary);
         self.flash_space.rebase(flash_active, flash_summary);
-        self.extent_names = extents.iter().map(|(id, extent)| (extent.name.clone(), id)).collect();
-        self.extents = extents;
-        self.maps = maps;
+        self.extents = Extents::loaded(extents, maps, self.extents.next_id());
         self.snapshots.forget_blocks();
-        self.snapshot_views.clear();
-        self.youngest_cache = None;
+        self.snapshot_caches.forget_all();
         self.refresh_youngest()?;
         // The log of the current epoch is empty (just committed); its blocks are
         // not in the adopted activemap and stay protected by the safe copies.
@@ -593,9 +626,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             self.flash_space.free(block);
         }
         self.staged_block_count = self
-            .maps
-            .values()
-            .flat_map(|map| map.iter())
+            .extents
+            .maps()
+            .flat_map(|(_, map)| map.iter())
             .filter(|(_, run)| matches!(map::Location::from_raw(run.location()), map::Location::Flash(_)))
             .map(|(_, run)| run.count())
             .sum();

@@ -241,7 +241,9 @@ impl SpaceMap {
     /// first allocatable block at or after `hint`, else the first after
     /// `start` (wrapping inside the range). `None` if the range has none.
     pub fn allocate_within(&mut self, hint: u64, start: u64, end: u64, max_count: u64) -> Option<(u64, u64)> {
-        assert!(max_count > 0 && start <= hint && hint < end, "allocate inside the range");
+        assert!(max_count > 0, "allocate at least one block");
+        assert!(start <= hint, "the hint lies inside the range");
+        assert!(hint < end, "the hint lies inside the range");
         let first = self.first_allocatable_in(hint, end).or_else(|| self.first_allocatable_in(start, hint))?;
         let mut count = 0;
         while count < max_count && first + count < end.min(self.block_count()) && self.is_allocatable(first + count) {
@@ -283,6 +285,7 @@ impl SpaceMap {
     }
 
     fn take(&mut self, block: u64) {
+        assert!(self.is_allocatable(block), "{} block {block} is taken only while allocatable", self.role);
         self.record(MapKind::Active, block, true);
         let page = (block / BITS_PER_PAGE) as usize;
         self.allocatable_per_page[page] -= 1;

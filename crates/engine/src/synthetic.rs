@@ -8,8 +8,8 @@ use serde::Serialize;
 use crate::codec::BLOCK_SIZE;
 use crate::error::{DeviceRole, EngineError, Result};
 use crate::io::{device_error, MAX_REQUEST_BLOCKS};
-use crate::layout::Payload;
 use crate::map::{self, Location};
+use crate::staging::Payload;
 use crate::volume::Volume;
 
 /// What a read did on the devices.
@@ -102,7 +102,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut data_pieces = Vec::new();
         let mut flash_pieces = Vec::new();
         if block_count > 0 {
-            for segment in map::segments(&self.maps[&id], first_block, block_count) {
+            for segment in map::segments(self.extents.map(id), first_block, block_count) {
                 match segment.location {
                     Some(Location::Data(block)) => coalesce(&mut data_pieces, block, segment.block_count),
                     Some(Location::Flash(block)) => coalesce(&mut flash_pieces, block, segment.block_count),

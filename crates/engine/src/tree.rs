@@ -171,7 +171,11 @@ impl<E: TreeEntry> PersistentTree<E> {
         }
         let top = self.levels.last().expect("at least one level");
         let slot = top.get(&0).copied().unwrap_or(UNWRITTEN);
-        TreePointer { block: slot.block, crc: slot.crc, height: (self.levels.len() - 1) as u8 }
+        TreePointer {
+            block: slot.block,
+            crc: slot.crc,
+            height: u8::try_from(self.levels.len() - 1).expect("a tree of fewer than 256 levels"),
+        }
     }
 
     /// Writes every dirty node to a new block (through `store`) and returns the
@@ -236,7 +240,8 @@ impl<E: TreeEntry> PersistentTree<E> {
             self.levels[level - 1]
                 .range(range)
                 .map(|(&key, slot)| {
-                    assert!(!slot.dirty && slot.block != 0, "children are persisted before parents");
+                    assert!(!slot.dirty, "children are persisted before parents");
+                    assert!(slot.block != 0, "children are persisted before parents");
                     let mut bytes = vec![0; INDEX_ENTRY_SIZE];
                     bytes[..8].copy_from_slice(&key.to_le_bytes());
                     bytes[8..16].copy_from_slice(&slot.block.to_le_bytes());
@@ -326,8 +331,8 @@ impl<E: TreeEntry> PersistentTree<E> {
             let key = if node == 0 { start } else { chunk[0].0 };
             let mut block = new_block(&Header {
                 kind: E::KIND,
-                level: level as u8,
-                entry_count: count as u16,
+                level: u8::try_from(level).expect("a tree of fewer than 256 levels"),
+                entry_count: u16::try_from(count).expect("a node's entries fit its block"),
                 volume_id: store.volume_id(),
                 owner: self.owner,
                 generation: store.generation(),

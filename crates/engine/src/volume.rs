@@ -1,27 +1,33 @@
-//! A volume: extents on a data device and a flash device. This module owns the
-//! volume's state, format and open, extent management and the data path
-//! (read, write, trim, flush, destage). Consistency points are in
-//! `checkpoint.rs`, the log in `log.rs`, snapshots in `snapshot.rs`.
+//! A volume: extents on a data device and a flash device. This module holds
+//! the devices and the control flow: format and open, extent management and
+//! the entry points of the data path (write, trim, flush). The state lives in
+//! parts with their own modules — `extents.rs`, `snapshot.rs`
+//! (`SnapshotCaches`), `space.rs`, `checksums.rs`, `log/`, `layouts/`,
+//! `health.rs` — and the work in executors: `staging.rs` (writes),
+//! `destage.rs`, `read.rs`, `checkpoint.rs`, `room.rs` (admission).
 
 use std::collections::HashMap;
 
 use proxima_device::BlockDevice;
 use serde::Serialize;
 
-use crate::bitmap::{Bitmap, PersistentBitmap};
+use crate::bitmap::PersistentBitmap;
 use crate::checksums::{Checksums, PersistentChecksums};
 use crate::codec::{
     ExtentRecord, LogRecord, LogSlot, RootSet, SnapshotRecord, Superblock, BLOCK_SIZE, NAME_CAPACITY, SUPERBLOCK_SLOTS,
 };
 use crate::error::{DeviceRole, EngineError, Result};
-use crate::io::FlashReader;
-use crate::layout::Payload;
+use crate::extents::Extents;
+use crate::health::Health;
+use crate::io::{block_bytes, in_memory, FlashReader};
+use crate::layouts::ranges::FreshRangeSearch;
+use crate::layouts::{Layout, LayoutParameters, LayoutStrategy};
 use crate::log::{LogState, RecoveryReport};
 use crate::map::{self, ExtentMap, Location};
-use crate::policy::{Layout, LayoutParameters};
 use crate::room::MetadataOperation;
-use crate::snapshot::{DeletionScan, SnapshotView};
+use crate::snapshot::SnapshotCaches;
 use crate::space::SpaceMap;
+use crate::staging::Payload;
 use crate::tree::PersistentTree;
 
 const BLOCK_BYTES: u64 = BLOCK_SIZE as u64;
@@ -30,6 +36,16 @@ const BLOCK_BYTES: u64 = BLOCK_SIZE as u64;
 pub const MAX_RECORDS_PER_CHECKPOINT: u64 = 65_536;
 /// Smallest flash device a volume accepts, in blocks.
 pub const MIN_FLASH_BLOCKS: u64 = 64;
+
+/// Whether a change of the maps is logged (replayed after a crash) or not
+/// (made durable by the CP that follows it, or itself a replay).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Logging {
+    /// A log record describes it.
+    Logged,
+    /// The CP the operation ends with records it.
+    Unlogged,
+}
 
 /// How a volume behaves (not stored on disk: a volume may be reopened with
 /// another layout; every layout reads every other's blocks).
@@ -90,7 +106,7 @@ pub struct VolumeOptions {
 impl Default for VolumeOptions {
     fn default() -> Self {
         Self {
-            layout: Layout::Proximal,
+            layout: Layout::default(),
             staging_threshold_bytes: 168 * 1024,
             staging_capacity_blocks: 0,
             allocation_range_blocks: 256,
@@ -111,7 +127,6 @@ impl VolumeOptions {
     /// The policy parameters these options give.
     pub fn layout_parameters(&self) -> LayoutParameters {
         LayoutParameters {
-            layout: self.layout,
             staging_threshold_blocks: self.staging_threshold_bytes.div_ceil(BLOCK_BYTES),
             allocation_range_blocks: self.allocation_range_blocks,
             proximal_span_ranges: self.proximal_span_ranges,
@@ -253,52 +268,59 @@ pub struct BlockStatus {
 }
 
 /// A volume of extents on a data device `D` and a flash device `F`.
+///
+/// `Volume` holds the devices and the control flow of every operation; the
+/// state is in parts that each own one concern (extents, snapshots, space,
+/// log, layout, health), and the parts that do no I/O are not generic over
+/// the devices.
 #[derive(Debug)]
 pub struct Volume<D: BlockDevice, F: BlockDevice> {
+    // ----- devices and options -----
     pub(crate) data: D,
     pub(crate) flash: F,
     pub(crate) options: VolumeOptions,
+    /// Whether data blocks carry bytes: the option and the data device agree
+    /// (kept so the data path need not ask the device for its info).
+    pub(crate) data_payload: bool,
+
+    // ----- the superblock's fields -----
     pub(crate) volume_id: u64,
     /// Generation of the last durable CP.
     pub(crate) generation: u64,
     pub(crate) mount_count: u64,
-    pub(crate) next_extent_id: u64,
     pub(crate) next_snapshot_id: u64,
+    /// The roots of the last durable CP.
     pub(crate) roots: RootSet,
-    pub(crate) extents: PersistentTree<ExtentRecord>,
-    pub(crate) extent_names: HashMap<String, u64>,
-    pub(crate) maps: HashMap<u64, ExtentMap>,
+
+    // ----- state parts -----
+    /// The active extents and their maps.
+    pub(crate) extents: Extents,
+    /// The snapshot table.
     pub(crate) snapshots: PersistentTree<SnapshotRecord>,
+    /// Loaded snapshot views, the deletion scan, the youngest snapmaps.
+    pub(crate) snapshot_caches: SnapshotCaches,
+    /// Free space of the data device.
     pub(crate) data_space: SpaceMap,
+    /// Free space of the flash device (metadata, log and staging share it).
     pub(crate) flash_space: SpaceMap,
-    pub(crate) log: LogState,
-    pub(crate) staged_block_count: u64,
-    pub(crate) snapshot_views: HashMap<u64, SnapshotView>,
-    pub(crate) scan: Option<DeletionScan>,
-    pub(crate) youngest_cache: Option<(u64, Bitmap, Bitmap)>,
-    pub(crate) failure: Option<String>,
-    pub(crate) stats: EngineStats,
-    /// Where the search for an empty allocation range resumes.
-    pub(crate) fresh_range_cursor: u64,
-    /// Set when a search found no empty range; cleared by the next CP (only a
-    /// durable CP makes freed blocks allocatable).
-    pub(crate) no_fresh_range: bool,
-    /// Write-anywhere's next-fit cursor.
-    pub(crate) hole_cursor: u64,
-    /// In-place layout: the frame home of each staged block that overwrote a
-    /// data-device block (a placement hint, rebuilt as blocks are staged).
-    pub(crate) frame_homes: HashMap<(u64, u64), u64>,
-    /// Whether data blocks carry bytes: the option and the data device agree
-    /// (kept so the data path need not ask the device for its info).
-    pub(crate) data_payload: bool,
     /// The data checksum tables (`None`: a volume formatted without payload,
     /// which keeps none).
     pub(crate) checksums: Option<Checksums>,
-    /// What the recovery at open found.
-    pub(crate) recovery: RecoveryReport,
+    /// The log since the last CP.
+    pub(crate) log: LogState,
+    /// The layout's strategy and its private state.
+    pub(crate) layout: Box<dyn LayoutStrategy>,
+    /// The search for empty allocation ranges.
+    pub(crate) fresh_ranges: FreshRangeSearch,
+    /// Blocks whose home is the staging log.
+    pub(crate) staged_block_count: u64,
     /// The data device's free count when a destage last placed nothing (the
     /// device was full); `None` since one placed something.
     pub(crate) destage_stall: Option<u64>,
+    /// Whether the volume stopped, and what recovery found at open.
+    pub(crate) health: Health,
+    /// Counters since open.
+    pub(crate) stats: EngineStats,
 }
 
 pub(crate) fn validate_name(name: &str) -> Result<()> {
@@ -374,6 +396,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         flash_space: SpaceMap,
     ) -> Self {
         let data_payload = options.payload && data.info().stores_payload;
+        let layout = options.layout.strategy();
         Self {
             data_payload,
             data,
@@ -382,28 +405,20 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             volume_id,
             generation: 0,
             mount_count: 0,
-            next_extent_id: 1,
             next_snapshot_id: 1,
             roots: RootSet::default(),
-            extents: PersistentTree::new(0),
-            extent_names: HashMap::new(),
-            maps: HashMap::new(),
+            extents: Extents::new(),
             snapshots: PersistentTree::new(0),
             data_space,
             flash_space,
             log: LogState::new(LogSlot::default()),
             staged_block_count: 0,
-            snapshot_views: HashMap::new(),
-            scan: None,
-            youngest_cache: None,
-            failure: None,
+            snapshot_caches: SnapshotCaches::default(),
+            health: Health::default(),
             stats: EngineStats::default(),
-            fresh_range_cursor: 0,
-            no_fresh_range: false,
-            hole_cursor: 0,
-            frame_homes: HashMap::new(),
+            layout,
+            fresh_ranges: FreshRangeSearch::default(),
             checksums: None,
-            recovery: RecoveryReport::default(),
             destage_stall: None,
         }
     }
@@ -473,10 +488,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let extents = PersistentTree::<ExtentRecord>::load(roots.extent_table, 0, &mut reader)?;
         let snapshots = PersistentTree::<SnapshotRecord>::load(roots.snapshot_table, 0, &mut reader)?;
         let mut maps = HashMap::new();
-        let mut extent_names = HashMap::new();
         for (id, record) in extents.iter() {
             maps.insert(id, ExtentMap::load(record.map, id, &mut reader)?);
-            extent_names.insert(record.name.clone(), id);
         }
         let load = |pointer, count, reader: &mut FlashReader<'_, F>| PersistentBitmap::load(pointer, count, reader);
         let data_space = SpaceMap::new(
@@ -494,13 +507,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut volume = Self::assemble(data, flash, options, superblock.volume_id, data_space, flash_space);
         volume.generation = superblock.generation;
         volume.mount_count = superblock.mount_count;
-        volume.next_extent_id = superblock.next_extent_id;
         volume.next_snapshot_id = superblock.next_snapshot_id;
         volume.roots = roots;
-        volume.extents = extents;
+        volume.extents = Extents::loaded(extents, maps, superblock.next_extent_id);
         volume.snapshots = snapshots;
-        volume.maps = maps;
-        volume.extent_names = extent_names;
         volume.checksums = checksums;
         volume.staged_block_count = volume.count_staged_blocks();
         volume.refresh_youngest()?;
@@ -508,16 +518,18 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         // a block freed by a replayed record is still held: load its state now.
         volume.scan_step(0)?;
         volume.log = LogState::new(superblock.log_head);
-        volume.recovery = volume.replay_log(superblock.log_head)?;
-        volume.recovery.stale_superblock_slots = stale_slots;
+        let mut recovery = volume.replay_log(superblock.log_head)?;
+        recovery.stale_superblock_slots = stale_slots;
+        volume.health = Health::recovered(recovery);
         volume.mount_count += 1;
         volume.commit()?;
         Ok(volume)
     }
 
     fn count_staged_blocks(&self) -> u64 {
-        self.maps
-            .values()
+        self.extents
+            .maps()
+            .map(|(_, map)| map)
             .flat_map(|map| map.iter())
             .filter(|(_, run)| matches!(Location::from_raw(run.location()), Location::Flash(_)))
             .map(|(_, run)| run.count())
@@ -584,7 +596,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// What recovery found when the volume was opened (empty after format).
     pub fn recovery(&self) -> &RecoveryReport {
-        &self.recovery
+        self.health.recovery()
     }
 
     /// Whether the volume keeps data checksums (every volume formatted with
@@ -595,14 +607,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// The layout's name.
     pub fn policy_name(&self) -> &str {
-        self.options.layout.name()
+        self.layout.kind().name()
     }
 
     pub(crate) fn check_usable(&self) -> Result<()> {
-        match &self.failure {
-            Some(reason) => Err(EngineError::Failed(reason.clone())),
-            None => Ok(()),
-        }
+        self.health.check_usable()
     }
 
     /// Runs `operation`; a failure of it stops the volume (the in-memory state
@@ -615,13 +624,13 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| operation(&mut *self))) {
             Ok(result) => result,
             Err(panic) => {
-                self.failure = Some(format!("an operation panicked: {}", panic_message(panic.as_ref())));
+                self.health.stop(format!("an operation panicked: {}", panic_message(panic.as_ref())));
                 std::panic::resume_unwind(panic)
             }
         };
         if let Err(error) = &result {
             if stops_the_volume(error) {
-                self.failure = Some(error.to_string());
+                self.health.stop(error.to_string());
             }
         }
         result
@@ -629,7 +638,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// Why the volume stopped accepting operations, if it did.
     pub fn failure(&self) -> Option<&str> {
-        self.failure.as_deref()
+        self.health.failure()
     }
 
     // ----- extents -----
@@ -648,23 +657,18 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub fn create_extent_with(&mut self, name: &str, size_bytes: u64, overcommit: Overcommit) -> Result<u64> {
         validate_name(name)?;
         check_size(size_bytes)?;
-        if self.extent_names.contains_key(name) {
+        if self.extents.id_of(name).is_some() {
             return Err(EngineError::ExtentExists(name.to_string()));
         }
         self.check_commitment(0, size_bytes, overcommit)?;
         self.guarded(|volume| {
             volume.ensure_room_for_metadata_operation(MetadataOperation::CreateExtent)?;
-            let id = volume.next_extent_id;
-            volume.next_extent_id += 1;
-            let record = ExtentRecord {
+            let id = volume.extents.create(ExtentRecord {
                 name: name.to_string(),
                 size_bytes,
                 map: Default::default(),
                 created_generation: volume.generation + 1,
-            };
-            volume.extents.insert(id, record);
-            volume.extent_names.insert(name.to_string(), id);
-            volume.maps.insert(id, ExtentMap::new(id));
+            });
             volume.commit()?;
             Ok(id)
         })
@@ -676,7 +680,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.guarded(|volume| {
             volume.ensure_room_for_metadata_operation(MetadataOperation::DeleteExtent { id })?;
             volume.flush_pending_records()?;
-            let mut map = volume.maps.remove(&id).expect("every extent has a map");
+            let mut map = volume.extents.remove(id);
             let end = map.iter().next_back().map_or(0, |(key, run)| key + run.count());
             for (location, count) in map::punch(&mut map, 0, end) {
                 volume.free_location(location, count);
@@ -684,8 +688,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             for block in map.blocks() {
                 volume.flash_space.free(block);
             }
-            volume.extents.remove(id);
-            volume.extent_names.remove(name);
             volume.commit()
         })
     }
@@ -706,21 +708,21 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.guarded(|volume| {
             volume.ensure_room_for_metadata_operation(MetadataOperation::ResizeExtent { id })?;
             volume.flush_pending_records()?;
-            let mut record = volume.extents.get(id).expect("listed").clone();
+            let mut record = volume.extents.record(id).expect("listed").clone();
             if size_bytes < record.size_bytes {
                 let first = size_bytes / BLOCK_BYTES;
                 let count = record.size_bytes / BLOCK_BYTES - first;
-                volume.unmap_blocks(id, first, count, false)?;
+                volume.unmap_blocks(id, first, count, Logging::Unlogged)?;
             }
             record.size_bytes = size_bytes;
-            volume.extents.insert(id, record);
+            volume.extents.set_record(id, record);
             volume.commit()
         })
     }
 
     /// Bytes the extents may hold in all (the sum of their sizes).
     pub fn committed_bytes(&self) -> u64 {
-        self.extents.iter().map(|(_, record)| record.size_bytes).sum()
+        self.extents.records().map(|(_, record)| record.size_bytes).sum()
     }
 
     /// Bytes the data device holds.
@@ -745,15 +747,15 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// The id of the extent named `name`.
     pub fn extent_id(&self, name: &str) -> Result<u64> {
-        self.extent_names.get(name).copied().ok_or_else(|| EngineError::NoSuchExtent(name.to_string()))
+        self.extents.id_of(name).ok_or_else(|| EngineError::NoSuchExtent(name.to_string()))
     }
 
     /// Every extent, by id.
     pub fn extents(&self) -> Vec<ExtentInfo> {
         self.extents
-            .iter()
+            .records()
             .map(|(id, record)| {
-                let map = &self.maps[&id];
+                let map = self.extents.map(id);
                 ExtentInfo {
                     id,
                     name: record.name.clone(),
@@ -767,13 +769,16 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// Where logical block `logical_block` of extent `id` lives now (`None`: a hole).
     pub fn block_location(&self, id: u64, logical_block: u64) -> Result<Option<Location>> {
-        let map = self.maps.get(&id).ok_or_else(|| EngineError::NoSuchExtent(format!("#{id}")))?;
+        let map = self.extents.find_map(id).ok_or_else(|| EngineError::NoSuchExtent(format!("#{id}")))?;
         Ok(map::lookup(map, logical_block))
     }
 
     /// Size in bytes of extent `id`.
     pub fn extent_size(&self, id: u64) -> Result<u64> {
-        self.extents.get(id).map(|record| record.size_bytes).ok_or_else(|| EngineError::NoSuchExtent(format!("#{id}")))
+        self.extents
+            .record(id)
+            .map(|record| record.size_bytes)
+            .ok_or_else(|| EngineError::NoSuchExtent(format!("#{id}")))
     }
 
     pub(crate) fn check_range(&self, id: u64, offset_bytes: u64, length_bytes: u64) -> Result<()> {
@@ -801,7 +806,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             } else if !bytes.is_empty() {
                 let end = (offset_bytes + bytes.len() as u64).div_ceil(BLOCK_BYTES);
                 let mut buffer = volume.partial_block_buffer(id, offset_bytes, bytes.len() as u64, first, end)?;
-                let skip = (offset_bytes - first * BLOCK_BYTES) as usize;
+                let skip = block_bytes(offset_bytes - first);
                 buffer[skip..skip + bytes.len()].copy_from_slice(bytes);
                 volume.write_blocks(id, first, Payload::Bytes(&buffer))?;
             }
@@ -921,7 +926,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         if offset_bytes < whole_first * BLOCK_BYTES {
             self.zero_partial(id, offset_bytes, whole_first * BLOCK_BYTES - offset_bytes)?;
         }
-        self.unmap_blocks(id, whole_first, whole_end - whole_first, true)?;
+        self.unmap_blocks(id, whole_first, whole_end - whole_first, Logging::Logged)?;
         if end_bytes > whole_end * BLOCK_BYTES {
             self.zero_partial(id, whole_end * BLOCK_BYTES, end_bytes - whole_end * BLOCK_BYTES)?;
         }
@@ -931,40 +936,41 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     fn zero_partial(&mut self, id: u64, offset_bytes: u64, length_bytes: u64) -> Result<()> {
         let first = offset_bytes / BLOCK_BYTES;
         let end = (offset_bytes + length_bytes).div_ceil(BLOCK_BYTES);
-        let all_holes = map::segments(&self.maps[&id], first, end - first).iter().all(|s| s.location.is_none());
+        let all_holes = map::segments(self.extents.map(id), first, end - first).iter().all(|s| s.location.is_none());
         if all_holes {
             return Ok(());
         }
         let mut buffer = self.partial_block_buffer(id, offset_bytes, length_bytes, first, end)?;
-        let skip = (offset_bytes - first * BLOCK_BYTES) as usize;
-        buffer[skip..skip + length_bytes as usize].fill(0);
+        let skip = block_bytes(offset_bytes - first);
+        buffer[skip..skip + in_memory(length_bytes)].fill(0);
         self.write_blocks(id, first, Payload::Bytes(&buffer))
     }
 
     /// A buffer of blocks `[first, end)` holding the current contents of the
     /// first and last block where the byte range only partly covers them.
     fn partial_block_buffer(&mut self, id: u64, offset: u64, length: u64, first: u64, end: u64) -> Result<Vec<u8>> {
-        let mut buffer = vec![0; ((end - first) * BLOCK_BYTES) as usize];
+        let mut buffer = vec![0; block_bytes(end - first)];
         let head_partial = !offset.is_multiple_of(BLOCK_BYTES) || length < BLOCK_BYTES;
         let tail_partial = !(offset + length).is_multiple_of(BLOCK_BYTES);
         if head_partial {
-            let block = self.read_segments(&map::segments(&self.maps[&id], first, 1))?;
+            let block = self.read_segments(&map::segments(self.extents.map(id), first, 1))?;
             buffer[..BLOCK_SIZE].copy_from_slice(&block);
         }
         if tail_partial && (end - 1 > first || !head_partial) {
-            let block = self.read_segments(&map::segments(&self.maps[&id], end - 1, 1))?;
+            let block = self.read_segments(&map::segments(self.extents.map(id), end - 1, 1))?;
             let at = buffer.len() - BLOCK_SIZE;
             buffer[at..].copy_from_slice(&block);
         }
         Ok(buffer)
     }
 
-    /// Unmaps whole blocks and logs it.
-    pub(crate) fn unmap_blocks(&mut self, id: u64, first: u64, count: u64, log: bool) -> Result<()> {
-        if log {
+    /// Unmaps whole blocks, logging it or not (unlogged: a shrink, recorded by
+    /// the CP that commits the new size, and replay, which reads the record).
+    pub(crate) fn unmap_blocks(&mut self, id: u64, first: u64, count: u64, logging: Logging) -> Result<()> {
+        if logging == Logging::Logged {
             self.ensure_room_for_update(self.unmap_bound(&[id], &unmap_records(id, first, count)))?;
         }
-        let map = self.maps.get_mut(&id).expect("extent exists");
+        let map = self.extents.map_mut(id);
         let displaced = map::punch(map, first, count);
         if displaced.is_empty() {
             return Ok(());
@@ -972,7 +978,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         for (location, length) in displaced {
             self.free_location(location, length);
         }
-        if log {
+        if logging == Logging::Logged {
             self.push_records(unmap_records(id, first, count))?;
         }
         Ok(())
@@ -1044,8 +1050,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// is dirty: every extent map, the extent and snapshot tables, the four
     /// bitmaps and the checksum tables rewritten whole.
     pub fn checkpoint_bound_blocks(&self) -> u64 {
-        let maps: u64 = self.maps.values().map(ExtentMap::persist_bound_blocks).sum();
-        let tables = self.extents.persist_bound_blocks() + self.snapshots.persist_bound_blocks();
+        let maps: u64 = self.extents.maps().map(|(_, map)| map).map(ExtentMap::persist_bound_blocks).sum();
+        let tables = self.extents.table().persist_bound_blocks() + self.snapshots.persist_bound_blocks();
         let bitmaps: u64 = self.data_space.tree_block_count() + self.flash_space.tree_block_count();
         let checksums = self.checksums.as_ref().map_or(0, Checksums::tree_block_count);
         maps + tables + bitmaps + checksums
@@ -1088,7 +1094,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// Bytes of memory held by extent maps (entries and node partitions).
     pub fn map_memory_bytes(&self) -> usize {
-        self.maps.values().map(ExtentMap::memory_bytes).sum()
+        self.extents.maps().map(|(_, map)| map).map(ExtentMap::memory_bytes).sum()
     }
 }
 

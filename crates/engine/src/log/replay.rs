@@ -21,7 +21,7 @@ use crate::codec::{LogRecord, LogSlot, BLOCK_SIZE};
 use crate::error::{corrupt, DeviceRole, EngineError, Result};
 use crate::io::{device_error, read_pieces};
 use crate::map::{self, Location};
-use crate::volume::Volume;
+use crate::volume::{Logging, Volume};
 
 /// Where and why replay stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -223,7 +223,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             LogRecord::Unmap { extent_id, logical_block, block_count } => {
                 let count = u64::from(block_count);
                 self.check_replayed_range(extent_id, logical_block, count)?;
-                self.unmap_blocks(extent_id, logical_block, count, false)?;
+                self.unmap_blocks(extent_id, logical_block, count, Logging::Unlogged)?;
             }
             LogRecord::Checksums { first_data_block, count, crcs } => {
                 let data_block_count = self.data_space.block_count();
@@ -293,7 +293,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// staged copy's checksum.
     fn carry_staged_checksums(&mut self, extent_id: u64, logical: u64, count: u64, data_block: u64) -> Result<()> {
         let Some(checksums) = &mut self.checksums else { return Ok(()) };
-        let map = self.maps.get(&extent_id).expect("range checked");
+        let map = self.extents.find_map(extent_id).expect("range checked");
         for offset in 0..count {
             match map::lookup(map, logical + offset) {
                 Some(Location::Flash(flash_block)) => {
@@ -313,7 +313,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     fn check_replayed_range(&self, extent_id: u64, logical_block: u64, count: u64) -> Result<()> {
-        let size_blocks = self.extents.get(extent_id).map(|record| record.size_bytes / BLOCK_SIZE as u64);
+        let size_blocks = self.extents.record(extent_id).map(|record| record.size_bytes / BLOCK_SIZE as u64);
         match size_blocks {
             Some(size) if logical_block.checked_add(count).is_some_and(|end| end <= size) => Ok(()),
             _ => Err(corrupt(

@@ -1,7 +1,8 @@
-//! Executes the layout policies' write decisions (`policy.rs`): the staging
-//! area (capacity, room, destage when full), allocation ranges on the data
-//! device (fill limits, fresh ranges), write-anywhere hole plugging and
-//! in-place overwrites. Destage itself is in `destage.rs`.
+//! Executes the layout's write decisions (`layouts/`): the staging area
+//! (capacity, room, destage when full), allocation ranges on the data device
+//! (fill limits, fresh ranges), hole plugging and in-place overwrites. It asks
+//! the volume's [`LayoutStrategy`](crate::layouts::LayoutStrategy) where each
+//! write goes and never which layout runs. Destage itself is in `destage.rs`.
 //!
 //! Invariants kept here: a staged block is written to a freshly allocated
 //! flash block with a staged record (extent, logical block, crc32c: the
@@ -15,13 +16,11 @@ use proxima_device::BlockDevice;
 use crate::codec::{LogRecord, BLOCK_SIZE};
 use crate::destage::NoDestageObserver;
 use crate::error::{DeviceRole, EngineError, Result};
-use crate::io::{device_error, write_pieces, MAX_REQUEST_BLOCKS};
+use crate::io::{block_bytes, device_error, in_memory, write_pieces, MAX_REQUEST_BLOCKS};
+use crate::layouts::{staging_is_full, Placement, WriteContext};
 use crate::map::{self, Location};
-use crate::policy::{place_write, staging_is_full, Layout, Placement, WriteContext};
 use crate::room::RoomMade;
 use crate::volume::Volume;
-
-const BLOCK_BYTES: u64 = BLOCK_SIZE as u64;
 
 /// The blocks a write carries: real bytes, or a count of synthetic blocks
 /// (metadata-only simulation: same allocation, metadata and I/O, no data).
@@ -45,9 +44,7 @@ impl<'a> Payload<'a> {
     /// Blocks `[first, first + count)` of the payload.
     pub fn slice(&self, first: u64, count: u64) -> Payload<'a> {
         match self {
-            Payload::Bytes(bytes) => {
-                Payload::Bytes(&bytes[(first * BLOCK_BYTES) as usize..((first + count) * BLOCK_BYTES) as usize])
-            }
+            Payload::Bytes(bytes) => Payload::Bytes(&bytes[block_bytes(first)..block_bytes(first + count)]),
             Payload::Synthetic(_) => Payload::Synthetic(count),
         }
     }
@@ -58,16 +55,14 @@ impl<'a> Payload<'a> {
         match (self, stores) {
             (_, false) => Vec::new(),
             (Payload::Bytes(bytes), true) => bytes.to_vec(),
-            (Payload::Synthetic(count), true) => vec![0; (*count * BLOCK_BYTES) as usize],
+            (Payload::Synthetic(count), true) => vec![0; block_bytes(*count)],
         }
     }
 
     /// The crc32c of block `index`.
     pub fn block_crc(&self, index: u64) -> u32 {
         match self {
-            Payload::Bytes(bytes) => {
-                crc32c::crc32c(&bytes[(index * BLOCK_BYTES) as usize..((index + 1) * BLOCK_BYTES) as usize])
-            }
+            Payload::Bytes(bytes) => crc32c::crc32c(&bytes[block_bytes(index)..block_bytes(index + 1)]),
             Payload::Synthetic(_) => zero_block_crc(),
         }
     }
@@ -118,9 +113,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             plan = self.plan_write(id, logical, count);
         }
         match plan.placement {
-            Placement::Stage if self.options.layout == Layout::InPlace && count > self.staging_capacity_blocks() => {
-                self.write_through_cache(id, logical, payload)
-            }
+            Placement::StageInPieces => self.write_through_cache(id, logical, payload),
             Placement::Stage if self.make_staging_room(count, plan.overwrite)? => {
                 self.write_staged(id, logical, payload)
             }
@@ -133,14 +126,15 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Where the layout places a write of `count` blocks from `logical` of
     /// extent `id`, as the map stands.
     fn plan_write(&self, id: u64, logical: u64, count: u64) -> WritePlan {
-        let segments = map::segments(&self.maps[&id], logical, count);
+        let segments = map::segments(self.extents.map(id), logical, count);
         let context = WriteContext {
             block_count: count,
             previous: segments[0].location,
             overwrites_data_blocks: segments.iter().all(|segment| matches!(segment.location, Some(Location::Data(_)))),
+            staging_capacity_blocks: self.staging_capacity_blocks(),
         };
         WritePlan {
-            placement: place_write(&self.options.layout_parameters(), &context),
+            placement: self.layout.place_write(&self.options.layout_parameters(), &context),
             overwrite: segments.iter().all(|segment| segment.location.is_some()),
         }
     }
@@ -228,9 +222,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
     }
 
-    /// In-place layout: an overwrite larger than the write cache passes
-    /// through it in cache-sized pieces, so no block is ever overwritten in
-    /// place before its new value is durable in the cache.
+    /// [`Placement::StageInPieces`]: a write larger than the staging area
+    /// passes through it in pieces of its capacity, so no block is ever
+    /// overwritten in place before its new value is durable on flash.
     fn write_through_cache(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
         let count = payload.block_count();
         let piece_blocks = self.staging_capacity_blocks().max(1);
@@ -253,7 +247,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// like any freed block), so a write refused for lack of space leaves the
     /// volume as it was.
     fn allocate_staging_blocks(&mut self, count: u64) -> Result<Vec<u64>> {
-        let mut blocks = Vec::with_capacity(count as usize);
+        let mut blocks = Vec::with_capacity(in_memory(count));
         for _ in 0..count {
             match self.flash_space.allocate_one("staged data") {
                 Ok(block) => blocks.push(block),
@@ -316,7 +310,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.ensure_room_for_update(self.write_bound(&ids, total, total))?;
         let overwrite = writes.iter().all(|&(id, logical, bytes)| {
             let count = (bytes.len() / BLOCK_SIZE) as u64;
-            map::segments(&self.maps[&id], logical, count).iter().all(|segment| segment.location.is_some())
+            map::segments(self.extents.map(id), logical, count).iter().all(|segment| segment.location.is_some())
         });
         if !self.make_staging_room(total, overwrite)? {
             return Ok(false);
@@ -351,15 +345,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             let logical_block = logical + index as u64;
             let data_crc = payload.block_crc(index as u64);
             let record = LogRecord::Staged { extent_id: id, logical_block, flash_block: block, data_crc };
-            if self.options.layout == Layout::InPlace {
-                if let Some(Location::Data(home)) = map::lookup(&self.maps[&id], logical_block) {
-                    self.frame_homes.insert((id, logical_block), home);
-                }
-            }
             if let Some(checksums) = &mut self.checksums {
                 checksums.flash.set(block, data_crc);
             }
-            self.apply_mapping(id, logical_block, 1, Location::Flash(block));
+            let displaced = self.apply_mapping(id, logical_block, 1, Location::Flash(block));
+            let previous = displaced.first().map(|&(location, _)| location);
+            self.layout.staged(id, logical_block, previous);
             self.push_record(record)?;
         }
         Ok(())
@@ -369,7 +360,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// logical predecessor's run when its range has room.
     fn write_in_ranges(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
         let count = payload.block_count();
-        let mut hint = match logical.checked_sub(1).and_then(|before| map::lookup(&self.maps[&id], before)) {
+        let mut hint = match logical.checked_sub(1).and_then(|before| map::lookup(self.extents.map(id), before)) {
             Some(Location::Data(block)) => Some(block + 1),
             _ => None,
         };
@@ -384,14 +375,14 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         Ok(())
     }
 
-    /// Writes to the first holes after the write-anywhere cursor.
+    /// Writes to the first holes after the layout's hole cursor.
     fn write_plugging_holes(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
         let count = payload.block_count();
         let mut done = 0;
         while done < count {
-            let (start, got) = self.allocate_data(self.hole_cursor, count - done)?;
+            let (start, got) = self.allocate_data(self.layout.hole_cursor(), count - done)?;
             self.write_direct_piece(id, logical + done, start, payload.slice(done, got))?;
-            self.hole_cursor = (start + got) % self.data_space.block_count();
+            self.layout.move_hole_cursor((start + got) % self.data_space.block_count());
             done += got;
         }
         self.stats.direct_blocks_written += count;
@@ -403,7 +394,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// write is copied on write into ranges instead.
     fn write_in_place(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
         let count = payload.block_count();
-        let segments = map::segments(&self.maps[&id], logical, count);
+        let segments = map::segments(self.extents.map(id), logical, count);
         let held = segments.iter().any(|segment| match segment.location {
             Some(Location::Data(block)) => {
                 (block..block + segment.block_count).any(|block| self.data_space.held_by_snapshot(block))
@@ -446,7 +437,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             Payload::Bytes(bytes) if self.data_stores_payload() => {
                 // Straight from the caller's bytes, in requests of at most
                 // MAX_REQUEST_BLOCKS as the batch path would split them.
-                for (index, piece) in bytes.chunks(MAX_REQUEST_BLOCKS as usize * BLOCK_SIZE).enumerate() {
+                for (index, piece) in bytes.chunks(in_memory(MAX_REQUEST_BLOCKS) * BLOCK_SIZE).enumerate() {
                     let block = start + index as u64 * MAX_REQUEST_BLOCKS;
                     self.data.write_blocks(block, piece).map_err(device_error(DeviceRole::Data))?;
                 }
@@ -567,25 +558,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.allocate_data(hint.unwrap_or(0), count)
     }
 
-    /// The next allocation range with every block allocatable, from the
-    /// rolling cursor (wrapping once).
+    /// The next allocation range with every block allocatable.
     pub(crate) fn find_fresh_range(&mut self) -> Option<u64> {
-        if self.no_fresh_range {
-            return None;
-        }
-        let range_count = self.range_count();
-        for step in 0..range_count {
-            let range = (self.fresh_range_cursor + step) % range_count;
-            let (start, end) = self.range_bounds(range);
-            if end - start == self.options.allocation_range_blocks
-                && self.data_space.allocatable_in(start, end) == end - start
-            {
-                self.fresh_range_cursor = (range + 1) % range_count;
-                return Some(range);
-            }
-        }
-        self.no_fresh_range = true;
-        None
+        self.fresh_ranges.next(&self.data_space, self.options.allocation_range_blocks)
     }
 
     /// Allocates up to `count` consecutive data blocks at or after `hint`
@@ -605,15 +580,23 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     /// Points `[logical, logical + count)` of extent `id` at `location`, freeing
-    /// what was there.
-    pub(crate) fn apply_mapping(&mut self, id: u64, logical: u64, count: u64, location: Location) {
-        let map = self.maps.get_mut(&id).expect("extent exists");
+    /// what was there; returns what was there (`(location, block count)` per
+    /// mapped run, in logical order).
+    pub(crate) fn apply_mapping(
+        &mut self,
+        id: u64,
+        logical: u64,
+        count: u64,
+        location: Location,
+    ) -> Vec<(Location, u64)> {
+        let map = self.extents.map_mut(id);
         let displaced = map::assign(map, logical, count, location);
         if let Location::Flash(_) = location {
             self.staged_block_count += count;
         }
-        for (old, length) in displaced {
+        for &(old, length) in &displaced {
             self.free_location(old, length);
         }
+        displaced
     }
 }

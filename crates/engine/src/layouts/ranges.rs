@@ -1,0 +1,234 @@
+//! Allocation ranges: the data device cut into ranges of
+//! `allocation_range_blocks` (1 MiB nearline, 512 KiB enterprise), the unit in
+//! which the proximal and in-place layouts place large writes and destage
+//! groups. The pure policy of destage's two phases (grouping an extent's
+//! staged runs by logical window, choosing a range, the hint inside it) and
+//! the rolling search for an empty range, shared by the layouts that place in
+//! ranges.
+
+use super::LayoutParameters;
+use crate::space::SpaceMap;
+
+/// A run of staged blocks of one extent (consecutive logical blocks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StagedRun {
+    /// First logical block.
+    pub logical_block: u64,
+    /// Number of blocks.
+    pub block_count: u64,
+}
+
+/// A destage group: the staged runs of one extent within one logical
+/// allocation-range window, placed together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DestageGroup {
+    /// The runs, in logical order.
+    pub runs: Vec<StagedRun>,
+}
+
+impl DestageGroup {
+    /// Blocks of the group.
+    pub fn block_count(&self) -> u64 {
+        self.runs.iter().map(|run| run.block_count).sum()
+    }
+
+    /// First logical block.
+    pub fn first_logical_block(&self) -> u64 {
+        self.runs[0].logical_block
+    }
+
+    /// One past the last logical block.
+    pub fn end_logical_block(&self) -> u64 {
+        let last = self.runs.last().expect("a group has runs");
+        last.logical_block + last.block_count
+    }
+}
+
+/// Phase one of destage: sorts one extent's staged runs by logical offset and
+/// groups those that fall in the same logical window of `window_blocks` (an
+/// allocation range's worth of the extent). A run crossing a window boundary
+/// is split.
+pub fn group_staged_runs(mut runs: Vec<StagedRun>, window_blocks: u64) -> Vec<DestageGroup> {
+    assert!(window_blocks > 0, "a window holds at least one block");
+    runs.sort_unstable();
+    let mut groups: Vec<DestageGroup> = Vec::new();
+    let mut current_window = u64::MAX;
+    for run in runs {
+        let mut logical = run.logical_block;
+        let end = run.logical_block + run.block_count;
+        while logical < end {
+            let window = logical / window_blocks;
+            let piece_end = end.min((window + 1) * window_blocks);
+            let piece = StagedRun { logical_block: logical, block_count: piece_end - logical };
+            if window == current_window {
+                groups.last_mut().expect("current window has a group").runs.push(piece);
+            } else {
+                groups.push(DestageGroup { runs: vec![piece] });
+                current_window = window;
+            }
+            logical = piece_end;
+        }
+    }
+    groups
+}
+
+/// The allocation range a destage group goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeChoice {
+    /// The range holding the group's logical neighbours.
+    Neighbour(u64),
+    /// Another range with room, the nearest to the neighbours' within the span.
+    Nearby(u64),
+    /// No range within the span has room (or the group has no placed
+    /// neighbour): a new, empty range.
+    New,
+}
+
+/// Phase two of destage for one group: the neighbours' range if it has room for
+/// `block_count` blocks, else the nearest range within `proximal_span_ranges`
+/// (each way, ties to the lower) with room, else a new range.
+/// `free_blocks(range)` says how many blocks of a range are allocatable.
+pub fn choose_destage_range(
+    parameters: &LayoutParameters,
+    neighbour_range: Option<u64>,
+    block_count: u64,
+    range_count: u64,
+    free_blocks: &mut dyn FnMut(u64) -> u64,
+) -> RangeChoice {
+    let Some(home) = neighbour_range else { return RangeChoice::New };
+    if free_blocks(home) >= block_count {
+        return RangeChoice::Neighbour(home);
+    }
+    for distance in 1..=parameters.proximal_span_ranges {
+        let below = home.checked_sub(distance);
+        let above = Some(home + distance).filter(|&range| range < range_count);
+        if below.is_none() && above.is_none() {
+            break;
+        }
+        for candidate in [below, above].into_iter().flatten() {
+            if free_blocks(candidate) >= block_count {
+                return RangeChoice::Nearby(candidate);
+            }
+        }
+    }
+    RangeChoice::New
+}
+
+/// Where, inside its chosen range, a staged run should start: at the block
+/// the logical offset would occupy if the neighbour's run continued, clamped
+/// into the range. `neighbour` is `(logical block, data block)` of a placed
+/// neighbour in the same extent.
+pub fn hint_in_range(neighbour: Option<(u64, u64)>, logical_block: u64, range_start: u64, range_end: u64) -> u64 {
+    let Some((neighbour_logical, neighbour_block)) = neighbour else { return range_start };
+    let hint = if logical_block >= neighbour_logical {
+        neighbour_block.saturating_add(logical_block - neighbour_logical)
+    } else {
+        neighbour_block.saturating_sub(neighbour_logical - logical_block)
+    };
+    hint.clamp(range_start, range_end - 1)
+}
+
+/// The rolling search for an allocation range with every block allocatable
+/// (where a large write or a destage group without room near its neighbours
+/// starts a new run).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FreshRangeSearch {
+    /// Where the next search starts.
+    cursor: u64,
+    /// A search found no empty range; only a durable CP (which makes freed
+    /// blocks allocatable) can change that.
+    exhausted: bool,
+}
+
+impl FreshRangeSearch {
+    /// The next range of `range_blocks` blocks with every block allocatable in
+    /// `space`, from the cursor (wrapping once).
+    pub(crate) fn next(&mut self, space: &SpaceMap, range_blocks: u64) -> Option<u64> {
+        assert!(range_blocks > 0, "a range holds at least one block");
+        if self.exhausted {
+            return None;
+        }
+        let block_count = space.block_count();
+        let range_count = block_count.div_ceil(range_blocks);
+        for step in 0..range_count {
+            let range = (self.cursor + step) % range_count;
+            let start = range * range_blocks;
+            let end = (start + range_blocks).min(block_count);
+            if end - start == range_blocks && space.allocatable_in(start, end) == range_blocks {
+                self.cursor = (range + 1) % range_count;
+                return Some(range);
+            }
+        }
+        self.exhausted = true;
+        None
+    }
+
+    /// A CP made the blocks freed before it allocatable: ranges may be empty again.
+    pub(crate) fn blocks_were_freed(&mut self) {
+        self.exhausted = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::in_memory;
+    use crate::layouts::test_support::parameters;
+
+    #[test]
+    fn staged_runs_are_sorted_and_grouped_by_logical_window() {
+        let run = |logical_block, block_count| StagedRun { logical_block, block_count };
+        let groups = group_staged_runs(vec![run(300, 2), run(5, 1), run(250, 10), run(1, 1)], 256);
+        assert_eq!(groups.len(), 2);
+        assert_eq!(groups[0].runs, vec![run(1, 1), run(5, 1), run(250, 6)]);
+        assert_eq!(groups[1].runs, vec![run(256, 4), run(300, 2)]);
+        assert_eq!(groups[0].block_count(), 8);
+        assert_eq!((groups[1].first_logical_block(), groups[1].end_logical_block()), (256, 302));
+    }
+
+    #[test]
+    fn destage_prefers_the_neighbours_range_then_the_nearest_with_room_then_a_new_one() {
+        let proximal = LayoutParameters { proximal_span_ranges: 3, ..parameters() };
+        let free = [0u64, 5, 0, 2, 9, 0, 0, 0, 0, 50];
+        let mut lookup = |range: u64| free[in_memory(range)];
+        assert_eq!(choose_destage_range(&proximal, Some(4), 9, 10, &mut lookup), RangeChoice::Neighbour(4));
+        assert_eq!(choose_destage_range(&proximal, Some(3), 4, 10, &mut lookup), RangeChoice::Nearby(4));
+        // Equal distance: the lower range wins.
+        assert_eq!(choose_destage_range(&proximal, Some(2), 5, 10, &mut lookup), RangeChoice::Nearby(1));
+        // Range 9 has room but lies beyond the span of 3 from range 5.
+        assert_eq!(choose_destage_range(&proximal, Some(5), 20, 10, &mut lookup), RangeChoice::New);
+        assert_eq!(choose_destage_range(&proximal, None, 1, 10, &mut lookup), RangeChoice::New);
+        // The span is clipped at both ends of the device.
+        assert_eq!(choose_destage_range(&proximal, Some(9), 60, 10, &mut lookup), RangeChoice::New);
+    }
+
+    #[test]
+    fn the_hint_continues_the_neighbours_run_inside_the_range() {
+        assert_eq!(hint_in_range(Some((10, 1010)), 12, 1000, 1256), 1012);
+        assert_eq!(hint_in_range(Some((10, 1010)), 5, 1000, 1256), 1005);
+        assert_eq!(hint_in_range(Some((10, 1010)), 900, 1000, 1256), 1255);
+        assert_eq!(hint_in_range(Some((10, 3)), 0, 0, 256), 0);
+        assert_eq!(hint_in_range(None, 7, 512, 768), 512);
+    }
+
+    #[test]
+    fn the_fresh_range_search_rolls_on_and_stops_until_blocks_are_freed() {
+        use crate::bitmap::PersistentBitmap;
+        use crate::error::DeviceRole;
+        // Four ranges of 64 blocks and a partial fifth, which never counts.
+        let mut space = SpaceMap::new(DeviceRole::Data, PersistentBitmap::new(300), PersistentBitmap::new(300), 0);
+        assert_eq!(space.allocate_within(70, 64, 128, 1), Some((70, 1)));
+        let mut search = FreshRangeSearch::default();
+        assert_eq!(search.next(&space, 64), Some(0));
+        assert_eq!(search.next(&space, 64), Some(2));
+        assert_eq!(search.next(&space, 64), Some(3));
+        assert_eq!(search.next(&space, 64), Some(0));
+        for start in [0, 128, 192] {
+            assert_eq!(space.allocate_within(start, start, start + 64, 1), Some((start, 1)));
+        }
+        assert_eq!(search.next(&space, 64), None);
+        assert!(search.exhausted);
+        search.blocks_were_freed();
+        assert_eq!(search.next(&space, 64), None);
+    }
+}
