@@ -21,6 +21,81 @@ impl std::fmt::Display for DeviceRole {
     }
 }
 
+/// Why devices or options do not fit a volume or an operation.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Unsuitable {
+    /// A volume option is out of range.
+    #[error("volume options: {0}")]
+    Options(&'static str),
+    /// A device's block size is not the engine's.
+    #[error("{role} {name} has {block_size_bytes}-byte blocks; volumes need {required_bytes}")]
+    BlockSize {
+        /// Which device.
+        role: DeviceRole,
+        /// Its name.
+        name: String,
+        /// Its block size.
+        block_size_bytes: u32,
+        /// The engine's block size.
+        required_bytes: usize,
+    },
+    /// A device keeps no payload where the volume needs it.
+    #[error("{role} {name} does not store payload (a metadata-only data device needs payload: false)")]
+    NoPayload {
+        /// Which device.
+        role: DeviceRole,
+        /// Its name.
+        name: String,
+    },
+    /// The flash device is too small.
+    #[error("flash device has {block_count} blocks; at least {minimum_blocks} are needed")]
+    FlashTooSmall {
+        /// Its blocks.
+        block_count: u64,
+        /// The least a volume accepts.
+        minimum_blocks: u64,
+    },
+    /// The flash device holds another volume.
+    #[error("the flash device holds volume {found:#x}, not {expected:#x}")]
+    OtherVolume {
+        /// The volume found.
+        found: u64,
+        /// The volume asked for.
+        expected: u64,
+    },
+    /// The devices' sizes differ from the superblock's.
+    #[error(
+        "the superblock describes {superblock_data_blocks} data and {superblock_flash_blocks} flash blocks; \
+         the devices have {data_blocks} and {flash_blocks}"
+    )]
+    SizesDiffer {
+        /// Data blocks the superblock describes.
+        superblock_data_blocks: u64,
+        /// Flash blocks the superblock describes.
+        superblock_flash_blocks: u64,
+        /// Data blocks of the device.
+        data_blocks: u64,
+        /// Flash blocks of the device.
+        flash_blocks: u64,
+    },
+    /// The options disagree with the volume about data checksums.
+    #[error(
+        "the volume {} data checksums; open it with payload and data_checksums both {}",
+        if *.volume_keeps { "keeps" } else { "keeps no" },
+        if *.volume_keeps { "on" } else { "off (either of them)" }
+    )]
+    ChecksumsDisagree {
+        /// Whether the volume keeps them.
+        volume_keeps: bool,
+    },
+    /// The volume keeps no data checksums (a scrub needs them).
+    #[error("the volume keeps no data checksums to scrub against")]
+    NoChecksums,
+    /// The devices cannot serve a read through a shared reference.
+    #[error("the devices do not serve reads through a shared reference")]
+    NoSharedReads,
+}
+
 /// Everything a volume operation can fail with.
 #[derive(Debug, Error)]
 pub enum EngineError {
@@ -60,9 +135,10 @@ pub enum EngineError {
         /// Why slot B was rejected.
         slot_b: String,
     },
-    /// The devices do not fit the format or the superblock.
+    /// The devices, or the options, do not fit the format, the superblock
+    /// or the operation.
     #[error("unsuitable devices: {0}")]
-    Unsuitable(String),
+    Unsuitable(Unsuitable),
     /// No extent of that name or id.
     #[error("no extent named {0:?}")]
     NoSuchExtent(String),
@@ -154,4 +230,23 @@ pub(crate) fn metadata_no_space(error: EngineError) -> EngineError {
 
 pub(crate) fn corrupt(block: u64, what: &str, detail: impl Into<String>) -> EngineError {
     EngineError::Corrupt { block, what: what.to_string(), detail: detail.into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checksum_disagreement_says_how_to_open_the_volume() {
+        let keeps = EngineError::Unsuitable(Unsuitable::ChecksumsDisagree { volume_keeps: true });
+        assert_eq!(
+            keeps.to_string(),
+            "unsuitable devices: the volume keeps data checksums; open it with payload and data_checksums both on"
+        );
+        let keeps_none = Unsuitable::ChecksumsDisagree { volume_keeps: false };
+        assert_eq!(
+            keeps_none.to_string(),
+            "the volume keeps no data checksums; open it with payload and data_checksums both off (either of them)"
+        );
+    }
 }

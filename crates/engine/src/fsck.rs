@@ -17,7 +17,7 @@ use crate::codec::{
     ExtentRecord, LogRecord, LogSlot, RootSet, SnapshotRecord, SnapshotState, Superblock, BLOCK_SIZE, SUPERBLOCK_SLOTS,
     WORDS_PER_PAGE,
 };
-use crate::error::{DeviceRole, EngineError, Result};
+use crate::error::{DeviceRole, EngineError, Result, Unsuitable};
 use crate::io::{read_pieces, FlashReader};
 use crate::log::walk::{walk_log, ChainEnd, LogIdentity};
 use crate::map::{ExtentMap, Location};
@@ -358,7 +358,12 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F, scope:
     if superblock.data_block_count != data.info().block_count
         || superblock.flash_block_count != flash.info().block_count
     {
-        return Err(EngineError::Unsuitable("device sizes differ from the superblock's".into()));
+        return Err(EngineError::Unsuitable(Unsuitable::SizesDiffer {
+            superblock_data_blocks: superblock.data_block_count,
+            superblock_flash_blocks: superblock.flash_block_count,
+            data_blocks: data.info().block_count,
+            flash_blocks: flash.info().block_count,
+        }));
     }
     report.generation = superblock.generation;
     check_log(&mut report, flash, &superblock)?;

@@ -34,7 +34,7 @@ mod tree;
 mod volume;
 
 pub use destage::{DestageBatchReport, DestageObserver, DestageSummary, NoDestageObserver};
-pub use error::{DeviceRole, EngineError, Result};
+pub use error::{DeviceRole, EngineError, Result, Unsuitable};
 pub use fsck::{check as fsck_devices, Finding, FindingKind, FsckReport, FsckScope};
 pub use layouts::{DestageRule, Layout, LayoutParameters, LayoutStrategy, Placement, WriteContext};
 pub use log::{CorruptStagedBlock, LogEnd, RecoveryReport};

@@ -13,7 +13,7 @@ use proxima_device::BlockDevice;
 
 use crate::checksums::Checksums;
 use crate::codec::BLOCK_SIZE;
-use crate::error::{DeviceRole, EngineError, Result};
+use crate::error::{DeviceRole, EngineError, Result, Unsuitable};
 use crate::io::{block_bytes, device_error, in_memory, MAX_REQUEST_BLOCKS};
 use crate::map::{self, ExtentMap, Location, Segment};
 use crate::volume::{BlockStatus, EngineStats, Volume};
@@ -186,7 +186,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.check_usable()?;
         self.check_range(id, offset_bytes, buffer.len() as u64)?;
         if !self.supports_shared_reads() {
-            return Err(EngineError::Unsuitable("the devices do not serve reads through a shared reference".into()));
+            return Err(EngineError::Unsuitable(Unsuitable::NoSharedReads));
         }
         let segments = request_segments(self.extents.map(id), offset_bytes, buffer.len() as u64);
         let mut source = SharedSource { data: &self.data, flash: &self.flash, checksums: self.checksums.as_ref() };

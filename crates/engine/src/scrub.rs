@@ -9,7 +9,7 @@ use proxima_device::BlockDevice;
 use serde::Serialize;
 
 use crate::codec::BLOCK_SIZE;
-use crate::error::{DeviceRole, EngineError, Result};
+use crate::error::{DeviceRole, EngineError, Result, Unsuitable};
 use crate::io::device_error;
 use crate::map::Location;
 use crate::read::BlockSource;
@@ -39,7 +39,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub fn scrub(&mut self) -> Result<ScrubReport> {
         self.check_usable()?;
         if self.checksums.is_none() {
-            return Err(EngineError::Unsuitable("the volume keeps no data checksums to scrub against".into()));
+            return Err(EngineError::Unsuitable(Unsuitable::NoChecksums));
         }
         let mut report = ScrubReport::default();
         let data_blocks: Vec<u64> = {

@@ -16,7 +16,7 @@ use crate::checksums::{Checksums, PersistentChecksums};
 use crate::codec::{
     ExtentRecord, LogRecord, LogSlot, RootSet, SnapshotRecord, Superblock, BLOCK_SIZE, NAME_CAPACITY, SUPERBLOCK_SLOTS,
 };
-use crate::error::{DeviceRole, EngineError, Result};
+use crate::error::{DeviceRole, EngineError, Result, Unsuitable};
 use crate::extents::Extents;
 use crate::health::Health;
 use crate::io::{block_bytes, in_memory, FlashReader};
@@ -148,7 +148,7 @@ impl VolumeOptions {
         } else {
             return Ok(());
         };
-        Err(EngineError::Unsuitable(format!("volume options: {problem}")))
+        Err(EngineError::Unsuitable(Unsuitable::Options(problem)))
     }
 }
 
@@ -340,23 +340,22 @@ fn check_devices<D: BlockDevice, F: BlockDevice>(data: &D, flash: &F, options: &
     options.validate()?;
     for (role, info) in [(DeviceRole::Data, data.info()), (DeviceRole::Flash, flash.info())] {
         if info.block_size_bytes as usize != BLOCK_SIZE {
-            return Err(EngineError::Unsuitable(format!(
-                "{role} {} has {}-byte blocks; volumes need {BLOCK_SIZE}",
-                info.name, info.block_size_bytes
-            )));
+            return Err(EngineError::Unsuitable(Unsuitable::BlockSize {
+                role,
+                name: info.name,
+                block_size_bytes: info.block_size_bytes,
+                required_bytes: BLOCK_SIZE,
+            }));
         }
         if !info.stores_payload && (role == DeviceRole::Flash || options.payload) {
-            return Err(EngineError::Unsuitable(format!(
-                "{role} {} does not store payload (a metadata-only data device needs payload: false)",
-                info.name
-            )));
+            return Err(EngineError::Unsuitable(Unsuitable::NoPayload { role, name: info.name }));
         }
     }
     if flash.info().block_count < MIN_FLASH_BLOCKS {
-        return Err(EngineError::Unsuitable(format!(
-            "flash device has {} blocks; at least {MIN_FLASH_BLOCKS} are needed",
-            flash.info().block_count
-        )));
+        return Err(EngineError::Unsuitable(Unsuitable::FlashTooSmall {
+            block_count: flash.info().block_count,
+            minimum_blocks: MIN_FLASH_BLOCKS,
+        }));
     }
     Ok(())
 }
@@ -448,21 +447,17 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .map(|(&slot, _)| slot)
             .collect();
         if let Some(expected) = volume_id.filter(|&expected| expected != superblock.volume_id) {
-            return Err(EngineError::Unsuitable(format!(
-                "the flash device holds volume {:#x}, not {expected:#x}",
-                superblock.volume_id
-            )));
+            return Err(EngineError::Unsuitable(Unsuitable::OtherVolume { found: superblock.volume_id, expected }));
         }
         if superblock.data_block_count != data.info().block_count
             || superblock.flash_block_count != flash.info().block_count
         {
-            return Err(EngineError::Unsuitable(format!(
-                "the superblock describes {} data and {} flash blocks; the devices have {} and {}",
-                superblock.data_block_count,
-                superblock.flash_block_count,
-                data.info().block_count,
-                flash.info().block_count
-            )));
+            return Err(EngineError::Unsuitable(Unsuitable::SizesDiffer {
+                superblock_data_blocks: superblock.data_block_count,
+                superblock_flash_blocks: superblock.flash_block_count,
+                data_blocks: data.info().block_count,
+                flash_blocks: flash.info().block_count,
+            }));
         }
         let mut reader = FlashReader {
             flash: &mut flash,
@@ -471,11 +466,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         };
         let roots = superblock.roots;
         if superblock.has_data_checksums() != options.keeps_checksums() {
-            let kept = if superblock.has_data_checksums() { "keeps" } else { "keeps no" };
-            return Err(EngineError::Unsuitable(format!(
-                "the volume {kept} data checksums; open it with payload and data_checksums both {}",
-                if superblock.has_data_checksums() { "on" } else { "off (either of them)" }
-            )));
+            return Err(EngineError::Unsuitable(Unsuitable::ChecksumsDisagree {
+                volume_keeps: superblock.has_data_checksums(),
+            }));
         }
         let checksums = if superblock.has_data_checksums() {
             Some(Checksums {
