@@ -1,13 +1,13 @@
 //! What the three layout experiments (`proximal-table2`, `proximal-table3`,
-//! `proximal-srarw`) share: their settings from the command line, the paper's
-//! figures, the run's cost in wall time and memory, and report helpers.
+//! `proximal-srarw`) share: their flags, their settings, the report's opening
+//! and the definitions every report states.
 
 use std::fmt::Write as _;
-use std::path::Path;
-use std::time::Instant;
+use std::path::PathBuf;
 
-use crate::srarw::ArrayShape;
-use crate::{LabError, ReproduceOptions};
+use crate::experiment::RunSettings;
+use crate::rig::lab_volume::ArrayShape;
+use crate::LabError;
 
 /// The default scale of the layout experiments: 0.4 % of each drive (869 extents
 /// of 16 MiB on the nearline array), which keeps the three default runs to about
@@ -18,44 +18,30 @@ pub const DEFAULT_SCALE: f64 = 0.004;
 /// The default drive model: the paper's 1 TB 7200 RPM drive.
 pub const DEFAULT_MODEL: &str = "nearline7200";
 
-/// The paper's figures (seed 000, Section 5), quoted beside ours.
-pub mod paper {
-    /// Table 2, staging area 1 % of capacity.
-    pub const UPDATES_PER_BATCH_1: f64 = 47.5;
-    /// Table 2, 1 %: I/O amplification.
-    pub const IO_AMPLIFICATION_1: f64 = 6.2;
-    /// Table 2, 1 %: disk I/Os per revolution.
-    pub const IOS_PER_REVOLUTION_1: f64 = 5.3;
-    /// Table 2, 10 %.
-    pub const UPDATES_PER_BATCH_10: f64 = 369.7;
-    /// Table 2, 10 %: I/O amplification.
-    pub const IO_AMPLIFICATION_10: f64 = 4.5;
-    /// Table 2, 10 %: disk I/Os per revolution.
-    pub const IOS_PER_REVOLUTION_10: f64 = 8.6;
-    /// Table 3: blocks per request.
-    pub const READ_BLOCKS_PER_REQUEST: f64 = 819.2;
-    /// Table 3: runs per request on the aged layout.
-    pub const READ_RUNS_PER_REQUEST: f64 = 47.5;
-    /// Table 3: I/Os per disk per request on the aged layout.
-    pub const READ_IOS_PER_DISK: f64 = 20.7;
-    /// Table 3: response time on the aged layout, ms.
-    pub const AGED_RESPONSE_MS: f64 = 9.5;
-    /// Table 3: response time on the fresh layout, ms.
-    pub const FRESH_RESPONSE_MS: f64 = 9.2;
-    /// Table 3: MB/s per disk, aged.
-    pub const AGED_MB_S_PER_DISK: f64 = 86.2;
-    /// Table 3: MB/s per disk, fresh.
-    pub const FRESH_MB_S_PER_DISK: f64 = 89.0;
-    /// Section 5.3: write-anywhere degrades to as little as this fraction of fresh.
-    pub const WRITE_ANYWHERE_AGED_TO_FRESH_MIN: f64 = 0.03;
-    /// Section 5.4: random IOPS per disk with a 1 % staging area.
-    pub const IOPS_PER_DISK: f64 = 333.0;
-    /// Section 5.4: dollars per IOPS with a 1 % staging area.
-    pub const DOLLARS_PER_IOPS: f64 = 0.48;
-    /// Section 5.4: price of one disk, dollars.
-    pub const DISK_DOLLARS: f64 = 130.0;
-    /// Section 5.4: price of flash, dollars per GB.
-    pub const FLASH_DOLLARS_PER_GB: f64 = 3.13;
+/// The flags of a layout experiment.
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct LayoutParams {
+    /// Fraction of the paper's full size: of each drive, of the extents and of
+    /// the staging area.
+    #[arg(long, default_value_t = DEFAULT_SCALE)]
+    pub scale: f64,
+    /// Independent simulations run at once, one per thread (the figures are the
+    /// same; peak memory is the sum of those in flight).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: u16,
+}
+
+impl Default for LayoutParams {
+    fn default() -> LayoutParams {
+        LayoutParams { scale: DEFAULT_SCALE, jobs: 1 }
+    }
+}
+
+impl LayoutParams {
+    /// What a run's opening line says of these flags.
+    pub fn describe(&self) -> String {
+        format!(", {} simulation(s) at once", self.jobs)
+    }
 }
 
 /// The settings of one layout experiment.
@@ -69,25 +55,35 @@ pub struct LayoutSettings {
     pub scale: f64,
     /// Seed of every simulation.
     pub seed: u64,
+    /// Independent simulations run at once.
+    pub jobs: usize,
+    /// Where the files go.
+    pub out_dir: PathBuf,
 }
 
 impl LayoutSettings {
-    /// Reads the settings from the command line's options.
-    pub fn from_options(options: &ReproduceOptions) -> Result<LayoutSettings, LabError> {
-        let scale = options.scale.unwrap_or(DEFAULT_SCALE);
-        let shape = ArrayShape::for_model(&options.model)?;
-        shape.window_blocks_per_disk(scale)?;
-        Ok(LayoutSettings { shape, model_name: options.model.clone(), scale, seed: options.seed })
+    /// Resolves the model and checks the scale.
+    pub fn new(run: &RunSettings, params: &LayoutParams) -> Result<LayoutSettings, LabError> {
+        let shape = ArrayShape::for_model(&run.model)?;
+        shape.window_blocks_per_disk(params.scale)?;
+        Ok(LayoutSettings {
+            shape,
+            model_name: run.model.clone(),
+            scale: params.scale,
+            seed: run.seed,
+            jobs: usize::from(params.jobs),
+            out_dir: run.out_dir.clone(),
+        })
     }
 
     /// The command that regenerates the experiment.
-    pub fn command_line(&self, name: &str, out_dir: &Path) -> String {
+    pub fn command_line(&self, name: &str) -> String {
         format!(
             "proxima reproduce {name} --scale {} --model {} --seed {} --out {}",
             self.scale,
             self.model_name,
             self.seed,
-            out_dir.display()
+            self.out_dir.display()
         )
     }
 
@@ -95,62 +91,6 @@ impl LayoutSettings {
     pub fn revolution_ns(&self) -> u64 {
         self.shape.model.revolution_ns()
     }
-}
-
-/// What a run cost on this machine, and how much it simulated.
-#[derive(Debug, Clone, Copy)]
-pub struct RunCost {
-    started: Instant,
-    /// Simulated user updates.
-    pub simulated_updates: u64,
-    /// Simulated member-disk I/Os.
-    pub simulated_disk_ios: u64,
-}
-
-impl RunCost {
-    /// Starts the wall clock.
-    pub fn start() -> RunCost {
-        RunCost { started: Instant::now(), simulated_updates: 0, simulated_disk_ios: 0 }
-    }
-
-    /// Wall seconds since the start.
-    pub fn wall_seconds(&self) -> f64 {
-        self.started.elapsed().as_secs_f64()
-    }
-
-    /// A line for the terminal and the report: wall time, simulation rates, peak
-    /// memory of the process.
-    pub fn render(&self) -> String {
-        let seconds = self.wall_seconds().max(1e-9);
-        let memory = peak_memory_bytes()
-            .map_or_else(|| "unknown".to_string(), |bytes| format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64));
-        format!(
-            "wall {:.1} s; {:.0} simulated user updates per wall second; {:.0} simulated disk I/Os per wall \
-             second; peak memory (VmHWM) {memory}",
-            seconds,
-            self.simulated_updates as f64 / seconds,
-            self.simulated_disk_ios as f64 / seconds
-        )
-    }
-}
-
-/// The process's peak resident memory (`VmHWM` of /proc/self/status), where the
-/// operating system reports it.
-pub fn peak_memory_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
-    let kibibytes: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kibibytes * 1024)
-}
-
-/// Creates the output directory.
-pub fn create_directory(path: &Path) -> Result<(), LabError> {
-    std::fs::create_dir_all(path).map_err(|source| LabError::CreateDirectory { path: path.to_path_buf(), source })
-}
-
-/// Writes `text` to `path`.
-pub fn write_text(path: &Path, text: &str) -> Result<(), LabError> {
-    std::fs::write(path, text).map_err(|source| LabError::Write { path: path.to_path_buf(), source })
 }
 
 /// The report's opening: title, what runs, command, seed, scale.
@@ -168,7 +108,7 @@ pub fn report_header(title: &str, settings: &LayoutSettings, command: &str, exte
         model.revolution_ns() as f64 / 1e6,
         model.sector_count(),
         settings.shape.stripe_unit_bytes / 1024,
-        match crate::srarw::ZONE_DATA_BLOCKS {
+        match crate::rig::lab_volume::ZONE_DATA_BLOCKS {
             Some(zone_blocks) => format!("zone checksums on every drive (one crc32c block per {zone_blocks} blocks)"),
             None => "no block checksums".to_string(),
         }
@@ -217,21 +157,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn peak_memory_is_read_from_the_process_status() {
-        let bytes = peak_memory_bytes().expect("Linux reports VmHWM");
-        assert!(bytes > 0);
-    }
-
-    #[test]
     fn settings_refuse_a_scale_out_of_range() {
-        let options = ReproduceOptions {
-            out_dir: "unused".into(),
-            seed: 1,
-            model: DEFAULT_MODEL.into(),
-            strand_count: 0,
-            scale: Some(2.0),
-            jobs: 1,
-        };
-        assert!(matches!(LayoutSettings::from_options(&options), Err(LabError::InvalidParameter { .. })));
+        let run = RunSettings { out_dir: "unused".into(), seed: 1, model: DEFAULT_MODEL.into() };
+        let params = LayoutParams { scale: 2.0, jobs: 1 };
+        assert!(matches!(LayoutSettings::new(&run, &params), Err(LabError::InvalidParameter { .. })));
     }
 }
