@@ -54,8 +54,7 @@ pub struct CommonArgs {
     /// Seed of every simulation in the run.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Disk model: a built-in name or a DiskSim `.parv` file [default: the
-    /// experiment's].
+    /// Disk model: a built-in name or a DiskSim `.parv` file.
     #[arg(long)]
     pub model: Option<String>,
 }
@@ -210,9 +209,10 @@ impl<E: Experiment> Registered for Registration<E> {
     }
 
     fn command(&self) -> clap::Command {
-        let command = CommonArgs::augment_args(clap::Command::new(E::NAME).about(E::DESCRIPTION));
+        let command = CommonArgs::augment_args(clap::Command::new(E::NAME));
         let command = command.mut_arg("model", |model| model.default_value(E::DEFAULT_MODEL));
-        E::Params::augment_args(command)
+        // After the parameters, whose own doc comment would otherwise be the about.
+        E::Params::augment_args(command).about(E::DESCRIPTION)
     }
 
     fn invocation(&self, matches: &ArgMatches) -> Result<Box<dyn Invocation>, clap::Error> {
