@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use proxima_disk::{DiskOp, Scheduler};
-use proxima_lab::closed_loop::{run_closed_loop, ClosedLoopConfig};
-use proxima_lab::placement::{IssueOrder, Placement};
-use proxima_lab::strands::{run_strands, StrandConfig, StrandStart};
+use proxima_lab::seed000_proximal::closed_loop::{run_closed_loop, ClosedLoopConfig};
+use proxima_lab::seed000_proximal::placement::{IssueOrder, Placement};
+use proxima_lab::seed000_proximal::strands::{run_strands, StrandConfig, StrandStart};
 use proxima_lab::LabError;
 use serde_json::json;
 
@@ -183,7 +183,7 @@ pub fn run_strands_command(args: &StrandsArgs) -> ExitCode {
         },
         seed: args.seed,
     };
-    let op_ms = match proxima_lab::closed_loop::measure_op_ms(&model, args.seed) {
+    let op_ms = match proxima_lab::seed000_proximal::closed_loop::measure_op_ms(&model, args.seed) {
         Ok(op_ms) => op_ms,
         Err(error) => return fail("strands", &error),
     };

@@ -1,102 +1,78 @@
-//! `proxima reproduce NAME`: regenerates a paper's figures on the simulator. The
-//! experiments are listed in `proxima_lab::EXPERIMENTS`; this module only parses
-//! the arguments, shows progress, and prints the summary and the JSON headline
-//! (the last line of stdout). It also holds the laboratory's progress bar, drawn
-//! on stderr when it is a terminal and hidden when piped.
+//! `proxima reproduce EXPERIMENT [FLAGS]`: regenerates a paper's figures on the
+//! simulator. Each experiment registered in `proxima_lab::EXPERIMENTS` is a
+//! subcommand with its own flags (`--out`, `--seed` and `--model` for all, and
+//! the experiment's own), so a flag that does not apply is a usage error.
+//! This module only parses the arguments, shows progress, and prints the
+//! summary and the JSON headline (the last line of stdout). It also holds the
+//! laboratory's progress bar, drawn on stderr when it is a terminal and hidden
+//! when piped.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Args;
+use clap::{ArgMatches, Args, FromArgMatches};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use proxima_lab::progress::Progress;
-use proxima_lab::{
-    find_experiment, proximal_disk, proximal_srarw, proximal_table2, proximal_table3, Experiment, LabError,
-    ReproduceOptions, EXPERIMENTS,
-};
+use proxima_lab::{find_experiment, LabError, EXPERIMENTS};
 
-/// `proxima reproduce`.
-#[derive(Debug, Args)]
+/// `proxima reproduce`: the experiment (a subcommand) and its flags.
+#[derive(Debug, Clone)]
 pub struct ReproduceArgs {
-    /// The experiment (proximal-disk, proximal-table2, proximal-table3, proximal-srarw).
     experiment: String,
-    /// Output directory [default: out/EXPERIMENT].
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Seed of every simulation in the run.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Disk model: a built-in name or a DiskSim `.parv` file [default: the experiment's].
-    #[arg(long)]
-    model: Option<String>,
-    /// Fraction of the paper's full size (the layout experiments: proximal-table2,
-    /// proximal-table3, proximal-srarw) [default: the experiment's].
-    #[arg(long)]
-    scale: Option<f64>,
-    /// Strands per point of a figure (proximal-disk) [default: the experiment's].
-    #[arg(long)]
-    count: Option<u32>,
-    /// Independent simulations of a layout experiment run at once, one per
-    /// thread (the figures are the same; peak memory is the sum of those in
-    /// flight) [default: 1].
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
-    jobs: Option<u16>,
+    matches: ArgMatches,
 }
 
-/// The flags of `reproduce` an experiment takes besides `--out`, `--seed` and
-/// `--model` (which all take): the others would be ignored, so they are refused.
-pub fn experiment_flags(experiment: &Experiment) -> &'static [&'static str] {
-    match experiment.name {
-        proximal_disk::NAME => &["--count"],
-        proximal_table2::NAME | proximal_table3::NAME | proximal_srarw::NAME => &["--scale", "--jobs"],
-        _ => &[],
+impl FromArgMatches for ReproduceArgs {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let (experiment, matches) = matches
+            .subcommand()
+            .ok_or_else(|| clap::Error::raw(clap::error::ErrorKind::MissingSubcommand, "name an experiment\n"))?;
+        Ok(ReproduceArgs { experiment: experiment.to_owned(), matches: matches.clone() })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = ReproduceArgs::from_arg_matches(matches)?;
+        Ok(())
     }
 }
 
-/// The first flag given that `experiment` does not take, if any.
-fn inapplicable_flag(experiment: &Experiment, args: &ReproduceArgs) -> Option<&'static str> {
-    let given = [("--scale", args.scale.is_some()), ("--count", args.count.is_some()), ("--jobs", args.jobs.is_some())];
-    let takes = experiment_flags(experiment);
-    given.into_iter().find(|(flag, given)| *given && !takes.contains(flag)).map(|(flag, _)| flag)
+impl Args for ReproduceArgs {
+    fn augment_args(command: clap::Command) -> clap::Command {
+        command
+            .subcommand_required(true)
+            .subcommand_value_name("EXPERIMENT")
+            .subcommand_help_heading("Experiments")
+            .subcommands(EXPERIMENTS.iter().map(|experiment| experiment.command()))
+    }
+
+    fn augment_args_for_update(command: clap::Command) -> clap::Command {
+        ReproduceArgs::augment_args(command)
+    }
 }
 
 /// Runs `proxima reproduce`.
 pub fn run(args: &ReproduceArgs) -> ExitCode {
     let Some(experiment) = find_experiment(&args.experiment) else {
-        eprintln!("proxima reproduce: no experiment `{}`; known:", args.experiment);
-        for known in EXPERIMENTS {
-            eprintln!("  {:<16} {}", known.name, known.description);
+        eprintln!("proxima reproduce: no experiment `{}`", args.experiment);
+        return ExitCode::from(2);
+    };
+    let invocation = match experiment.invocation(&args.matches) {
+        Ok(invocation) => invocation,
+        Err(error) => {
+            eprintln!("proxima reproduce {}: {error}", experiment.name());
+            return ExitCode::from(2);
         }
-        return ExitCode::from(2);
     };
-    if let Some(flag) = inapplicable_flag(experiment, args) {
-        let takes = experiment_flags(experiment);
-        let takes = if takes.is_empty() { "none of --scale, --count, --jobs".to_owned() } else { takes.join(", ") };
-        eprintln!("proxima reproduce {}: {flag} does not apply to this experiment (it takes {takes})", experiment.name);
-        return ExitCode::from(2);
-    }
-    let options = ReproduceOptions {
-        out_dir: args.out.clone().unwrap_or_else(|| PathBuf::from("out").join(experiment.name)),
-        seed: args.seed,
-        model: args.model.clone().unwrap_or_else(|| experiment.default_model.to_string()),
-        strand_count: args.count.unwrap_or(experiment.default_strand_count),
-        scale: args.scale.or(experiment.default_scale),
-        jobs: usize::from(args.jobs.unwrap_or(1)),
-    };
-    let jobs = if experiment_flags(experiment).contains(&"--jobs") {
-        format!(", {} simulation(s) at once", options.jobs)
-    } else {
-        String::new()
-    };
+    let settings = invocation.run_settings();
     eprintln!(
-        "proxima reproduce {}: model {}, seed {}{jobs}, writing to {}",
-        experiment.name,
-        options.model,
-        options.seed,
-        options.out_dir.display()
+        "proxima reproduce {}: model {}, seed {}{}, writing to {}",
+        experiment.name(),
+        settings.model,
+        settings.seed,
+        invocation.describe(),
+        settings.out_dir.display()
     );
     let mut progress = TerminalProgress::new();
-    let outcome = (experiment.run)(&options, &mut progress);
+    let outcome = invocation.run(&mut progress);
     progress.finish();
     match outcome {
         Ok(outcome) => {
@@ -106,7 +82,7 @@ pub fn run(args: &ReproduceArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(error) => {
-            eprintln!("proxima reproduce {}: {error}", experiment.name);
+            eprintln!("proxima reproduce {}: {error}", experiment.name());
             match error {
                 LabError::InvalidParameter { .. } | LabError::Model { .. } => ExitCode::from(2),
                 _ => ExitCode::from(1),

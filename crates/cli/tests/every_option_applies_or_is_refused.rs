@@ -8,8 +8,9 @@
 //! - `ServeDiffers`: `proxima serve` announces different settings;
 //! - `Enables`: without the option the command fails, with it it succeeds.
 //!
-//! For `reproduce`, every experiment must take or refuse each of `--scale`,
-//! `--count` and `--jobs`. A new option without a probe fails the test.
+//! For `reproduce`, each experiment is a subcommand with its own options;
+//! every experiment must take or refuse each of `--scale`, `--count` and
+//! `--jobs`. A new option without a probe fails the test.
 //!
 //! In the arguments, `{vol}` is a volume directory in a fresh temporary
 //! directory `{tmp}`, `{models}` the disk models shipped in the repository,
@@ -252,7 +253,7 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
         ),
         // reproduce
         (
-            "reproduce",
+            "reproduce proximal-disk",
             "--out",
             differs(
                 &["reproduce", "proximal-disk", "--count", "2", "--out", "{tmp}/a"],
@@ -260,7 +261,7 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
             ),
         ),
         (
-            "reproduce",
+            "reproduce proximal-disk",
             "--seed",
             differs(
                 &["reproduce", "proximal-disk", "--count", "2", "--out", "{tmp}/out"],
@@ -268,7 +269,7 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
             ),
         ),
         (
-            "reproduce",
+            "reproduce proximal-disk",
             "--model",
             differs(
                 &["reproduce", "proximal-disk", "--count", "2", "--out", "{tmp}/out"],
@@ -276,20 +277,112 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
             ),
         ),
         (
-            "reproduce",
+            "reproduce proximal-disk",
             "--count",
             differs(
                 &["reproduce", "proximal-disk", "--count", "2", "--out", "{tmp}/out"],
                 &["reproduce", "proximal-disk", "--count", "3", "--out", "{tmp}/out"],
             ),
         ),
-        ("reproduce", "--scale", refused(&["reproduce", "proximal-disk", "--scale", "0.01", "--out", "{tmp}/out"])),
-        ("reproduce", "--jobs", refused(&["reproduce", "proximal-disk", "--jobs", "2", "--out", "{tmp}/out"])),
-        ("reproduce", "--count", refused(&["reproduce", "proximal-table2", "--count", "5", "--out", "{tmp}/out"])),
-        ("reproduce", "--count", refused(&["reproduce", "proximal-table3", "--count", "5", "--out", "{tmp}/out"])),
-        ("reproduce", "--count", refused(&["reproduce", "proximal-srarw", "--count", "5", "--out", "{tmp}/out"])),
         (
-            "reproduce",
+            "reproduce proximal-disk",
+            "--scale",
+            refused(&["reproduce", "proximal-disk", "--scale", "0.01", "--out", "{tmp}/out"]),
+        ),
+        (
+            "reproduce proximal-disk",
+            "--jobs",
+            refused(&["reproduce", "proximal-disk", "--jobs", "2", "--out", "{tmp}/out"]),
+        ),
+        (
+            "reproduce proximal-table2",
+            "--count",
+            refused(&["reproduce", "proximal-table2", "--count", "5", "--out", "{tmp}/out"]),
+        ),
+        (
+            "reproduce proximal-table3",
+            "--count",
+            refused(&["reproduce", "proximal-table3", "--count", "5", "--out", "{tmp}/out"]),
+        ),
+        (
+            "reproduce proximal-srarw",
+            "--count",
+            refused(&["reproduce", "proximal-srarw", "--count", "5", "--out", "{tmp}/out"]),
+        ),
+        (
+            "reproduce proximal-table2",
+            "--out",
+            differs(
+                &["reproduce", "proximal-table2", "--scale", "0.0001", "--out", "{tmp}/a"],
+                &["reproduce", "proximal-table2", "--scale", "0.0001", "--out", "{tmp}/b"],
+            ),
+        ),
+        (
+            "reproduce proximal-table2",
+            "--seed",
+            differs(
+                &["reproduce", "proximal-table2", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-table2", "--scale", "0.0001", "--out", "{tmp}/out", "--seed", "2"],
+            ),
+        ),
+        (
+            "reproduce proximal-table2",
+            "--model",
+            differs(
+                &["reproduce", "proximal-table2", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-table2", "--scale", "0.0001", "--out", "{tmp}/out", "--model", "cheetah15k5"],
+            ),
+        ),
+        (
+            "reproduce proximal-table3",
+            "--out",
+            differs(
+                &["reproduce", "proximal-table3", "--scale", "0.0001", "--out", "{tmp}/a"],
+                &["reproduce", "proximal-table3", "--scale", "0.0001", "--out", "{tmp}/b"],
+            ),
+        ),
+        (
+            "reproduce proximal-table3",
+            "--seed",
+            differs(
+                &["reproduce", "proximal-table3", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-table3", "--scale", "0.0001", "--out", "{tmp}/out", "--seed", "2"],
+            ),
+        ),
+        (
+            "reproduce proximal-table3",
+            "--model",
+            differs(
+                &["reproduce", "proximal-table3", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-table3", "--scale", "0.0001", "--out", "{tmp}/out", "--model", "cheetah15k5"],
+            ),
+        ),
+        (
+            "reproduce proximal-srarw",
+            "--out",
+            differs(
+                &["reproduce", "proximal-srarw", "--scale", "0.0001", "--out", "{tmp}/a"],
+                &["reproduce", "proximal-srarw", "--scale", "0.0001", "--out", "{tmp}/b"],
+            ),
+        ),
+        (
+            "reproduce proximal-srarw",
+            "--seed",
+            differs(
+                &["reproduce", "proximal-srarw", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-srarw", "--scale", "0.0001", "--out", "{tmp}/out", "--seed", "2"],
+            ),
+        ),
+        (
+            "reproduce proximal-srarw",
+            "--model",
+            differs(
+                &["reproduce", "proximal-srarw", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-srarw", "--scale", "0.0001", "--out", "{tmp}/out", "--model", "cheetah15k5"],
+            ),
+        ),
+        (
+            "reproduce proximal-table2",
             "--scale",
             differs(
                 &["reproduce", "proximal-table2", "--scale", "0.0001", "--out", "{tmp}/out"],
@@ -297,7 +390,7 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
             ),
         ),
         (
-            "reproduce",
+            "reproduce proximal-table3",
             "--scale",
             differs(
                 &["reproduce", "proximal-table3", "--scale", "0.0001", "--out", "{tmp}/out"],
@@ -305,7 +398,7 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
             ),
         ),
         (
-            "reproduce",
+            "reproduce proximal-srarw",
             "--scale",
             differs(
                 &["reproduce", "proximal-srarw", "--scale", "0.0001", "--out", "{tmp}/out"],
@@ -316,7 +409,7 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
         // layout_experiments_are_deterministic.rs); the run reports how many
         // simulations it ran at once.
         (
-            "reproduce",
+            "reproduce proximal-table2",
             "--jobs",
             differs(
                 &["reproduce", "proximal-table2", "--scale", "0.0001", "--out", "{tmp}/out"],
@@ -324,7 +417,7 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
             ),
         ),
         (
-            "reproduce",
+            "reproduce proximal-table3",
             "--jobs",
             differs(
                 &["reproduce", "proximal-table3", "--scale", "0.0001", "--out", "{tmp}/out"],
@@ -332,7 +425,7 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
             ),
         ),
         (
-            "reproduce",
+            "reproduce proximal-srarw",
             "--jobs",
             differs(
                 &["reproduce", "proximal-srarw", "--scale", "0.0001", "--out", "{tmp}/out"],
@@ -729,11 +822,12 @@ fn every_option_of_every_subcommand_has_a_probe() {
     assert!(missing.is_empty(), "options without a probe: {missing:?}");
     // Each experiment takes or refuses each flag that only some experiments take.
     for experiment in proxima_lab::EXPERIMENTS {
+        let subcommand = format!("reproduce {}", experiment.name());
         for flag in ["--scale", "--count", "--jobs"] {
             let covered = probes.iter().any(|(command, option, probe)| {
-                *command == "reproduce" && *option == flag && probe_words(probe).contains(&experiment.name)
+                *command == subcommand && *option == flag && probe_words(probe).contains(&experiment.name())
             });
-            assert!(covered, "reproduce {} {flag} has no probe", experiment.name);
+            assert!(covered, "{subcommand} {flag} has no probe",);
         }
     }
 }

@@ -1,140 +1,57 @@
-//! Experiments: each reproduced table or figure, with CSV, plots and markdown reports.
+//! The laboratory: each reproduced table or figure of a paper, measured on
+//! simulated drives in virtual time, with CSV, plots and a markdown report.
 //!
-//! - [`birthday`]: the analytical model of missed revolutions in a strand.
-//! - [`table`] and [`plot`]: the CSV tables and SVG plots experiments write.
+//! The crate is arranged by what a module is for:
+//!
+//! - [`experiment`]: the typed interface every experiment implements (its name,
+//!   its own command-line parameters, the rows it measures, the headline it
+//!   reports, and how rows become CSV, plots and `report.md`), the one
+//!   skeleton that runs an experiment and writes its files, and the
+//!   [`Registration`] through which `proxima reproduce` knows it.
+//! - [`rig`]: what experiments run on, shared by every seed:
+//!   [`rig::testbed`] (the simulated RAID-4 and flash device),
+//!   [`rig::lab_volume`] (a volume over the testbed, filled, aged and read by
+//!   the serial-read-after-random-write workload of `proxima_workload::srarw`),
+//!   [`rig::measure`] (per-batch and per-disk figures) and [`rig::parallel`]
+//!   (independent simulations on several threads).
+//! - [`report`]: how results are written: [`report::table`] (CSV and markdown
+//!   tables), [`report::plot`] (SVG plots), [`report::markdown`] (the files of
+//!   an experiment and its report) and [`report::cost`] (a run's wall time and
+//!   memory).
+//! - One module per seed paper, holding that paper's figures and its
+//!   experiments: [`seed000_proximal`] (proximal I/O: `proximal-disk`,
+//!   `proximal-table2`, `proximal-table3`, `proximal-srarw`).
 //! - [`progress`]: how a long experiment reports its progress to whoever runs it.
-//! - [`placement`]: where a strand's requests go (track-approximate, proximal,
-//!   semi-sequential, random) and their issue order.
-//! - [`strands`]: strands on a simulated disk: response time, cost in OPs, extra
-//!   revolutions.
-//! - [`closed_loop`]: closed-loop random I/O, and the OP it defines.
-//! - [`proximal_disk`]: the `proximal-disk` experiment (the paper's Figures 1–2
-//!   and Appendix A).
-//! - [`testbed`]: the simulated RAID-4 and flash device of the layout experiments.
-//! - [`measure`]: per-batch and per-disk figures of those experiments.
-//! - [`srarw`]: the serial-read-after-random-write workload on a volume over the
-//!   testbed (fill, age, read), at any scale.
-//! - [`layout_experiments`]: what the layout experiments share (settings, the
-//!   paper's figures, run cost, definitions).
-//! - [`parallel`]: their independent simulations run on several threads.
-//! - [`proximal_table2`]: the `proximal-table2` experiment (the paper's Table 2).
-//! - [`proximal_table3`]: the `proximal-table3` experiment (Table 3: serial reads
-//!   after random writes, proximal and write-anywhere).
-//! - [`proximal_srarw`]: the `proximal-srarw` experiment (proximal against
-//!   in-place and write-anywhere: throughput, reads, cost per IOPS).
 //!
-//! [`EXPERIMENTS`] lists every experiment `proxima reproduce` can run; adding one is
-//! one line there.
+//! [`EXPERIMENTS`] lists every experiment `proxima reproduce` can run; adding
+//! one is a file (or folder) under its seed's module implementing
+//! [`Experiment`], and one line there.
 
-pub mod birthday;
-pub mod closed_loop;
-pub mod layout_experiments;
-pub mod measure;
-pub mod parallel;
-pub mod placement;
-pub mod plot;
+#![warn(missing_docs)]
+
+pub mod experiment;
 pub mod progress;
-pub mod proximal_disk;
-pub mod proximal_srarw;
-pub mod proximal_table2;
-pub mod proximal_table3;
-pub mod srarw;
-pub mod strands;
-pub mod table;
-pub mod testbed;
+pub mod report;
+pub mod rig;
+pub mod seed000_proximal;
 
 use std::path::PathBuf;
 
 use thiserror::Error;
 
-use crate::progress::Progress;
+pub use crate::experiment::{Experiment, ExperimentOutcome, Registered, Registration, RunSettings};
 
-/// Settings shared by every reproduced experiment.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReproduceOptions {
-    /// Directory that receives the CSV files, plots and `report.md`.
-    pub out_dir: PathBuf,
-    /// Seed of every simulation in the run.
-    pub seed: u64,
-    /// Disk model: a built-in name or a DiskSim `.parv` path.
-    pub model: String,
-    /// Strands simulated per point of a figure.
-    pub strand_count: u32,
-    /// Fraction of the paper's full size to simulate, for experiments that scale
-    /// (`None`: the experiment's default).
-    pub scale: Option<f64>,
-    /// Independent simulations run at once (1: one after another). The results
-    /// are the same; peak memory is the sum of the simulations in flight.
-    pub jobs: usize,
-}
-
-/// What an experiment produced.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ExperimentOutcome {
-    /// A short human-readable table of the headline figures.
-    pub summary: String,
-    /// The headline figures as one JSON object.
-    pub headline: serde_json::Value,
-    /// The markdown report written.
-    pub report_path: PathBuf,
-}
-
-/// A reproducible experiment.
-#[derive(Debug, Clone, Copy)]
-pub struct Experiment {
-    /// Its name on the command line.
-    pub name: &'static str,
-    /// One line saying what it regenerates.
-    pub description: &'static str,
-    /// Strands per point in a default run (a couple of minutes at most in release).
-    pub default_strand_count: u32,
-    /// The drive model when none is given.
-    pub default_model: &'static str,
-    /// The scale when none is given (`None`: the experiment does not scale).
-    pub default_scale: Option<f64>,
-    /// Runs it.
-    pub run: fn(&ReproduceOptions, &mut dyn Progress) -> Result<ExperimentOutcome, LabError>,
-}
-
-/// Every experiment `proxima reproduce` knows.
-pub const EXPERIMENTS: &[Experiment] = &[
-    Experiment {
-        name: proximal_disk::NAME,
-        description: "proximal I/O paper, Section 2 and Appendix A: Figures 1-2, issue order, birthday model",
-        default_strand_count: 1000,
-        default_model: "cheetah15k5",
-        default_scale: None,
-        run: proximal_disk::run,
-    },
-    Experiment {
-        name: proximal_table2::NAME,
-        description: "proximal I/O paper, Table 2: random updates destaged from 1-10 % staging areas on RAID-4",
-        default_strand_count: 0,
-        default_model: layout_experiments::DEFAULT_MODEL,
-        default_scale: Some(layout_experiments::DEFAULT_SCALE),
-        run: proximal_table2::run,
-    },
-    Experiment {
-        name: proximal_table3::NAME,
-        description: "proximal I/O paper, Table 3: serial reads after random writes, proximal and write-anywhere",
-        default_strand_count: 0,
-        default_model: layout_experiments::DEFAULT_MODEL,
-        default_scale: Some(layout_experiments::DEFAULT_SCALE),
-        run: proximal_table3::run,
-    },
-    Experiment {
-        name: proximal_srarw::NAME,
-        description: "proximal I/O paper, Sections 5.3-5.4: proximal vs in-place vs write-anywhere, cost per IOPS",
-        default_strand_count: 0,
-        default_model: layout_experiments::DEFAULT_MODEL,
-        default_scale: Some(layout_experiments::DEFAULT_SCALE),
-        run: proximal_srarw::run,
-    },
+/// Every experiment `proxima reproduce` knows, in the order its help lists them.
+pub const EXPERIMENTS: &[&dyn Registered] = &[
+    &Registration::<seed000_proximal::disk::ProximalDisk>::NEW,
+    &Registration::<seed000_proximal::table2::ProximalTable2>::NEW,
+    &Registration::<seed000_proximal::table3::ProximalTable3>::NEW,
+    &Registration::<seed000_proximal::srarw::ProximalSrarw>::NEW,
 ];
 
 /// The experiment named `name`.
-pub fn find_experiment(name: &str) -> Option<&'static Experiment> {
-    EXPERIMENTS.iter().find(|experiment| experiment.name == name)
+pub fn find_experiment(name: &str) -> Option<&'static dyn Registered> {
+    EXPERIMENTS.iter().copied().find(|experiment| experiment.name() == name)
 }
 
 /// Why an experiment could not run or could not write its results.
@@ -171,17 +88,11 @@ pub enum LabError {
         source: proxima_disk::LoadError,
     },
     /// A simulated device refused the testbed's configuration or a request.
-    #[error("simulated device: {message}")]
-    Device {
-        /// The device's reason, naming the device and block.
-        message: String,
-    },
+    #[error("simulated device: {0}")]
+    Device(#[from] proxima_device::DeviceError),
     /// The engine refused an operation of the workload.
-    #[error("engine: {message}")]
-    Engine {
-        /// The engine's reason.
-        message: String,
-    },
+    #[error("engine: {0}")]
+    Engine(#[from] proxima_engine::EngineError),
     /// A plot could not be drawn.
     #[error("cannot draw the plot {path}: {message}")]
     Plot {

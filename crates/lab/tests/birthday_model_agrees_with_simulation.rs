@@ -10,14 +10,14 @@
 use std::sync::Arc;
 
 use proxima_disk::{DiskModel, DiskOp};
-use proxima_lab::birthday::{
+use proxima_lab::progress::NoProgress;
+use proxima_lab::seed000_proximal::birthday::{
     bin_count_for_track_switch, clash_windows_for_span, effective_bin_count, extra_revolution_distribution,
     sweep_extra_revolution_distributions, total_variation_distance,
 };
-use proxima_lab::placement::{block_sectors, IssueOrder, Placement, PROXIMAL_SPAN_LBN};
-use proxima_lab::progress::NoProgress;
-use proxima_lab::proximal_disk::{SPAN_POSITIONS, SWEEP_CELLS_PER_REVOLUTION};
-use proxima_lab::strands::{run_strands, StrandConfig, StrandStart};
+use proxima_lab::seed000_proximal::disk::{SPAN_POSITIONS, SWEEP_CELLS_PER_REVOLUTION};
+use proxima_lab::seed000_proximal::placement::{block_sectors, IssueOrder, Placement, PROXIMAL_SPAN_LBN};
+use proxima_lab::seed000_proximal::strands::{run_strands, StrandConfig, StrandStart};
 
 const SEED: u64 = 11;
 const STRAND_COUNT: u32 = 400;

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use proxima_disk::{DiskModel, DiskOp};
-use proxima_lab::closed_loop::measure_op_ms;
-use proxima_lab::placement::{IssueOrder, Placement};
 use proxima_lab::progress::NoProgress;
-use proxima_lab::strands::{run_strands, StrandConfig, StrandStart};
+use proxima_lab::seed000_proximal::closed_loop::measure_op_ms;
+use proxima_lab::seed000_proximal::placement::{IssueOrder, Placement};
+use proxima_lab::seed000_proximal::strands::{run_strands, StrandConfig, StrandStart};
 
 const SEED: u64 = 20110215;
 const STRANDS: u32 = 200;

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use proxima_disk::{DiskModel, DiskOp};
-use proxima_lab::placement::{IssueOrder, Placement};
 use proxima_lab::progress::NoProgress;
-use proxima_lab::strands::{run_strands, StrandConfig, StrandStart};
+use proxima_lab::seed000_proximal::placement::{IssueOrder, Placement};
+use proxima_lab::seed000_proximal::strands::{run_strands, StrandConfig, StrandStart};
 
 const SEED: u64 = 32;
 

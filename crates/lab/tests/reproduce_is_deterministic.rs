@@ -1,24 +1,18 @@
 //! `reproduce proximal-disk` run twice with the same seed writes the same figures and
 //! the same headline; another seed gives other numbers.
 
+use proxima_lab::experiment::{run as run_experiment, RunSettings};
 use proxima_lab::progress::NoProgress;
-use proxima_lab::{find_experiment, ReproduceOptions};
+use proxima_lab::seed000_proximal::disk::{DiskParams, Headline, ProximalDisk};
 
-fn run(directory: &std::path::Path, seed: u64) -> serde_json::Value {
-    let experiment = find_experiment("proximal-disk").expect("the experiment is registered");
-    let options = ReproduceOptions {
-        out_dir: directory.to_path_buf(),
-        seed,
-        model: "cheetah15k5".into(),
-        strand_count: 20,
-        scale: None,
-        jobs: 1,
-    };
-    let outcome = (experiment.run)(&options, &mut NoProgress).expect("the experiment runs");
+fn run(directory: &std::path::Path, seed: u64) -> Headline {
+    let settings = RunSettings { out_dir: directory.to_path_buf(), seed, model: "cheetah15k5".into() };
+    let outcome = run_experiment::<ProximalDisk>(&settings, &DiskParams { count: 20 }, &mut NoProgress)
+        .expect("the experiment runs");
     assert!(outcome.report_path.exists());
-    let mut headline = outcome.headline;
-    headline.as_object_mut().expect("an object").remove("out_dir");
-    headline
+    assert_eq!(outcome.headline.out_dir, directory.display().to_string());
+    // The output directory is the one figure that differs between runs.
+    Headline { out_dir: String::new(), ..outcome.headline }
 }
 
 #[test]
@@ -49,14 +43,7 @@ fn same_seed_same_output() {
 #[test]
 fn an_unknown_model_is_a_model_error() {
     let directory = tempfile::tempdir().unwrap();
-    let experiment = find_experiment("proximal-disk").unwrap();
-    let options = ReproduceOptions {
-        out_dir: directory.path().to_path_buf(),
-        seed: 1,
-        model: "no-such-drive".into(),
-        strand_count: 5,
-        scale: None,
-        jobs: 1,
-    };
-    assert!(matches!((experiment.run)(&options, &mut NoProgress), Err(proxima_lab::LabError::Model { .. })));
+    let settings = RunSettings { out_dir: directory.path().to_path_buf(), seed: 1, model: "no-such-drive".into() };
+    let outcome = run_experiment::<ProximalDisk>(&settings, &DiskParams { count: 5 }, &mut NoProgress);
+    assert!(matches!(outcome, Err(proxima_lab::LabError::Model { .. })));
 }

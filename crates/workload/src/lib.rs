@@ -7,8 +7,10 @@
 //!   fio I/O logs v2/v3 and blkparse text, gzip read transparently, format
 //!   detected from content; writers for generated traces and captures.
 //! - [`synthetic`]: seeded generators of block addresses (uniform, hot/cold,
-//!   Knuth's 80/20 family, Zipf, sequential and interleaved appenders, SRARW,
+//!   Knuth's 80/20 family, Zipf, sequential and interleaved appenders,
 //!   TPC-B-like), and open-loop arrival timing for writing traces.
+//! - [`srarw`]: the proximal I/O paper's serial-read-after-random-write
+//!   workload (fill, random updates, serial reads of whole extents).
 //! - [`application`]: a closed-loop application (threads that issue, wait and
 //!   think) run directly on a simulated drive, captured as a trace.
 //! - [`replay`]: replays a trace on the disk model in virtual time or against
@@ -18,10 +20,13 @@
 //!   RFC 4737 reordering, error against recorded latencies).
 //! - [`nbd_client`]: a small pipelined NBD client over `proxima-nbd`'s codec.
 
+#![warn(missing_docs)]
+
 pub mod application;
 pub mod nbd_client;
 pub mod replay;
 pub mod request;
+pub mod srarw;
 pub mod synthetic;
 pub mod trace;
 

@@ -24,12 +24,10 @@
 //! `scatter` is set, which spreads them with a fixed bijection of the space.
 //!
 //! The SRARW workload of the proximal I/O paper (fill, random updates, serial
-//! reads) has its own generators, [`SrarwUpdates`] and [`SrarwReadOrders`],
-//! which the laboratory's volume experiments draw from.
+//! reads) is in [`crate::srarw`]; it draws its streams from [`seeded_stream`].
 //!
 //! [`open_loop`] gives a workload Poisson arrival times, to write it as a trace.
 
-use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp, Zipf};
@@ -308,54 +306,6 @@ pub fn seeded_stream(seed: u64, purpose: u64) -> ChaCha8Rng {
     rng
 }
 
-/// The random updates of the SRARW workload: each a uniformly random block of
-/// a uniformly random extent, drawn from stream 1 of the seed.
-#[derive(Debug, Clone)]
-pub struct SrarwUpdates {
-    rng: ChaCha8Rng,
-    extent_count: usize,
-    extent_blocks: u64,
-}
-
-impl SrarwUpdates {
-    /// Updates over `extent_count` extents of `extent_blocks` blocks.
-    pub fn new(seed: u64, extent_count: usize, extent_blocks: u64) -> SrarwUpdates {
-        assert!(extent_count > 0 && extent_blocks > 0, "at least one block to update");
-        SrarwUpdates { rng: seeded_stream(seed, 1), extent_count, extent_blocks }
-    }
-}
-
-impl Iterator for SrarwUpdates {
-    /// The extent's index and the block within it.
-    type Item = (usize, u64);
-
-    fn next(&mut self) -> Option<(usize, u64)> {
-        let extent = self.rng.gen_range(0..self.extent_count);
-        let block = self.rng.gen_range(0..self.extent_blocks);
-        Some((extent, block))
-    }
-}
-
-/// The orders in which SRARW reads its extents back: each a shuffle drawn
-/// from stream 3 of the seed, one after another (a run that reads its extents
-/// fresh and again after aging draws two orders from the one stream).
-#[derive(Debug, Clone)]
-pub struct SrarwReadOrders {
-    rng: ChaCha8Rng,
-}
-
-impl SrarwReadOrders {
-    /// The read orders of `seed`.
-    pub fn new(seed: u64) -> SrarwReadOrders {
-        SrarwReadOrders { rng: seeded_stream(seed, 3) }
-    }
-
-    /// Shuffles `items` into the next read order.
-    pub fn shuffle<T>(&mut self, items: &mut [T]) {
-        items.shuffle(&mut self.rng);
-    }
-}
-
 /// Gives `workload` Poisson arrivals at `requests_per_second` (exponential
 /// gaps from its own stream of `seed`), as trace requests on device 0 with
 /// `block_bytes`-byte blocks, the first at time 0.
@@ -443,20 +393,6 @@ mod tests {
         }
         let sequential: Vec<u64> = SyntheticWorkload::new(spec(Pattern::Sequential)).take(3).map(|r| r.block).collect();
         assert_eq!(sequential, [0, 1, 2]);
-    }
-
-    #[test]
-    fn srarw_updates_and_read_orders_follow_their_seed() {
-        let updates: Vec<(usize, u64)> = SrarwUpdates::new(3, 5, 4096).take(1000).collect();
-        assert!(updates.iter().all(|&(extent, block)| extent < 5 && block < 4096));
-        assert_eq!(updates, SrarwUpdates::new(3, 5, 4096).take(1000).collect::<Vec<_>>());
-        let mut orders = SrarwReadOrders::new(3);
-        let (mut first, mut second) = ((0..50).collect::<Vec<u32>>(), (0..50).collect::<Vec<u32>>());
-        orders.shuffle(&mut first);
-        orders.shuffle(&mut second);
-        assert_ne!(first, second, "successive orders continue the stream");
-        first.sort_unstable();
-        assert_eq!(first, (0..50).collect::<Vec<u32>>(), "a permutation");
     }
 
     #[test]

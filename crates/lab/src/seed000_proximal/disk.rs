@@ -12,31 +12,37 @@
 //! - Appendix A: the distribution of extra revolutions for strands of 2…16, simulated
 //!   and from the birthday models (the paper's formula with B = 6, 7 and the literal
 //!   `SPT / H`; the effective bins and the sweep model derived from the drive's clash
-//!   windows, see [`crate::birthday`]), with the total variation distance of each.
+//!   windows, see [`crate::seed000_proximal::birthday`]), with the total variation distance of each.
 //!   No parameter is fitted to the simulation.
 //!
 //! Each figure is written as CSV and SVG; `report.md` puts the paper's values
 //! beside ours with the seed and the command.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use proxima_disk::{DiskModel, DiskOp};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::birthday::{
+use crate::experiment::{Experiment, RunSettings};
+use crate::progress::Progress;
+use crate::report::cost::WallCost;
+use crate::report::markdown::{Artifact, Rendered};
+use crate::report::plot::{GroupedBarChart, LineChart, Series};
+use crate::report::table::Table;
+use crate::seed000_proximal::birthday::{
     bin_count_for_track_switch, clash_windows_for_span, distribution_mean, distribution_mode, effective_bin_count,
     extra_revolution_distribution, mean_switching_ns_for_span, sweep_extra_revolution_distributions,
     total_variation_distance,
 };
-use crate::closed_loop::measure_op_ms;
-use crate::placement::{block_sectors, IssueOrder, Placement, PROXIMAL_SPAN_LBN, TRACK_APPROXIMATE_SPAN_LBN};
-use crate::plot::{GroupedBarChart, LineChart, Series};
-use crate::progress::Progress;
-use crate::strands::{run_strands, StrandConfig, StrandResult, StrandStart};
-use crate::table::Table;
-use crate::{ExperimentOutcome, LabError, ReproduceOptions};
+use crate::seed000_proximal::closed_loop::measure_op_ms;
+use crate::seed000_proximal::paper;
+use crate::seed000_proximal::placement::{
+    block_sectors, IssueOrder, Placement, PROXIMAL_SPAN_LBN, TRACK_APPROXIMATE_SPAN_LBN,
+};
+use crate::seed000_proximal::strands::{run_strands, StrandConfig, StrandResult, StrandStart};
+use crate::LabError;
 
 /// The experiment's name on the command line.
 pub const NAME: &str = "proximal-disk";
@@ -54,57 +60,146 @@ pub const SPAN_POSITIONS: u32 = 8;
 /// Grid of the sweep model's convolution (cells per revolution).
 pub const SWEEP_CELLS_PER_REVOLUTION: u32 = 512;
 
-/// The paper's figures (seed 000), quoted in the report.
-mod paper {
-    pub const OP_MS: f64 = 5.6;
-    pub const PROXIMAL_8_OP: f64 = 0.39;
-    pub const SEMI_SEQUENTIAL_8_OP: f64 = 0.23;
-    pub const QUEUE_DEPTH_REDUCTION_PERCENT: f64 = 32.0;
-    pub const NO_EXTRA_REVOLUTION_D6: f64 = 0.02;
-    pub const MOST_LIKELY_EXTRA_REVOLUTIONS_D8: usize = 2;
+/// The drive model when none is given: the paper's Cheetah 15K.5.
+pub const DEFAULT_MODEL: &str = "cheetah15k5";
+
+/// Strands per point in a default run (a couple of minutes at most in release).
+pub const DEFAULT_STRAND_COUNT: u32 = 1000;
+
+/// The `proximal-disk` experiment.
+#[derive(Debug, Clone, Copy)]
+pub struct ProximalDisk;
+
+/// The flags of `proximal-disk`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct DiskParams {
+    /// Strands simulated per point of a figure.
+    #[arg(long, default_value_t = DEFAULT_STRAND_COUNT)]
+    pub count: u32,
 }
 
-/// Runs the experiment and writes its files under `options.out_dir`.
-pub fn run(options: &ReproduceOptions, progress: &mut dyn Progress) -> Result<ExperimentOutcome, LabError> {
-    let model = Arc::new(DiskModel::resolve(&options.model, &[]).map_err(|source| LabError::Model { source })?);
-    create_directory(&options.out_dir)?;
-    let strand_count = options.strand_count;
-    if strand_count == 0 {
-        return Err(LabError::InvalidParameter { parameter: "count", message: "simulate at least one strand".into() });
+impl Default for DiskParams {
+    fn default() -> DiskParams {
+        DiskParams { count: DEFAULT_STRAND_COUNT }
     }
-    progress.start_phase("one OP (random 4 KiB reads at queue depth 1)", 1);
-    let op_ms = measure_op_ms(&model, options.seed)?;
-    progress.advance(1);
-    let runner = Runner { model: &model, op_ms, seed: options.seed, strand_count };
-
-    let figure_1 = figure_1(&runner, progress)?;
-    let figure_2 = figure_2(&runner, progress)?;
-    let order = issue_order(&runner, progress)?;
-    let appendix = appendix_a(&runner, progress)?;
-
-    let out = &options.out_dir;
-    figure_1.table.write_csv(&out.join("figure1.csv"))?;
-    figure_1.chart.write_svg(&out.join("figure1.svg"))?;
-    figure_2.table.write_csv(&out.join("figure2.csv"))?;
-    figure_2.chart.write_svg(&out.join("figure2.svg"))?;
-    order.table.write_csv(&out.join("issue_order.csv"))?;
-    order.chart.write_svg(&out.join("issue_order.svg"))?;
-    appendix.table.write_csv(&out.join("appendix_a.csv"))?;
-    appendix.distance_table.write_csv(&out.join("appendix_a_total_variation.csv"))?;
-    appendix.distribution_table.write_csv(&out.join("appendix_a_distribution.csv"))?;
-    appendix.chart.write_svg(&out.join("appendix_a.svg"))?;
-
-    let headline = Headline::gather(options, &model, op_ms, &figure_1, &figure_2, &order, &appendix);
-    let report = render_report(options, &model, &headline, &figure_1, &figure_2, &order, &appendix);
-    let report_path = out.join("report.md");
-    std::fs::write(&report_path, &report).map_err(|source| LabError::Write { path: report_path.clone(), source })?;
-    let summary = render_summary(&headline);
-    let headline_json = serde_json::to_value(&headline).expect("the headline serialises");
-    Ok(ExperimentOutcome { summary, headline: headline_json, report_path })
 }
 
-fn create_directory(path: &Path) -> Result<(), LabError> {
-    std::fs::create_dir_all(path).map_err(|source| LabError::CreateDirectory { path: path.to_path_buf(), source })
+/// The settings of a `proximal-disk` run.
+#[derive(Debug, Clone)]
+pub struct DiskSettings {
+    /// The drive.
+    pub model: Arc<DiskModel>,
+    /// The model as given on the command line.
+    pub model_name: String,
+    /// Seed of every simulation.
+    pub seed: u64,
+    /// Strands simulated per point of a figure.
+    pub strand_count: u32,
+    /// Where the files go.
+    pub out_dir: PathBuf,
+}
+
+/// Everything `proximal-disk` measures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rows {
+    /// One OP: the mean random 4 KiB read at queue depth 1, ms.
+    pub op_ms: f64,
+    /// Figure 1.
+    pub figure_1: FigureOne,
+    /// Figure 2.
+    pub figure_2: FigureTwo,
+    /// The issue order.
+    pub order: IssueOrderEffect,
+    /// Appendix A.
+    pub appendix: AppendixA,
+}
+
+impl Experiment for ProximalDisk {
+    const NAME: &'static str = NAME;
+    const DESCRIPTION: &'static str =
+        "proximal I/O paper, Section 2 and Appendix A: Figures 1-2, issue order, birthday model";
+    const DEFAULT_MODEL: &'static str = DEFAULT_MODEL;
+    type Params = DiskParams;
+    type Settings = DiskSettings;
+    type Rows = Rows;
+    type Headline = Headline;
+
+    fn settings(run: &RunSettings, params: &DiskParams) -> Result<DiskSettings, LabError> {
+        let model = DiskModel::resolve(&run.model, &[]).map_err(|source| LabError::Model { source })?;
+        if params.count == 0 {
+            return Err(LabError::InvalidParameter {
+                parameter: "count",
+                message: "simulate at least one strand".into(),
+            });
+        }
+        Ok(DiskSettings {
+            model: Arc::new(model),
+            model_name: run.model.clone(),
+            seed: run.seed,
+            strand_count: params.count,
+            out_dir: run.out_dir.clone(),
+        })
+    }
+
+    fn measure(settings: &DiskSettings, progress: &mut dyn Progress) -> Result<Rows, LabError> {
+        progress.start_phase("one OP (random 4 KiB reads at queue depth 1)", 1);
+        let op_ms = measure_op_ms(&settings.model, settings.seed)?;
+        progress.advance(1);
+        let runner = Runner { model: &settings.model, op_ms, seed: settings.seed, strand_count: settings.strand_count };
+        Ok(Rows {
+            op_ms,
+            figure_1: figure_1(&runner, progress)?,
+            figure_2: figure_2(&runner, progress)?,
+            order: issue_order(&runner, progress)?,
+            appendix: appendix_a(&runner, progress)?,
+        })
+    }
+
+    fn render(settings: &DiskSettings, rows: &Rows, _cost: &WallCost) -> Rendered<Headline> {
+        let model = &settings.model;
+        let tables = Tables::new(rows);
+        let headline = Headline::gather(settings, rows);
+        let report = render_report(settings, &headline, rows, &tables);
+        let summary = render_summary(&headline);
+        let Tables { figure_1, figure_2, order, appendix, appendix_distance, appendix_distribution } = tables;
+        let files = vec![
+            ("figure1.csv", Artifact::Csv(figure_1)),
+            ("figure1.svg", Artifact::LineChart(figure_1_chart(model, &rows.figure_1))),
+            ("figure2.csv", Artifact::Csv(figure_2)),
+            ("figure2.svg", Artifact::LineChart(figure_2_chart(model, &rows.figure_2))),
+            ("issue_order.csv", Artifact::Csv(order)),
+            ("issue_order.svg", Artifact::BarChart(issue_order_chart(model, &rows.order))),
+            ("appendix_a.csv", Artifact::Csv(appendix)),
+            ("appendix_a_total_variation.csv", Artifact::Csv(appendix_distance)),
+            ("appendix_a_distribution.csv", Artifact::Csv(appendix_distribution)),
+            ("appendix_a.svg", Artifact::BarChart(appendix_chart(model, &rows.appendix))),
+        ];
+        Rendered { files, report, summary, headline }
+    }
+}
+
+/// The tables of the figures, written as CSV and quoted in the report.
+struct Tables {
+    figure_1: Table,
+    figure_2: Table,
+    order: Table,
+    appendix: Table,
+    appendix_distance: Table,
+    appendix_distribution: Table,
+}
+
+impl Tables {
+    fn new(rows: &Rows) -> Tables {
+        let (appendix, appendix_distance, appendix_distribution) = appendix_tables(&rows.appendix.rows);
+        Tables {
+            figure_1: figure_1_table(&rows.figure_1),
+            figure_2: figure_2_table(&rows.figure_2),
+            order: issue_order_table(&rows.order),
+            appendix,
+            appendix_distance,
+            appendix_distribution,
+        }
+    }
 }
 
 /// Shared settings of every strand run in this experiment.
@@ -149,16 +244,17 @@ fn figure_1_placements() -> [Placement; 4] {
     ]
 }
 
-struct FigureOne {
-    /// `costs[p][k - 1]`: per-request OP of placement `p` at strand size `k`.
-    costs: Vec<Vec<f64>>,
-    table: Table,
-    chart: LineChart,
+/// Figure 1: strands of every placement and size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FigureOne {
+    /// `results[p][k - 1]`: placement `p` of Figure 1 at strand size `k`.
+    pub results: Vec<Vec<StrandResult>>,
 }
 
 impl FigureOne {
     fn cost_at(&self, placement_index: usize, strand_size: u32) -> f64 {
-        self.costs[placement_index][strand_size as usize - 1]
+        let size_index = usize::try_from(strand_size - 1).expect("a strand size fits in usize");
+        self.results[placement_index][size_index].per_request_op
     }
 }
 
@@ -166,18 +262,9 @@ fn figure_1(runner: &Runner<'_>, progress: &mut dyn Progress) -> Result<FigureOn
     let placements = figure_1_placements();
     let total = placements.len() as u64 * u64::from(FIGURE_1_STRAND_SIZE_MAX) * u64::from(runner.strand_count);
     progress.start_phase("Figure 1 (placements × strand sizes)", total);
-    let mut table = Table::new(&[
-        "placement",
-        "strand_size",
-        "strand_ms",
-        "per_request_ms",
-        "per_request_op",
-        "extra_revolutions_mean",
-    ]);
-    let mut costs = Vec::new();
-    let mut series = Vec::new();
+    let mut results = Vec::new();
     for placement in placements {
-        let mut row_costs = Vec::new();
+        let mut row = Vec::new();
         for strand_size in 1..=FIGURE_1_STRAND_SIZE_MAX {
             let result = runner.strands(
                 placement,
@@ -187,92 +274,130 @@ fn figure_1(runner: &Runner<'_>, progress: &mut dyn Progress) -> Result<FigureOn
                 StrandStart::Idle,
                 progress,
             )?;
+            row.push(result);
+        }
+        results.push(row);
+    }
+    Ok(FigureOne { results })
+}
+
+fn figure_1_table(figure: &FigureOne) -> Table {
+    let mut table = Table::new(&[
+        "placement",
+        "strand_size",
+        "strand_ms",
+        "per_request_ms",
+        "per_request_op",
+        "extra_revolutions_mean",
+    ]);
+    for (placement, results) in figure_1_placements().into_iter().zip(&figure.results) {
+        for result in results {
             table.push_row(vec![
                 placement.label(),
-                strand_size.to_string(),
+                result.strand_size.to_string(),
                 format!("{:.4}", result.strand_ms),
                 format!("{:.4}", result.per_request_ms),
                 format!("{:.4}", result.per_request_op),
                 format!("{:.4}", result.extra_revolutions_mean),
             ]);
-            row_costs.push(result.per_request_op);
         }
-        let points = row_costs.iter().enumerate().map(|(index, cost)| ((index + 1) as f64, *cost)).collect();
-        series.push(Series { name: placement.label(), points });
-        costs.push(row_costs);
     }
-    let chart = LineChart {
-        title: format!("Figure 1: per-request cost of a strand ({})", runner.model.name()),
+    table
+}
+
+fn figure_1_chart(model: &DiskModel, figure: &FigureOne) -> LineChart {
+    let series = figure_1_placements()
+        .into_iter()
+        .zip(&figure.results)
+        .map(|(placement, results)| {
+            let points =
+                results.iter().enumerate().map(|(index, result)| ((index + 1) as f64, result.per_request_op)).collect();
+            Series { name: placement.label(), points }
+        })
+        .collect();
+    LineChart {
+        title: format!("Figure 1: per-request cost of a strand ({})", model.name()),
         x_label: "requests per strand (all outstanding)".into(),
         y_label: "per-request cost (OP)".into(),
         series,
-    };
-    Ok(FigureOne { costs, table, chart })
+    }
 }
 
-struct FigureTwo {
-    /// Per-request milliseconds at queue depths 1…8, idle drive.
-    idle_ms: Vec<f64>,
-    /// Per-request milliseconds at queue depths 1…8, busy drive.
-    busy_ms: Vec<f64>,
-    table: Table,
-    chart: LineChart,
+/// Figure 2: strands of 8 at queue depths 1…8.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FigureTwo {
+    /// At queue depths 1…8, idle drive.
+    pub idle: Vec<StrandResult>,
+    /// At queue depths 1…8, busy drive.
+    pub busy: Vec<StrandResult>,
 }
 
 impl FigureTwo {
-    fn reduction_percent(per_request_ms: &[f64]) -> f64 {
-        100.0 * (1.0 - per_request_ms[per_request_ms.len() - 1] / per_request_ms[0])
+    fn reduction_percent(results: &[StrandResult]) -> f64 {
+        100.0 * (1.0 - results[results.len() - 1].per_request_ms / results[0].per_request_ms)
     }
 }
 
 fn figure_2(runner: &Runner<'_>, progress: &mut dyn Progress) -> Result<FigureTwo, LabError> {
     let total = 2 * u64::from(HEADLINE_STRAND_SIZE) * u64::from(runner.strand_count);
     progress.start_phase("Figure 2 (queue depth 1…8)", total);
-    let mut table = Table::new(&["start", "queue_depth", "strand_ms", "per_request_ms", "per_request_op"]);
-    let mut idle_ms = Vec::new();
-    let mut busy_ms = Vec::new();
+    let mut idle = Vec::new();
+    let mut busy = Vec::new();
     for start in [StrandStart::Idle, StrandStart::Busy] {
         for queue_depth in 1..=HEADLINE_STRAND_SIZE {
             let placement = Placement::Span { span_lbn: PROXIMAL_SPAN_LBN };
             let result =
                 runner.strands(placement, HEADLINE_STRAND_SIZE, queue_depth, IssueOrder::Ascending, start, progress)?;
+            match start {
+                StrandStart::Idle => idle.push(result),
+                StrandStart::Busy => busy.push(result),
+            }
+        }
+    }
+    Ok(FigureTwo { idle, busy })
+}
+
+fn figure_2_table(figure: &FigureTwo) -> Table {
+    let mut table = Table::new(&["start", "queue_depth", "strand_ms", "per_request_ms", "per_request_op"]);
+    for (start, results) in [(StrandStart::Idle, &figure.idle), (StrandStart::Busy, &figure.busy)] {
+        for (index, result) in results.iter().enumerate() {
             table.push_row(vec![
                 start.label().to_string(),
-                queue_depth.to_string(),
+                (index + 1).to_string(),
                 format!("{:.4}", result.strand_ms),
                 format!("{:.4}", result.per_request_ms),
                 format!("{:.4}", result.per_request_op),
             ]);
-            match start {
-                StrandStart::Idle => idle_ms.push(result.per_request_ms),
-                StrandStart::Busy => busy_ms.push(result.per_request_ms),
-            }
         }
     }
-    let to_points = |values: &[f64]| values.iter().enumerate().map(|(index, ms)| ((index + 1) as f64, *ms)).collect();
-    let chart = LineChart {
-        title: format!("Figure 2: strands of 8 within 100,000 LBNs ({})", runner.model.name()),
+    table
+}
+
+fn figure_2_chart(model: &DiskModel, figure: &FigureTwo) -> LineChart {
+    let to_points = |results: &[StrandResult]| {
+        results.iter().enumerate().map(|(index, result)| ((index + 1) as f64, result.per_request_ms)).collect()
+    };
+    LineChart {
+        title: format!("Figure 2: strands of 8 within 100,000 LBNs ({})", model.name()),
         x_label: "requests outstanding at the drive".into(),
         y_label: "per-request time (ms)".into(),
         series: vec![
-            Series { name: "issued to an idle drive".into(), points: to_points(&idle_ms) },
-            Series { name: "issued to a busy drive".into(), points: to_points(&busy_ms) },
+            Series { name: "issued to an idle drive".into(), points: to_points(&figure.idle) },
+            Series { name: "issued to a busy drive".into(), points: to_points(&figure.busy) },
         ],
-    };
-    Ok(FigureTwo { idle_ms, busy_ms, table, chart })
+    }
 }
 
-struct IssueOrderEffect {
-    /// `(queue depth, ascending per-request OP, random per-request OP)`, busy drive.
-    rows: Vec<(u32, f64, f64)>,
-    table: Table,
-    chart: GroupedBarChart,
+/// The issue order: ascending LBN against a random order, busy drive.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IssueOrderEffect {
+    /// `(queue depth, ascending per-request OP, random per-request OP)`.
+    pub rows: Vec<(u32, f64, f64)>,
 }
 
 fn issue_order(runner: &Runner<'_>, progress: &mut dyn Progress) -> Result<IssueOrderEffect, LabError> {
     let total = 2 * ORDER_QUEUE_DEPTHS.len() as u64 * u64::from(runner.strand_count);
     progress.start_phase("issue order (ascending vs random)", total);
-    let mut table = Table::new(&["queue_depth", "ascending_per_request_op", "random_per_request_op"]);
     let mut rows = Vec::new();
     let placement = Placement::Span { span_lbn: PROXIMAL_SPAN_LBN };
     for queue_depth in ORDER_QUEUE_DEPTHS {
@@ -283,11 +408,23 @@ fn issue_order(runner: &Runner<'_>, progress: &mut dyn Progress) -> Result<Issue
         };
         let ascending = cost(IssueOrder::Ascending)?;
         let random = cost(IssueOrder::Random)?;
-        table.push_row(vec![queue_depth.to_string(), format!("{ascending:.4}"), format!("{random:.4}")]);
         rows.push((queue_depth, ascending, random));
     }
-    let chart = GroupedBarChart {
-        title: format!("Issue order: strands of 8 within 100,000 LBNs ({})", runner.model.name()),
+    Ok(IssueOrderEffect { rows })
+}
+
+fn issue_order_table(order: &IssueOrderEffect) -> Table {
+    let mut table = Table::new(&["queue_depth", "ascending_per_request_op", "random_per_request_op"]);
+    for (queue_depth, ascending, random) in &order.rows {
+        table.push_row(vec![queue_depth.to_string(), format!("{ascending:.4}"), format!("{random:.4}")]);
+    }
+    table
+}
+
+fn issue_order_chart(model: &DiskModel, order: &IssueOrderEffect) -> GroupedBarChart {
+    let rows = &order.rows;
+    GroupedBarChart {
+        title: format!("Issue order: strands of 8 within 100,000 LBNs ({})", model.name()),
         x_label: "requests outstanding at the drive".into(),
         y_label: "per-request cost (OP)".into(),
         categories: rows.iter().map(|(queue_depth, _, _)| queue_depth.to_string()).collect(),
@@ -295,8 +432,7 @@ fn issue_order(runner: &Runner<'_>, progress: &mut dyn Progress) -> Result<Issue
             ("ascending LBN".into(), rows.iter().map(|row| row.1).collect()),
             ("random order".into(), rows.iter().map(|row| row.2).collect()),
         ],
-    };
-    Ok(IssueOrderEffect { rows, table, chart })
+    }
 }
 
 /// The models of Appendix A set beside the simulation, in column order.
@@ -346,11 +482,16 @@ impl AppendixModel {
     }
 }
 
-struct AppendixRow {
-    strand_size: u32,
-    simulated: Vec<f64>,
-    /// One distribution per [`AppendixModel::ALL`] entry.
-    models: Vec<Vec<f64>>,
+/// One strand size of Appendix A: the simulated distribution of extra
+/// revolutions and each model's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppendixRow {
+    /// Requests per strand.
+    pub strand_size: u32,
+    /// Fraction of simulated strands with `e` extra revolutions, `e = 0, 1, …`.
+    pub simulated: Vec<f64>,
+    /// One distribution per model, in the order of the CSV columns.
+    pub models: Vec<Vec<f64>>,
 }
 
 impl AppendixRow {
@@ -364,20 +505,19 @@ impl AppendixRow {
     }
 }
 
-struct AppendixA {
+/// Appendix A: extra revolutions, simulated and modelled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppendixA {
     /// `B = T_rev / t_seek(1 cylinder)`, the paper's `SPT / H` read literally.
-    geometry_bins: f64,
+    pub geometry_bins: f64,
     /// `B = 1 / (2 E[w])` from the derived clash windows.
-    effective_bins: f64,
+    pub effective_bins: f64,
     /// `E[w]`, the mean clash window, in milliseconds.
-    mean_window_ms: f64,
+    pub mean_window_ms: f64,
     /// The mean switching time between two requests of the span, in milliseconds.
-    mean_switch_ms: f64,
-    rows: Vec<AppendixRow>,
-    table: Table,
-    distance_table: Table,
-    distribution_table: Table,
-    chart: GroupedBarChart,
+    pub mean_switch_ms: f64,
+    /// One row per strand size.
+    pub rows: Vec<AppendixRow>,
 }
 
 impl AppendixA {
@@ -410,24 +550,14 @@ fn appendix_a(runner: &Runner<'_>, progress: &mut dyn Progress) -> Result<Append
                 AppendixModel::PaperSevenBins => extra_revolution_distribution(strand_size, 7.0),
                 AppendixModel::GeometryBins => extra_revolution_distribution(strand_size, geometry_bins),
                 AppendixModel::EffectiveBins => extra_revolution_distribution(strand_size, effective_bins.max(1.0)),
-                AppendixModel::Sweep => sweep[strand_size as usize - 1].clone(),
+                AppendixModel::Sweep => {
+                    sweep[usize::try_from(strand_size - 1).expect("a strand size fits in usize")].clone()
+                }
             })
             .collect();
         rows.push(AppendixRow { strand_size, simulated: result.extra_revolutions_distribution, models });
     }
-    let (table, distance_table, distribution_table) = appendix_tables(&rows);
-    let chart = appendix_chart(model, &rows, geometry_bins, effective_bins);
-    Ok(AppendixA {
-        geometry_bins,
-        effective_bins,
-        mean_window_ms,
-        mean_switch_ms,
-        rows,
-        table,
-        distance_table,
-        distribution_table,
-        chart,
-    })
+    Ok(AppendixA { geometry_bins, effective_bins, mean_window_ms, mean_switch_ms, rows })
 }
 
 /// `appendix_a.csv` (per strand size: no extra revolution, mode and mean for the
@@ -471,7 +601,9 @@ fn appendix_tables(rows: &[AppendixRow]) -> (Table, Table, Table) {
 
 /// The bar chart of the strand of 8: simulated beside the paper's model with the
 /// literal geometric bins and the two derived models.
-fn appendix_chart(model: &DiskModel, rows: &[AppendixRow], geometry_bins: f64, effective_bins: f64) -> GroupedBarChart {
+fn appendix_chart(model: &DiskModel, appendix: &AppendixA) -> GroupedBarChart {
+    let AppendixA { rows, geometry_bins, effective_bins, .. } = appendix;
+    let (geometry_bins, effective_bins) = (*geometry_bins, *effective_bins);
     let row = rows.iter().find(|row| row.strand_size == HEADLINE_STRAND_SIZE).unwrap_or(&rows[0]);
     let shown = [AppendixModel::GeometryBins, AppendixModel::EffectiveBins, AppendixModel::Sweep];
     let length = row.simulated.len().max(row.model(AppendixModel::GeometryBins).len()).min(8);
@@ -489,58 +621,53 @@ fn appendix_chart(model: &DiskModel, rows: &[AppendixRow], geometry_bins: f64, e
 }
 
 /// The figures printed as the JSON line and quoted in the report.
-#[derive(Debug, Clone, Serialize)]
-struct Headline {
-    experiment: &'static str,
-    model: String,
-    seed: u64,
-    strands_per_point: u32,
-    out_dir: String,
-    op_ms: f64,
-    track_approximate_8_op: f64,
-    proximal_8_op: f64,
-    semi_sequential_8_op: f64,
-    random_8_op: f64,
-    queue_depth_reduction_percent_busy: f64,
-    queue_depth_reduction_percent_idle: f64,
-    ascending_8_op: f64,
-    random_order_8_op: f64,
-    ascending_qd1_op: f64,
-    random_order_qd1_op: f64,
-    birthday_bins_geometry: f64,
-    birthday_bins_effective: f64,
-    mean_switch_ms: f64,
-    mean_clash_window_ms: f64,
-    no_extra_revolution_d6_paper_b6: f64,
-    no_extra_revolution_d6_paper_b7: f64,
-    no_extra_revolution_d6_geometry_bins: f64,
-    no_extra_revolution_d6_effective_bins: f64,
-    no_extra_revolution_d6_sweep: f64,
-    no_extra_revolution_d6_simulated: f64,
-    most_likely_extra_revolutions_d8_paper_b7: usize,
-    most_likely_extra_revolutions_d8_geometry_bins: usize,
-    most_likely_extra_revolutions_d8_effective_bins: usize,
-    most_likely_extra_revolutions_d8_sweep: usize,
-    most_likely_extra_revolutions_d8_simulated: usize,
-    total_variation_d6_geometry_bins: f64,
-    total_variation_d6_effective_bins: f64,
-    total_variation_d6_sweep: f64,
-    total_variation_d8_geometry_bins: f64,
-    total_variation_d8_effective_bins: f64,
-    total_variation_d8_sweep: f64,
-    total_variation_max_sweep: f64,
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs, reason = "each field is the figure its name says; the report defines them")]
+pub struct Headline {
+    pub experiment: String,
+    pub model: String,
+    pub seed: u64,
+    pub strands_per_point: u32,
+    pub out_dir: String,
+    pub op_ms: f64,
+    pub track_approximate_8_op: f64,
+    pub proximal_8_op: f64,
+    pub semi_sequential_8_op: f64,
+    pub random_8_op: f64,
+    pub queue_depth_reduction_percent_busy: f64,
+    pub queue_depth_reduction_percent_idle: f64,
+    pub ascending_8_op: f64,
+    pub random_order_8_op: f64,
+    pub ascending_qd1_op: f64,
+    pub random_order_qd1_op: f64,
+    pub birthday_bins_geometry: f64,
+    pub birthday_bins_effective: f64,
+    pub mean_switch_ms: f64,
+    pub mean_clash_window_ms: f64,
+    pub no_extra_revolution_d6_paper_b6: f64,
+    pub no_extra_revolution_d6_paper_b7: f64,
+    pub no_extra_revolution_d6_geometry_bins: f64,
+    pub no_extra_revolution_d6_effective_bins: f64,
+    pub no_extra_revolution_d6_sweep: f64,
+    pub no_extra_revolution_d6_simulated: f64,
+    pub most_likely_extra_revolutions_d8_paper_b7: usize,
+    pub most_likely_extra_revolutions_d8_geometry_bins: usize,
+    pub most_likely_extra_revolutions_d8_effective_bins: usize,
+    pub most_likely_extra_revolutions_d8_sweep: usize,
+    pub most_likely_extra_revolutions_d8_simulated: usize,
+    pub total_variation_d6_geometry_bins: f64,
+    pub total_variation_d6_effective_bins: f64,
+    pub total_variation_d6_sweep: f64,
+    pub total_variation_d8_geometry_bins: f64,
+    pub total_variation_d8_effective_bins: f64,
+    pub total_variation_d8_sweep: f64,
+    pub total_variation_max_sweep: f64,
 }
 
 impl Headline {
-    fn gather(
-        options: &ReproduceOptions,
-        model: &DiskModel,
-        op_ms: f64,
-        figure_1: &FigureOne,
-        figure_2: &FigureTwo,
-        order: &IssueOrderEffect,
-        appendix: &AppendixA,
-    ) -> Headline {
+    fn gather(settings: &DiskSettings, rows: &Rows) -> Headline {
+        let Rows { op_ms, figure_1, figure_2, order, appendix } = rows;
+        let op_ms = *op_ms;
         let empty = AppendixRow { strand_size: 0, simulated: vec![], models: vec![vec![]; AppendixModel::ALL.len()] };
         let d6 = appendix.row(6).unwrap_or(&empty);
         let d8 = appendix.row(HEADLINE_STRAND_SIZE).unwrap_or(&empty);
@@ -548,18 +675,18 @@ impl Headline {
         let order_at =
             |queue_depth: u32| order.rows.iter().find(|row| row.0 == queue_depth).copied().unwrap_or((0, 0.0, 0.0));
         Headline {
-            experiment: NAME,
-            model: model.name().to_string(),
-            seed: options.seed,
-            strands_per_point: options.strand_count,
-            out_dir: options.out_dir.display().to_string(),
+            experiment: NAME.to_string(),
+            model: settings.model.name().to_string(),
+            seed: settings.seed,
+            strands_per_point: settings.strand_count,
+            out_dir: settings.out_dir.display().to_string(),
             op_ms,
             track_approximate_8_op: figure_1.cost_at(0, HEADLINE_STRAND_SIZE),
             proximal_8_op: figure_1.cost_at(1, HEADLINE_STRAND_SIZE),
             semi_sequential_8_op: figure_1.cost_at(2, HEADLINE_STRAND_SIZE),
             random_8_op: figure_1.cost_at(3, HEADLINE_STRAND_SIZE),
-            queue_depth_reduction_percent_busy: FigureTwo::reduction_percent(&figure_2.busy_ms),
-            queue_depth_reduction_percent_idle: FigureTwo::reduction_percent(&figure_2.idle_ms),
+            queue_depth_reduction_percent_busy: FigureTwo::reduction_percent(&figure_2.busy),
+            queue_depth_reduction_percent_idle: FigureTwo::reduction_percent(&figure_2.idle),
             ascending_8_op: order_at(HEADLINE_STRAND_SIZE).1,
             random_order_8_op: order_at(HEADLINE_STRAND_SIZE).2,
             ascending_qd1_op: order_at(1).1,
@@ -595,13 +722,13 @@ impl Headline {
 }
 
 /// The command that reproduces this run.
-fn command_line(options: &ReproduceOptions) -> String {
+fn command_line(settings: &DiskSettings) -> String {
     format!(
         "proxima reproduce {NAME} --model {} --seed {} --count {} --out {}",
-        options.model,
-        options.seed,
-        options.strand_count,
-        options.out_dir.display()
+        settings.model_name,
+        settings.seed,
+        settings.strand_count,
+        settings.out_dir.display()
     )
 }
 
@@ -686,19 +813,9 @@ fn render_summary(headline: &Headline) -> String {
     text
 }
 
-#[allow(
-    clippy::too_many_arguments,
-    reason = "each figure is one argument; bundling them would add a type for one call"
-)]
-fn render_report(
-    options: &ReproduceOptions,
-    model: &DiskModel,
-    headline: &Headline,
-    figure_1: &FigureOne,
-    figure_2: &FigureTwo,
-    order: &IssueOrderEffect,
-    appendix: &AppendixA,
-) -> String {
+fn render_report(settings: &DiskSettings, headline: &Headline, rows: &Rows, tables: &Tables) -> String {
+    let model = &settings.model;
+    let figure_1 = &rows.figure_1;
     let mut text = String::new();
     let _ = writeln!(text, "# Proximal I/O on a simulated disk: {}\n", model.name());
     let _ = writeln!(
@@ -711,14 +828,14 @@ fn render_report(
         model.rpm(),
         model.revolution_ns() as f64 / 1e6
     );
-    let _ = writeln!(text, "Command: `{}`  ", command_line(options));
-    let _ = writeln!(text, "Seed: {}; {} strands per point; reads of 4 KiB.\n", options.seed, options.strand_count);
+    let _ = writeln!(text, "Command: `{}`  ", command_line(settings));
+    let _ = writeln!(text, "Seed: {}; {} strands per point; reads of 4 KiB.\n", settings.seed, settings.strand_count);
     let _ = writeln!(text, "## Headline\n\n```text\n{}```\n", render_summary(headline));
     let _ = writeln!(
         text,
         "1 OP is the mean of {} uniformly random 4 KiB reads at queue depth 1 on the same model and seed: \
          {:.3} ms here, {:.1} ms on the paper's drive.\n",
-        crate::closed_loop::OP_REQUEST_COUNT,
+        crate::seed000_proximal::closed_loop::OP_REQUEST_COUNT,
         headline.op_ms,
         paper::OP_MS
     );
@@ -750,7 +867,7 @@ fn render_report(
          per-request time at depth 8 than at depth 1.\n",
         paper::QUEUE_DEPTH_REDUCTION_PERCENT
     );
-    let _ = writeln!(text, "![Figure 2](figure2.svg)\n\n{}", figure_2.table.to_markdown());
+    let _ = writeln!(text, "![Figure 2](figure2.svg)\n\n{}", tables.figure_2.to_markdown());
     let _ = writeln!(
         text,
         "Depth 8 against depth 1: {:.1} % lower on a busy drive, {:.1} % on an idle one.\n",
@@ -764,8 +881,8 @@ fn render_report(
          limitation); the simulated drive's scheduler sees every queued request alike, so the order \
          matters only through the host's FIFO when fewer requests are outstanding than the strand holds.\n"
     );
-    let _ = writeln!(text, "![Issue order](issue_order.svg)\n\n{}", order.table.to_markdown());
-    render_appendix(&mut text, model, appendix);
+    let _ = writeln!(text, "![Issue order](issue_order.svg)\n\n{}", tables.order.to_markdown());
+    render_appendix(&mut text, model, &rows.appendix, tables);
     let _ = writeln!(
         text,
         "## Files\n\n`figure1.csv`, `figure2.csv`, `issue_order.csv`, `appendix_a.csv`, \
@@ -777,7 +894,7 @@ fn render_report(
 
 /// The Appendix A section of the report: the paper's model, the derived ones and
 /// the simulation side by side.
-fn render_appendix(text: &mut String, model: &DiskModel, appendix: &AppendixA) {
+fn render_appendix(text: &mut String, model: &DiskModel, appendix: &AppendixA, tables: &Tables) {
     let _ = writeln!(text, "## Appendix A: extra revolutions and the birthday model\n");
     let _ = writeln!(
         text,
@@ -821,18 +938,13 @@ fn render_appendix(text: &mut String, model: &DiskModel, appendix: &AppendixA) {
         text,
         "Total variation distance between the simulated distribution of extra revolutions and each \
          model's (`appendix_a_total_variation.csv`):\n\n{}",
-        appendix.distance_table.to_markdown()
+        tables.appendix_distance.to_markdown()
     );
     let _ = writeln!(
         text,
         "Probability of no extra revolution, most likely and mean number of extra revolutions \
          (`appendix_a.csv`):\n\n{}",
-        appendix.table.to_markdown()
+        tables.appendix.to_markdown()
     );
     let _ = writeln!(text, "Full distributions in `appendix_a_distribution.csv`.\n");
-}
-
-/// The default output directory for this experiment, relative to the working directory.
-pub fn default_out_dir() -> PathBuf {
-    PathBuf::from("out").join(NAME)
 }

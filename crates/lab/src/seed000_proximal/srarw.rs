@@ -21,22 +21,28 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use proxima_engine::Layout;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::layout_experiments::{
-    create_directory, paper, report_header, write_text, LayoutSettings, RunCost, DEFINITIONS,
-};
-use crate::measure::{ratio, BatchSummary};
-use crate::plot::GroupedBarChart;
+use crate::experiment::{Experiment, RunSettings};
 use crate::progress::Progress;
-use crate::proximal_table3::{aged_reads_of, AgedReads, LayoutReads};
-use crate::srarw::{AgingFigures, RunSpec, DATA_DISK_COUNT};
-use crate::table::Table;
-use crate::testbed::BLOCK_SIZE_BYTES;
-use crate::{ExperimentOutcome, LabError, ReproduceOptions};
+use crate::report::cost::WallCost;
+use crate::report::markdown::{Artifact, Rendered};
+use crate::report::plot::GroupedBarChart;
+use crate::report::table::Table;
+use crate::rig::lab_volume::{AgingFigures, RunSpec, DATA_DISK_COUNT};
+use crate::rig::measure::{ratio, BatchSummary};
+use crate::rig::testbed::BLOCK_SIZE_BYTES;
+use crate::seed000_proximal::layout::{report_header, LayoutParams, LayoutSettings, DEFAULT_MODEL, DEFINITIONS};
+use crate::seed000_proximal::paper;
+use crate::seed000_proximal::table3::{aged_reads_of, simulated_work, AgedReads, LayoutReads};
+use crate::LabError;
 
 /// The experiment's name on the command line.
 pub const NAME: &str = "proximal-srarw";
+
+/// The `proximal-srarw` experiment.
+#[derive(Debug, Clone, Copy)]
+pub struct ProximalSrarw;
 
 /// The staging area (and the frame array's cache), percent of capacity.
 pub const STAGING_PERCENT: f64 = 1.0;
@@ -60,7 +66,7 @@ const CANDIDATES: [Candidate; 4] = [
 const HEADLINE_KEYS: [&str; 3] = ["proximal", "in_place", "write_anywhere"];
 
 /// A layout's headline figures.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct LayoutFigures {
     /// User updates per second of array busy time.
     pub random_update_iops: f64,
@@ -73,9 +79,19 @@ pub struct LayoutFigures {
     pub dollars_per_iops: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
-struct Headline {
-    layouts: BTreeMap<&'static str, LayoutFigures>,
+/// The JSON headline.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Headline {
+    /// `proximal`, `in_place` and `write_anywhere` (the cached frame array is
+    /// in the report only).
+    pub layouts: BTreeMap<String, LayoutFigures>,
+}
+
+/// The measured rows: one run per candidate, in the order of the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rows {
+    /// `proximal`, `in_place`, `in_place_cached`, `write_anywhere`.
+    pub runs: Vec<AgedReads>,
 }
 
 /// Everything measured for one candidate.
@@ -110,26 +126,64 @@ impl Outcome {
     }
 }
 
-/// Runs the experiment and writes its files under `options.out_dir`.
-pub fn run(options: &ReproduceOptions, progress: &mut dyn Progress) -> Result<ExperimentOutcome, LabError> {
-    let settings = LayoutSettings::from_options(options)?;
-    create_directory(&options.out_dir)?;
-    let mut cost = RunCost::start();
+impl Experiment for ProximalSrarw {
+    const NAME: &'static str = NAME;
+    const DESCRIPTION: &'static str =
+        "proximal I/O paper, Sections 5.3-5.4: proximal vs in-place vs write-anywhere, cost per IOPS";
+    const DEFAULT_MODEL: &'static str = DEFAULT_MODEL;
+    type Params = LayoutParams;
+    type Settings = LayoutSettings;
+    type Rows = Rows;
+    type Headline = Headline;
+
+    fn settings(run: &RunSettings, params: &LayoutParams) -> Result<LayoutSettings, LabError> {
+        LayoutSettings::new(run, params)
+    }
+
+    fn measure(settings: &LayoutSettings, progress: &mut dyn Progress) -> Result<Rows, LabError> {
+        let specs = CANDIDATES
+            .iter()
+            .map(|candidate| RunSpec {
+                shape: settings.shape.clone(),
+                layout: candidate.layout,
+                staging_percent: candidate.staging_percent,
+                scale: settings.scale,
+                seed: settings.seed,
+            })
+            .collect();
+        Ok(Rows { runs: aged_reads_of(specs, settings.jobs, progress)? })
+    }
+
+    fn render(settings: &LayoutSettings, rows: &Rows, cost: &WallCost) -> Rendered<Headline> {
+        let extent_count = rows.runs.first().map_or(0, |run| run.extent_count);
+        let outcomes = outcomes(settings, &rows.runs);
+        let (throughput, reads) = charts(&outcomes, settings);
+        let files = vec![
+            ("srarw.csv", Artifact::Csv(table(&outcomes))),
+            ("srarw_throughput.svg", Artifact::BarChart(throughput)),
+            ("srarw_reads.svg", Artifact::BarChart(reads)),
+        ];
+        let command = settings.command_line(NAME);
+        let summary = render_summary(&outcomes, settings, &cost.render(&simulated_work(&rows.runs)));
+        let report = render_report(&outcomes, settings, &command, extent_count, &summary);
+        let layouts = outcomes
+            .iter()
+            .filter(|outcome| HEADLINE_KEYS.contains(&outcome.candidate.key))
+            .map(|outcome| (outcome.candidate.key.to_string(), outcome.figures))
+            .collect();
+        Rendered { files, report, summary, headline: Headline { layouts } }
+    }
+
+    fn describe(params: &LayoutParams) -> String {
+        params.describe()
+    }
+}
+
+/// Every candidate's figures from its run.
+fn outcomes(settings: &LayoutSettings, runs: &[AgedReads]) -> Vec<Outcome> {
     let full_size_array_bytes = settings.shape.model.sector_count()
         * u64::from(settings.shape.model.sector_size_bytes())
         * DATA_DISK_COUNT as u64;
-    let specs = CANDIDATES
-        .iter()
-        .map(|candidate| RunSpec {
-            shape: settings.shape.clone(),
-            layout: candidate.layout,
-            staging_percent: candidate.staging_percent,
-            scale: settings.scale,
-            seed: settings.seed,
-        })
-        .collect();
-    let runs = aged_reads_of(specs, options.jobs, progress, &mut cost)?;
-    let extent_count = runs.first().map_or(0, |run| run.extent_count);
     let mut outcomes = Vec::new();
     for (&candidate, AgedReads { reads, aging, .. }) in CANDIDATES.iter().zip(runs) {
         let flash_gb = full_size_array_bytes as f64 * candidate.staging_percent / 100.0 / 1e9;
@@ -147,25 +201,9 @@ pub fn run(options: &ReproduceOptions, progress: &mut dyn Progress) -> Result<Ex
             aged_to_fresh: ratio(reads.aged.mb_s_per_disk(), reads.fresh.mb_s_per_disk()),
             dollars_per_iops: ratio(array_dollars, random_update_iops),
         };
-        outcomes.push(Outcome { candidate, figures, reads, aging, array_dollars, flash_gb });
+        outcomes.push(Outcome { candidate, figures, reads: *reads, aging: aging.clone(), array_dollars, flash_gb });
     }
-    let out = &options.out_dir;
-    table(&outcomes).write_csv(&out.join("srarw.csv"))?;
-    let (throughput, reads) = charts(&outcomes, &settings);
-    throughput.write_svg(&out.join("srarw_throughput.svg"))?;
-    reads.write_svg(&out.join("srarw_reads.svg"))?;
-    let command = settings.command_line(NAME, out);
-    let summary = render_summary(&outcomes, &settings, &cost);
-    let report = render_report(&outcomes, &settings, &command, extent_count, &summary);
-    let report_path = out.join("report.md");
-    write_text(&report_path, &report)?;
-    let layouts = outcomes
-        .iter()
-        .filter(|outcome| HEADLINE_KEYS.contains(&outcome.candidate.key))
-        .map(|outcome| (outcome.candidate.key, outcome.figures))
-        .collect();
-    let headline = serde_json::to_value(Headline { layouts }).expect("the headline serialises");
-    Ok(ExperimentOutcome { summary, headline, report_path })
+    outcomes
 }
 
 fn table(outcomes: &[Outcome]) -> Table {
@@ -236,7 +274,7 @@ fn charts(outcomes: &[Outcome], settings: &LayoutSettings) -> (GroupedBarChart, 
     (throughput, reads)
 }
 
-fn render_summary(outcomes: &[Outcome], settings: &LayoutSettings, cost: &RunCost) -> String {
+fn render_summary(outcomes: &[Outcome], settings: &LayoutSettings, cost_line: &str) -> String {
     let mut text = String::new();
     let _ = writeln!(
         text,
@@ -276,7 +314,7 @@ fn render_summary(outcomes: &[Outcome], settings: &LayoutSettings, cost: &RunCos
         paper::DOLLARS_PER_IOPS,
         paper::WRITE_ANYWHERE_AGED_TO_FRESH_MIN
     );
-    let _ = writeln!(text, "{}", cost.render());
+    let _ = writeln!(text, "{cost_line}");
     text
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use proxima_disk::{closed_loop, DiskModel, DiskOp, Scheduler};
 use serde::Serialize;
 
-use crate::placement::block_sectors;
+use crate::seed000_proximal::placement::block_sectors;
 use crate::LabError;
 
 /// Requests simulated to measure one OP: enough for a mean within about 1 % (the

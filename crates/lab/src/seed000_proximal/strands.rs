@@ -19,10 +19,10 @@ use std::sync::Arc;
 use proxima_disk::{DiskCompletion, DiskModel, DiskOp, DiskRequest, HardDisk, Nanos};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::placement::{block_sectors, place_strand, IssueOrder, Placement};
 use crate::progress::Progress;
+use crate::seed000_proximal::placement::{block_sectors, place_strand, IssueOrder, Placement};
 use crate::LabError;
 
 /// One strand experiment.
@@ -71,7 +71,7 @@ impl StrandStart {
 }
 
 /// What a strand experiment measured.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StrandResult {
     /// Requests per strand.
     pub strand_size: u32,
@@ -109,7 +109,7 @@ fn check_config(config: &StrandConfig) -> Result<(), LabError> {
 }
 
 /// Runs `config.strand_count` strands on a fresh drive running `model` and returns
-/// the statistics, with costs in units of `op_ms` (see [`crate::closed_loop::measure_op_ms`]).
+/// the statistics, with costs in units of `op_ms` (see [`crate::seed000_proximal::closed_loop::measure_op_ms`]).
 pub fn run_strands(
     model: &Arc<DiskModel>,
     config: &StrandConfig,
@@ -169,7 +169,7 @@ pub fn run_strands(
         per_request_ms,
         per_request_op: per_request_ms / op_ms,
         op_ms,
-        extra_revolutions_mean: crate::birthday::distribution_mean(&distribution),
+        extra_revolutions_mean: crate::seed000_proximal::birthday::distribution_mean(&distribution),
         extra_revolutions_distribution: distribution,
     })
 }

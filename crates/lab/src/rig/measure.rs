@@ -16,10 +16,12 @@
 //!   over the batch's response time (first submission to last completion on any
 //!   member).
 
-use crate::testbed::MemberIo;
+use serde::{Deserialize, Serialize};
+
+use crate::rig::testbed::MemberIo;
 
 /// One disk's share of one batch.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiskBatch {
     /// Requests it completed.
     pub io_count: u64,
@@ -118,7 +120,7 @@ pub struct RoleFigures {
 }
 
 /// Sums over many batches, from which the table rows are drawn.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchSummary {
     /// Batches measured.
     pub batch_count: u64,

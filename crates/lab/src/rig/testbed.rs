@@ -406,23 +406,17 @@ impl TestbedConfig {
             let device_seed = handle.with_simulation(|simulation| simulation.device_seed(index));
             let disk = HardDisk::new(Arc::clone(&self.model), device_seed).with_queue_depth(self.drive_queue_depth);
             let options = SimulatedOptions::named(format!("disk{index}")).metadata_only();
-            let device = SimulatedDevice::hard_disk(&handle, disk, options).map_err(device_error)?;
+            let device = SimulatedDevice::hard_disk(&handle, disk, options)?;
             members.push(MemberDisk::new(device, first_block, self.window_blocks_per_disk, self.model.sector_count()));
         }
         let mut config = RaidConfig::raid4().with_stripe_unit_bytes(self.stripe_unit_bytes);
         config.zone_data_blocks = self.zone_data_blocks;
-        let array = RaidDevice::new(members, config).map_err(device_error)?;
+        let array = RaidDevice::new(members, config)?;
         assert_eq!(array.info().block_count, self.array_block_count(), "the array's layout as computed");
         let flash_device = FlashDevice::new(staging_flash_params(self.flash_block_count));
-        let flash = SimulatedDevice::flash(&handle, flash_device, SimulatedOptions::named("flash").metadata_only())
-            .map_err(device_error)?;
+        let flash = SimulatedDevice::flash(&handle, flash_device, SimulatedOptions::named("flash").metadata_only())?;
         Ok(Testbed { handle, array, flash: FlashDisk::new(flash) })
     }
-}
-
-/// A device error while building or driving the testbed.
-pub fn device_error(error: DeviceError) -> LabError {
-    LabError::Device { message: error.to_string() }
 }
 
 /// Places every member's heads at a random LBN of its drive.

@@ -12,27 +12,33 @@
 use std::fmt::Write as _;
 
 use proxima_engine::Layout;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::layout_experiments::{
-    create_directory, paper, report_header, write_text, LayoutSettings, RunCost, DEFINITIONS,
-};
-use crate::measure::ratio;
-use crate::parallel::{run_all, Task};
-use crate::plot::GroupedBarChart;
+use crate::experiment::{Experiment, RunSettings};
 use crate::progress::Progress;
-use crate::srarw::{AgingFigures, LabVolume, ReadFigures, RunSpec};
-use crate::table::Table;
-use crate::{ExperimentOutcome, LabError, ReproduceOptions};
+use crate::report::cost::{SimulatedWork, WallCost};
+use crate::report::markdown::{Artifact, Rendered};
+use crate::report::plot::GroupedBarChart;
+use crate::report::table::Table;
+use crate::rig::lab_volume::{AgingFigures, LabVolume, ReadFigures, RunSpec};
+use crate::rig::measure::ratio;
+use crate::rig::parallel::{run_all, Task};
+use crate::seed000_proximal::layout::{report_header, LayoutParams, LayoutSettings, DEFAULT_MODEL, DEFINITIONS};
+use crate::seed000_proximal::paper;
+use crate::LabError;
 
 /// The experiment's name on the command line.
 pub const NAME: &str = "proximal-table3";
+
+/// The `proximal-table3` experiment.
+#[derive(Debug, Clone, Copy)]
+pub struct ProximalTable3;
 
 /// The staging area of the aged proximal layout, percent of capacity.
 pub const AGING_STAGING_PERCENT: f64 = 1.0;
 
 /// Serial-read bandwidth of one layout, fresh and aged.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct ReadComparison {
     /// MB/s per data disk after aging.
     pub aged_mb_s_per_disk: f64,
@@ -55,16 +61,20 @@ impl ReadComparison {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
-struct Headline {
-    proximal: ReadComparison,
-    write_anywhere: ReadComparison,
+/// The JSON headline.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Headline {
+    /// The proximal layout, aged with a 1 % staging area.
+    pub proximal: ReadComparison,
+    /// The write-anywhere layout.
+    pub write_anywhere: ReadComparison,
 }
 
 /// A layout's fresh and aged read passes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LayoutReads {
     /// The layout.
+    #[serde(with = "crate::rig::layout_by_name")]
     pub layout: Layout,
     /// Before aging.
     pub fresh: ReadFigures,
@@ -73,7 +83,7 @@ pub struct LayoutReads {
 }
 
 /// One layout's run: its reads, its aging and its number of extents.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgedReads {
     /// The fresh and aged read passes.
     pub reads: LayoutReads,
@@ -84,10 +94,10 @@ pub struct AgedReads {
 }
 
 impl AgedReads {
-    /// Adds what this run simulated to `cost`.
-    pub fn add_to(&self, cost: &mut RunCost) {
-        cost.simulated_updates += self.aging.update_count;
-        cost.simulated_disk_ios +=
+    /// Adds what this run simulated to `simulated`.
+    pub fn add_to(&self, simulated: &mut SimulatedWork) {
+        simulated.updates += self.aging.update_count;
+        simulated.disk_ios +=
             self.aging.all_io.disk_io_count() + self.reads.fresh.member_io_count + self.reads.aged.member_io_count;
     }
 }
@@ -102,12 +112,11 @@ pub fn fresh_and_aged_reads(spec: &RunSpec, progress: &mut dyn Progress) -> Resu
     Ok(AgedReads { reads, aging, extent_count: volume.extent_count() })
 }
 
-/// The runs of `specs`, `jobs` at once, in order; their cost added to `cost`.
+/// The runs of `specs`, `jobs` at once, in order.
 pub fn aged_reads_of(
     specs: Vec<RunSpec>,
     jobs: usize,
     progress: &mut dyn Progress,
-    cost: &mut RunCost,
 ) -> Result<Vec<AgedReads>, LabError> {
     let tasks = specs
         .into_iter()
@@ -115,42 +124,77 @@ pub fn aged_reads_of(
             Box::new(move |progress: &mut dyn Progress| fresh_and_aged_reads(&spec, progress))
         })
         .collect();
-    let runs = run_all(jobs, tasks, progress)?;
-    runs.iter().for_each(|run| run.add_to(cost));
-    Ok(runs)
+    run_all(jobs, tasks, progress)
 }
 
-/// Runs the experiment and writes its files under `options.out_dir`.
-pub fn run(options: &ReproduceOptions, progress: &mut dyn Progress) -> Result<ExperimentOutcome, LabError> {
-    let settings = LayoutSettings::from_options(options)?;
-    create_directory(&options.out_dir)?;
-    let mut cost = RunCost::start();
-    let spec = |layout, staging_percent| RunSpec {
-        shape: settings.shape.clone(),
-        layout,
-        staging_percent,
-        scale: settings.scale,
-        seed: settings.seed,
-    };
-    let specs = vec![spec(Layout::Proximal, AGING_STAGING_PERCENT), spec(Layout::WriteAnywhere, 0.0)];
-    let runs = aged_reads_of(specs, options.jobs, progress, &mut cost)?;
-    let (proximal, write_anywhere) = (runs[0].reads, runs[1].reads);
-    let extent_count = runs[0].extent_count;
-    let layouts = [proximal, write_anywhere];
-    let out = &options.out_dir;
-    table(&layouts).write_csv(&out.join("table3.csv"))?;
-    chart(&layouts, &settings).write_svg(&out.join("table3.svg"))?;
-    let headline = Headline {
-        proximal: ReadComparison::new(&proximal.fresh, &proximal.aged),
-        write_anywhere: ReadComparison::new(&write_anywhere.fresh, &write_anywhere.aged),
-    };
-    let command = settings.command_line(NAME, out);
-    let summary = render_summary(&layouts, &settings, &cost);
-    let report = render_report(&layouts, &settings, &command, extent_count, &summary);
-    let report_path = out.join("report.md");
-    write_text(&report_path, &report)?;
-    let headline = serde_json::to_value(&headline).expect("the headline serialises");
-    Ok(ExperimentOutcome { summary, headline, report_path })
+/// What the runs of `runs` simulated.
+pub fn simulated_work<'a>(runs: impl IntoIterator<Item = &'a AgedReads>) -> SimulatedWork {
+    let mut simulated = SimulatedWork::default();
+    runs.into_iter().for_each(|run| run.add_to(&mut simulated));
+    simulated
+}
+
+/// The measured rows: the proximal run, then the write-anywhere run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rows {
+    /// The proximal layout, aged with a [`AGING_STAGING_PERCENT`] % staging area.
+    pub proximal: AgedReads,
+    /// The write-anywhere layout.
+    pub write_anywhere: AgedReads,
+}
+
+impl Experiment for ProximalTable3 {
+    const NAME: &'static str = NAME;
+    const DESCRIPTION: &'static str =
+        "proximal I/O paper, Table 3: serial reads after random writes, proximal and write-anywhere";
+    const DEFAULT_MODEL: &'static str = DEFAULT_MODEL;
+    type Params = LayoutParams;
+    type Settings = LayoutSettings;
+    type Rows = Rows;
+    type Headline = Headline;
+
+    fn settings(run: &RunSettings, params: &LayoutParams) -> Result<LayoutSettings, LabError> {
+        LayoutSettings::new(run, params)
+    }
+
+    fn measure(settings: &LayoutSettings, progress: &mut dyn Progress) -> Result<Rows, LabError> {
+        let spec = |layout, staging_percent| RunSpec {
+            shape: settings.shape.clone(),
+            layout,
+            staging_percent,
+            scale: settings.scale,
+            seed: settings.seed,
+        };
+        let specs = vec![spec(Layout::Proximal, AGING_STAGING_PERCENT), spec(Layout::WriteAnywhere, 0.0)];
+        let mut runs = aged_reads_of(specs, settings.jobs, progress)?.into_iter();
+        let (Some(proximal), Some(write_anywhere)) = (runs.next(), runs.next()) else {
+            unreachable!("two specs give two runs");
+        };
+        Ok(Rows { proximal, write_anywhere })
+    }
+
+    fn render(settings: &LayoutSettings, rows: &Rows, cost: &WallCost) -> Rendered<Headline> {
+        let (proximal, write_anywhere) = (rows.proximal.reads, rows.write_anywhere.reads);
+        let extent_count = rows.proximal.extent_count;
+        let layouts = [proximal, write_anywhere];
+        let files = vec![
+            ("table3.csv", Artifact::Csv(table(&layouts))),
+            ("table3.svg", Artifact::BarChart(chart(&layouts, settings))),
+        ];
+        let headline = Headline {
+            proximal: ReadComparison::new(&proximal.fresh, &proximal.aged),
+            write_anywhere: ReadComparison::new(&write_anywhere.fresh, &write_anywhere.aged),
+        };
+        let command = settings.command_line(NAME);
+        let simulated = simulated_work([&rows.proximal, &rows.write_anywhere]);
+        let summary = render_summary(&layouts, settings, &cost.render(&simulated));
+        let report = render_report(&layouts, settings, &command, extent_count, &summary);
+        Rendered { files, report, summary, headline }
+    }
+
+    fn describe(params: &LayoutParams) -> String {
+        params.describe()
+    }
 }
 
 fn table(layouts: &[LayoutReads]) -> Table {
@@ -196,7 +240,7 @@ fn chart(layouts: &[LayoutReads], settings: &LayoutSettings) -> GroupedBarChart 
     }
 }
 
-fn render_summary(layouts: &[LayoutReads], settings: &LayoutSettings, cost: &RunCost) -> String {
+fn render_summary(layouts: &[LayoutReads], settings: &LayoutSettings, cost_line: &str) -> String {
     let mut text = String::new();
     let _ = writeln!(
         text,
@@ -244,7 +288,7 @@ fn render_summary(layouts: &[LayoutReads], settings: &LayoutSettings, cost: &Run
         };
         let _ = writeln!(text, "{:<16} aged/fresh {:.3}{paper_ratio}", reads.layout.name(), comparison.aged_to_fresh);
     }
-    let _ = writeln!(text, "{}", cost.render());
+    let _ = writeln!(text, "{cost_line}");
     text
 }
 

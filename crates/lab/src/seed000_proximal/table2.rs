@@ -11,27 +11,33 @@
 use std::fmt::Write as _;
 
 use proxima_engine::Layout;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::layout_experiments::{
-    create_directory, paper, report_header, write_text, LayoutSettings, RunCost, DEFINITIONS,
-};
-use crate::measure::{BatchSummary, RoleFigures};
-use crate::parallel::{run_all, Task};
-use crate::plot::{LineChart, Series};
+use crate::experiment::{Experiment, RunSettings};
 use crate::progress::Progress;
-use crate::srarw::{AgingFigures, LabVolume, RunSpec, DATA_DISK_COUNT};
-use crate::table::Table;
-use crate::{ExperimentOutcome, LabError, ReproduceOptions};
+use crate::report::cost::{SimulatedWork, WallCost};
+use crate::report::markdown::{Artifact, Rendered};
+use crate::report::plot::{LineChart, Series};
+use crate::report::table::Table;
+use crate::rig::lab_volume::{AgingFigures, LabVolume, RunSpec, DATA_DISK_COUNT};
+use crate::rig::measure::{BatchSummary, RoleFigures};
+use crate::rig::parallel::{run_all, Task};
+use crate::seed000_proximal::layout::{report_header, LayoutParams, LayoutSettings, DEFAULT_MODEL, DEFINITIONS};
+use crate::seed000_proximal::paper;
+use crate::LabError;
 
 /// The experiment's name on the command line.
 pub const NAME: &str = "proximal-table2";
+
+/// The `proximal-table2` experiment.
+#[derive(Debug, Clone, Copy)]
+pub struct ProximalTable2;
 
 /// The staging areas of the paper's rows, in percent of the array's capacity.
 pub const STAGING_PERCENTS: [f64; 4] = [1.0, 2.0, 5.0, 10.0];
 
 /// One row of the JSON headline.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct HeadlineRow {
     /// Staging area, percent of capacity.
     pub staging_percent: f64,
@@ -48,9 +54,28 @@ pub struct HeadlineRow {
 }
 
 /// The JSON headline.
-#[derive(Debug, Clone, Serialize)]
-struct Headline {
-    rows: Vec<HeadlineRow>,
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Headline {
+    /// One row per staging area, in the order of [`STAGING_PERCENTS`].
+    pub rows: Vec<HeadlineRow>,
+}
+
+/// What one staging area's aging measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StagingAging {
+    /// Staging area, percent of capacity.
+    pub staging_percent: f64,
+    /// Extents in the volume.
+    pub extent_count: u64,
+    /// What the aging did on the disks.
+    pub aging: AgingFigures,
+}
+
+/// The measured rows: one aging per staging area.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rows {
+    /// In the order of [`STAGING_PERCENTS`].
+    pub agings: Vec<StagingAging>,
 }
 
 /// Everything measured for one staging area.
@@ -86,7 +111,7 @@ impl StagingRow {
                 batch_response_ms: batches.batch_response_ms(),
             },
             batch_count: batches.batch_count,
-            destage_count: aging.destages.len() as u64,
+            destage_count: u64::try_from(aging.destages.len()).expect("destages fit in u64"),
             data: batches.role(0..DATA_DISK_COUNT),
             parity: batches.role(DATA_DISK_COUNT..DATA_DISK_COUNT + 1),
             random_update_iops: aging.random_update_iops(),
@@ -95,50 +120,63 @@ impl StagingRow {
     }
 }
 
-/// Runs the experiment and writes its files under `options.out_dir`.
-pub fn run(options: &ReproduceOptions, progress: &mut dyn Progress) -> Result<ExperimentOutcome, LabError> {
-    let settings = LayoutSettings::from_options(options)?;
-    create_directory(&options.out_dir)?;
-    let mut cost = RunCost::start();
-    let tasks = STAGING_PERCENTS
-        .iter()
-        .map(|&staging_percent| -> Task<'_, (u64, AgingFigures)> {
-            let spec = RunSpec {
-                shape: settings.shape.clone(),
-                layout: Layout::Proximal,
-                staging_percent,
-                scale: settings.scale,
-                seed: settings.seed,
-            };
-            Box::new(move |progress: &mut dyn Progress| {
-                let mut volume = LabVolume::create(&spec, progress)?;
-                let aging = volume.age(progress)?;
-                Ok((volume.extent_count(), aging))
+impl Experiment for ProximalTable2 {
+    const NAME: &'static str = NAME;
+    const DESCRIPTION: &'static str =
+        "proximal I/O paper, Table 2: random updates destaged from 1-10 % staging areas on RAID-4";
+    const DEFAULT_MODEL: &'static str = DEFAULT_MODEL;
+    type Params = LayoutParams;
+    type Settings = LayoutSettings;
+    type Rows = Rows;
+    type Headline = Headline;
+
+    fn settings(run: &RunSettings, params: &LayoutParams) -> Result<LayoutSettings, LabError> {
+        LayoutSettings::new(run, params)
+    }
+
+    fn measure(settings: &LayoutSettings, progress: &mut dyn Progress) -> Result<Rows, LabError> {
+        let tasks = STAGING_PERCENTS
+            .iter()
+            .map(|&staging_percent| -> Task<'_, StagingAging> {
+                let spec = RunSpec {
+                    shape: settings.shape.clone(),
+                    layout: Layout::Proximal,
+                    staging_percent,
+                    scale: settings.scale,
+                    seed: settings.seed,
+                };
+                Box::new(move |progress: &mut dyn Progress| {
+                    let mut volume = LabVolume::create(&spec, progress)?;
+                    let aging = volume.age(progress)?;
+                    Ok(StagingAging { staging_percent, extent_count: volume.extent_count(), aging })
+                })
             })
-        })
-        .collect();
-    let agings = run_all(options.jobs, tasks, progress)?;
-    let extent_count = agings.first().map_or(0, |(count, _)| *count);
-    let mut rows = Vec::new();
-    for (&staging_percent, (_, aging)) in STAGING_PERCENTS.iter().zip(&agings) {
-        cost.simulated_updates += aging.update_count;
-        cost.simulated_disk_ios += aging.all_io.disk_io_count();
-        rows.push(StagingRow::from_aging(staging_percent, aging, settings.revolution_ns()));
+            .collect();
+        Ok(Rows { agings: run_all(settings.jobs, tasks, progress)? })
     }
-    let out = &options.out_dir;
-    table(&rows).write_csv(&out.join("table2.csv"))?;
-    destage_table(&rows).write_csv(&out.join("destages.csv"))?;
-    for (file, chart) in charts(&rows, &settings) {
-        chart.write_svg(&out.join(file))?;
+
+    fn render(settings: &LayoutSettings, measured: &Rows, cost: &WallCost) -> Rendered<Headline> {
+        let extent_count = measured.agings.first().map_or(0, |run| run.extent_count);
+        let mut simulated = SimulatedWork::default();
+        let mut rows = Vec::new();
+        for run in &measured.agings {
+            simulated.updates += run.aging.update_count;
+            simulated.disk_ios += run.aging.all_io.disk_io_count();
+            rows.push(StagingRow::from_aging(run.staging_percent, &run.aging, settings.revolution_ns()));
+        }
+        let mut files =
+            vec![("table2.csv", Artifact::Csv(table(&rows))), ("destages.csv", Artifact::Csv(destage_table(&rows)))];
+        files.extend(charts(&rows, settings).into_iter().map(|(file, chart)| (file, Artifact::LineChart(chart))));
+        let command = settings.command_line(NAME);
+        let summary = render_summary(&rows, settings, &cost.render(&simulated));
+        let report = render_report(&rows, settings, &command, extent_count, &summary);
+        let headline = Headline { rows: rows.iter().map(|row| row.headline.clone()).collect() };
+        Rendered { files, report, summary, headline }
     }
-    let command = settings.command_line(NAME, out);
-    let summary = render_summary(&rows, &settings, &cost);
-    let report = render_report(&rows, &settings, &command, extent_count, &summary);
-    let report_path = out.join("report.md");
-    write_text(&report_path, &report)?;
-    let headline = Headline { rows: rows.iter().map(|row| row.headline.clone()).collect() };
-    let headline = serde_json::to_value(&headline).expect("the headline serialises");
-    Ok(ExperimentOutcome { summary, headline, report_path })
+
+    fn describe(params: &LayoutParams) -> String {
+        params.describe()
+    }
 }
 
 fn table(rows: &[StagingRow]) -> Table {
@@ -271,7 +309,7 @@ fn paper_cell(staging_percent: f64, at_1: f64, at_10: f64) -> String {
     }
 }
 
-fn render_summary(rows: &[StagingRow], settings: &LayoutSettings, cost: &RunCost) -> String {
+fn render_summary(rows: &[StagingRow], settings: &LayoutSettings, cost_line: &str) -> String {
     let mut text = String::new();
     let _ = writeln!(
         text,
@@ -315,7 +353,7 @@ fn render_summary(rows: &[StagingRow], settings: &LayoutSettings, cost: &RunCost
             figures.batch_response_ms,
         );
     }
-    let _ = writeln!(text, "{}", cost.render());
+    let _ = writeln!(text, "{cost_line}");
     text
 }
 

@@ -1,12 +1,13 @@
-//! The serial-read-after-random-write (SRARW) workload of the proximal I/O
-//! paper's Section 5, on a volume over the simulated [`testbed`](crate::testbed):
+//! The rig of the serial-read-after-random-write (SRARW) workload of the
+//! proximal I/O paper's Section 5 ([`proxima_workload::srarw`]): a volume over
+//! the simulated [`testbed`](crate::rig::testbed), filled, aged and read.
 //!
 //! 1. **Fill**: 16 MiB extents written serially, one whole-extent write each,
 //!    until 89 % of the array's capacity is used.
 //! 2. **Age**: 2000 random 4 KiB updates per extent on average, each to a
 //!    uniformly random block of a uniformly random extent. With a staging area,
 //!    the updates are staged and destaged each time the area fills; every destage
-//!    batch (one extent's staged blocks) is measured ([`crate::measure`]), with
+//!    batch (one extent's staged blocks) is measured ([`crate::rig::measure`]), with
 //!    the heads moved to random positions before it. Whatever is still staged at
 //!    the end is destaged too, unmeasured, so reads find the aged layout on disk.
 //!    A frame array without a cache writes each update at once to its fixed
@@ -16,9 +17,9 @@
 //!    positions before each extent, as a full-size array read in random extent
 //!    order would find them.
 //!
-//! The updates and the read orders come from the workload crate's SRARW
-//! generators ([`SrarwUpdates`], [`SrarwReadOrders`]); this module is the rig:
-//! the volume, the destage observer, the arm positions and the measurements.
+//! What is issued (the extents, the updates, the read orders and requests)
+//! comes from the workload crate; this module is the rig: the volume, the
+//! destage observer, the arm positions and the measurements.
 //!
 //! **Scale.** `scale` is the fraction of each drive used: the array is built on
 //! a centred window of that many blocks of every drive (the drive's geometry,
@@ -34,24 +35,20 @@ use std::sync::Arc;
 use proxima_device::BlockDevice;
 use proxima_disk::DiskModel;
 use proxima_engine::{DestageBatchReport, DestageObserver, EngineError, Layout, Volume, VolumeOptions};
-use proxima_workload::synthetic::{seeded_stream, SrarwReadOrders, SrarwUpdates};
+use proxima_workload::srarw::{
+    extent_count_for, read_requests, SrarwReadOrders, SrarwUpdates, EXTENT_BLOCKS, UPDATES_PER_EXTENT,
+};
+use proxima_workload::synthetic::seeded_stream;
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 
-use crate::measure::{ratio, BatchMeasurement, BatchSummary};
 use crate::progress::Progress;
-use crate::testbed::{
+use crate::rig::measure::{ratio, BatchMeasurement, BatchSummary};
+use crate::rig::testbed::{
     member_data_blocks, randomise_arms, take_member_logs, Array, FlashDisk, MemberIo, TestbedConfig, BLOCK_SIZE_BYTES,
 };
 use crate::LabError;
 
-/// Blocks of one extent: 16 MiB.
-pub const EXTENT_BLOCKS: u64 = 4096;
-/// Random updates per extent (on average).
-pub const UPDATES_PER_EXTENT: u64 = 2000;
-/// Fraction of the array's capacity the extents fill.
-pub const FILL_FRACTION: f64 = 0.89;
-/// Largest read request: the paper's indirect-block fan-out.
-pub const READ_REQUEST_BLOCKS_MAX: u64 = 974;
 /// Data members of the array (plus one parity member).
 pub const DATA_DISK_COUNT: usize = 4;
 /// Requests each drive holds in its queue.
@@ -123,11 +120,6 @@ impl ArrayShape {
     }
 }
 
-/// Extents that fill 89 % of an array of `capacity_blocks`.
-fn extent_count_for(capacity_blocks: u64) -> u64 {
-    (capacity_blocks as f64 * FILL_FRACTION / EXTENT_BLOCKS as f64) as u64
-}
-
 /// One run of the workload: the array, the layout and its staging area.
 #[derive(Debug, Clone)]
 pub struct RunSpec {
@@ -175,7 +167,7 @@ impl DestageObserver<Array> for BatchObserver<'_> {
 }
 
 /// What the aging did on the disks.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgingFigures {
     /// User updates issued.
     pub update_count: u64,
@@ -196,7 +188,7 @@ pub struct AgingFigures {
 impl AgingFigures {
     fn absorb(&mut self, logs: &[Vec<MemberIo>]) {
         let all: Vec<MemberIo> = logs.iter().flatten().copied().collect();
-        self.array_busy_ns += crate::measure::busy_ns(&all);
+        self.array_busy_ns += crate::rig::measure::busy_ns(&all);
         if let Some(measurement) = BatchMeasurement::from_logs(0, logs) {
             self.all_io.add(&measurement);
         }
@@ -210,7 +202,7 @@ impl AgingFigures {
 }
 
 /// What reading every extent did.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReadFigures {
     /// Read requests.
     pub request_count: u64,
@@ -275,10 +267,6 @@ pub struct LabVolume {
     reads: SrarwReadOrders,
 }
 
-fn engine_error(error: EngineError) -> LabError {
-    LabError::Engine { message: error.to_string() }
-}
-
 impl LabVolume {
     /// Builds the testbed, formats a volume with `spec`'s layout and fills it.
     pub fn create(spec: &RunSpec, progress: &mut dyn Progress) -> Result<LabVolume, LabError> {
@@ -302,14 +290,18 @@ impl LabVolume {
         };
         let testbed = config.build()?;
         let options = volume_options(spec, staging_blocks);
-        let volume = Volume::format(testbed.array, testbed.flash, 1, options).map_err(engine_error)?;
+        let volume = Volume::format(testbed.array, testbed.flash, 1, options)?;
         let mut lab = LabVolume {
             volume,
-            extent_ids: Vec::with_capacity(extent_count as usize),
+            extent_ids: Vec::new(),
             spec: spec.clone(),
             capacity_blocks,
             staging_blocks,
-            updates: SrarwUpdates::new(spec.seed, extent_count as usize, EXTENT_BLOCKS),
+            updates: SrarwUpdates::new(
+                spec.seed,
+                usize::try_from(extent_count).expect("extents fit in memory"),
+                EXTENT_BLOCKS,
+            ),
             arms: seeded_stream(spec.seed, 2),
             reads: SrarwReadOrders::new(spec.seed),
         };
@@ -345,16 +337,13 @@ impl LabVolume {
     fn fill(&mut self, extent_count: u64, progress: &mut dyn Progress) -> Result<(), LabError> {
         progress.start_phase("filling extents", extent_count);
         for index in 0..extent_count {
-            let id = self
-                .volume
-                .create_extent(&format!("extent{index}"), EXTENT_BLOCKS * BLOCK_SIZE_BYTES)
-                .map_err(engine_error)?;
-            self.volume.write_blocks_synthetic(id, 0, EXTENT_BLOCKS, false).map_err(engine_error)?;
+            let id = self.volume.create_extent(&format!("extent{index}"), EXTENT_BLOCKS * BLOCK_SIZE_BYTES)?;
+            self.volume.write_blocks_synthetic(id, 0, EXTENT_BLOCKS, false)?;
             self.extent_ids.push(id);
             take_member_logs(self.volume.data_device_mut());
             progress.advance(1);
         }
-        self.volume.flush().map_err(engine_error)?;
+        self.volume.flush()?;
         take_member_logs(self.volume.data_device_mut());
         Ok(())
     }
@@ -403,9 +392,9 @@ impl LabVolume {
             Err(EngineError::StagingFull { .. }) => {
                 // Staging space freed by the last destage may still await its CP.
                 self.destage(aging, true)?;
-                self.volume.write_blocks_synthetic(extent, block, 1, false).map_err(engine_error)
+                self.volume.write_blocks_synthetic(extent, block, 1, false).map_err(LabError::from)
             }
-            other => other.map_err(engine_error),
+            other => other.map_err(LabError::from),
         }
     }
 
@@ -419,7 +408,7 @@ impl LabVolume {
             aging.destages.push(BatchSummary::default());
         }
         let mut observer = BatchObserver { arms: &mut self.arms, aging, measured };
-        self.volume.destage_observed(&mut observer).map_err(engine_error)?;
+        self.volume.destage_observed(&mut observer)?;
         Ok(())
     }
 
@@ -439,10 +428,8 @@ impl LabVolume {
         take_member_logs(self.volume.data_device_mut());
         for id in order {
             randomise_arms(self.volume.data_device_mut(), &mut self.arms);
-            let mut first_block = 0;
-            while first_block < EXTENT_BLOCKS {
-                let block_count = READ_REQUEST_BLOCKS_MAX.min(EXTENT_BLOCKS - first_block);
-                let report = self.volume.read_blocks_synthetic(id, first_block, block_count).map_err(engine_error)?;
+            for (first_block, block_count) in read_requests(EXTENT_BLOCKS) {
+                let report = self.volume.read_blocks_synthetic(id, first_block, block_count)?;
                 let logs = take_member_logs(self.volume.data_device_mut());
                 figures.request_count += 1;
                 figures.block_count += block_count;
@@ -450,7 +437,6 @@ impl LabVolume {
                 figures.member_io_count += logs.iter().map(|log| log.len() as u64).sum::<u64>();
                 figures.member_touch_count += logs.iter().filter(|log| !log.is_empty()).count() as u64;
                 figures.response_ns += report.response_ns();
-                first_block += block_count;
             }
             progress.advance(1);
         }
@@ -521,7 +507,8 @@ mod tests {
         assert_eq!(capacity, window / 64 * 63 / 256 * 256 * DATA_DISK_COUNT as u64, "less the checksum blocks");
         let extents = extent_count_for(capacity);
         let filled = extents * EXTENT_BLOCKS;
-        assert!(filled as f64 <= 0.89 * capacity as f64 && (filled + EXTENT_BLOCKS) as f64 > 0.89 * capacity as f64);
+        let fill = proxima_workload::srarw::FILL_FRACTION;
+        assert!(filled as f64 <= fill * capacity as f64 && (filled + EXTENT_BLOCKS) as f64 > fill * capacity as f64);
         assert!(shape.window_blocks_per_disk(0.0).is_err());
         assert!(shape.window_blocks_per_disk(1.5).is_err());
         assert!(shape.window_blocks_per_disk(1e-6).is_err());

@@ -12,7 +12,7 @@ use proxima_disk::{DiskModel, DiskOp, DiskRequest, HardDisk, Nanos, PhysicalSect
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-use crate::strands::run_batch;
+use crate::seed000_proximal::strands::run_batch;
 use crate::LabError;
 
 /// Bytes in one block: the unit of every strand request.
