@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::cache::{Cache, Prefetch};
-use crate::layout::Located;
+use crate::mapping::Located;
 use crate::model::DiskModel;
 use crate::rotation::{fraction, track_pass, TrackPass};
 use crate::sim::SimDevice;

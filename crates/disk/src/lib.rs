@@ -14,7 +14,7 @@ mod cache;
 pub mod closed_loop;
 mod disk;
 mod flash;
-mod layout;
+mod mapping;
 mod model;
 pub mod params;
 mod rotation;
@@ -24,7 +24,7 @@ pub mod validate;
 
 pub use disk::HardDisk;
 pub use flash::{FlashDevice, FlashParams};
-pub use layout::{PhysicalSector, TrackExtent};
+pub use mapping::{PhysicalSector, TrackExtent};
 pub use model::{CacheParams, DiskModel, Override};
 pub use seek::SeekCurve;
 pub use sim::{DeviceIndex, SimDevice, Simulation};

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::layout::{
+use crate::mapping::{
     DefectTable, G1Layout, G1Zone, G4Child, G4Entry, G4Layout, G4Remap, Layout, Located, MappingScheme, Period,
     PhysicalSector, SlipTable, Sparing, TrackExtent, TrackPattern,
 };

@@ -1,7 +1,9 @@
-//! Logical-to-physical layouts: DiskSim's G1 zoned layout (traditional and
-//! serpentine mapping, sparing schemes, slips, skews) and the table-driven G4
-//! layout (index nodes of repeated instances down to track patterns, with
-//! per-instance angular skews, plus slips).
+//! Logical-to-physical mapping of LBNs to sectors (what DiskSim calls a
+//! drive's "layout"; in Proxima that word names the engine's data layouts):
+//! DiskSim's G1 zoned layout (traditional and serpentine mapping, sparing
+//! schemes, slips, skews) and the table-driven G4 layout (index nodes of
+//! repeated instances down to track patterns, with per-instance angular
+//! skews, plus slips).
 //!
 //! Everything is computed arithmetically from the model's own tables: no
 //! per-sector state, so memory is bounded by the model file, not the capacity.
