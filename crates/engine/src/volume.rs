@@ -799,7 +799,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             } else if !bytes.is_empty() {
                 let end = (offset_bytes + bytes.len() as u64).div_ceil(BLOCK_BYTES);
                 let mut buffer = volume.partial_block_buffer(id, offset_bytes, bytes.len() as u64, first, end)?;
-                let skip = block_bytes(offset_bytes - first);
+                let skip = in_memory(offset_bytes - first * BLOCK_BYTES);
                 buffer[skip..skip + bytes.len()].copy_from_slice(bytes);
                 volume.write_blocks(id, first, Payload::Bytes(&buffer))?;
             }
@@ -934,7 +934,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             return Ok(());
         }
         let mut buffer = self.partial_block_buffer(id, offset_bytes, length_bytes, first, end)?;
-        let skip = block_bytes(offset_bytes - first);
+        let skip = in_memory(offset_bytes - first * BLOCK_BYTES);
         buffer[skip..skip + in_memory(length_bytes)].fill(0);
         self.write_blocks(id, first, Payload::Bytes(&buffer))
     }
