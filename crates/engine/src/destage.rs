@@ -26,7 +26,10 @@ use serde::Serialize;
 use crate::codec::LogRecord;
 use crate::error::{DeviceRole, EngineError, Result};
 use crate::io::{block_bytes, device_error, read_pieces, write_requests, MAX_REQUEST_BLOCKS};
-use crate::layouts::{choose_destage_range, group_staged_runs, hint_in_range, DestageRule, RangeChoice, StagedRun};
+use crate::layouts::{
+    choose_destage_range, densest_windows, group_staged_runs, hint_in_range, DestageRule, RangeChoice, StagedRun,
+    StagedWindow,
+};
 use crate::map::{self, ExtentMap, Location};
 use crate::volume::Volume;
 
@@ -110,6 +113,42 @@ impl FlashRun {
     fn staged(&self) -> StagedRun {
         StagedRun { logical_block: self.logical_block, block_count: self.block_count }
     }
+
+    /// The run cut at the boundaries of logical windows of `window_blocks`:
+    /// `(window, piece)` in logical order.
+    fn window_pieces(&self, window_blocks: u64) -> impl Iterator<Item = (u64, FlashRun)> + '_ {
+        let end = self.logical_block + self.block_count;
+        let mut logical = self.logical_block;
+        std::iter::from_fn(move || {
+            if logical >= end {
+                return None;
+            }
+            let window = logical / window_blocks;
+            let piece_end = end.min((window + 1) * window_blocks);
+            let piece = FlashRun {
+                logical_block: logical,
+                block_count: piece_end - logical,
+                flash_block: self.flash_block + (logical - self.logical_block),
+            };
+            logical = piece_end;
+            Some((window, piece))
+        })
+    }
+}
+
+/// Which staged blocks a destage moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DestageScope {
+    /// Every staged block (the paper's destage of a full staging area).
+    Everything,
+    /// About `max_blocks` blocks, the densest windows first
+    /// ([`crate::layouts::densest_windows`]): a bounded step, so that the
+    /// volume is held for a short time and writes wait only for room for
+    /// their own blocks.
+    Densest {
+        /// Blocks to move at least (whole windows; at least one window).
+        max_blocks: u64,
+    },
 }
 
 /// The staged runs of one map, in logical order.
@@ -166,20 +205,63 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// extent order), telling `observer` before and after each batch; then
     /// commits a CP, after which the staging space is reusable.
     pub fn destage_observed(&mut self, observer: &mut dyn DestageObserver<D>) -> Result<DestageSummary> {
-        self.guarded(|volume| volume.destage_unguarded(observer))
+        self.guarded(|volume| volume.destage_unguarded(DestageScope::Everything, observer))
     }
 
-    pub(crate) fn destage_unguarded(&mut self, observer: &mut dyn DestageObserver<D>) -> Result<DestageSummary> {
-        let mut ids: Vec<u64> = self
-            .extents
-            .maps()
-            .filter(|(_, map)| {
-                map.iter().any(|(_, run)| matches!(Location::from_raw(run.location()), Location::Flash(_)))
+    /// One bounded destage step: moves about `max_blocks` staged blocks, the
+    /// densest windows first, one batch per extent, then commits, after which
+    /// their staging space is reusable. A caller that must not hold the
+    /// volume for long (a background destager) repeats it, releasing the
+    /// volume between steps.
+    pub fn destage_step(&mut self, max_blocks: u64) -> Result<DestageSummary> {
+        self.guarded(|volume| volume.destage_unguarded(DestageScope::Densest { max_blocks }, &mut NoDestageObserver))
+    }
+
+    /// The staged runs a destage of `scope` moves, per extent in extent order,
+    /// each extent's runs in logical order.
+    fn destage_selection(&self, scope: DestageScope) -> Vec<(u64, Vec<FlashRun>)> {
+        let mut per_extent: Vec<(u64, Vec<FlashRun>)> =
+            self.extents.maps().map(|(id, map)| (id, staged_runs(map))).filter(|(_, runs)| !runs.is_empty()).collect();
+        per_extent.sort_unstable_by_key(|&(id, _)| id);
+        let DestageScope::Densest { max_blocks } = scope else { return per_extent };
+        let window_blocks = self.options.allocation_range_blocks;
+        let mut windows: Vec<StagedWindow> = Vec::new();
+        for (extent_id, runs) in &per_extent {
+            for (window, piece) in runs.iter().flat_map(|run| run.window_pieces(window_blocks)) {
+                match windows.last_mut() {
+                    Some(last) if last.extent_id == *extent_id && last.window == window => {
+                        last.block_count += piece.block_count
+                    }
+                    _ => windows.push(StagedWindow { extent_id: *extent_id, window, block_count: piece.block_count }),
+                }
+            }
+        }
+        let chosen = densest_windows(windows, max_blocks);
+        per_extent
+            .into_iter()
+            .filter_map(|(extent_id, runs)| {
+                let selected: Vec<FlashRun> = runs
+                    .iter()
+                    .flat_map(|run| run.window_pieces(window_blocks))
+                    .filter(|(window, _)| {
+                        chosen
+                            .binary_search_by_key(&(extent_id, *window), |chosen| (chosen.extent_id, chosen.window))
+                            .is_ok()
+                    })
+                    .map(|(_, piece)| piece)
+                    .collect();
+                (!selected.is_empty()).then_some((extent_id, selected))
             })
-            .map(|(id, _)| id)
-            .collect();
-        ids.sort_unstable();
-        if ids.is_empty() {
+            .collect()
+    }
+
+    pub(crate) fn destage_unguarded(
+        &mut self,
+        scope: DestageScope,
+        observer: &mut dyn DestageObserver<D>,
+    ) -> Result<DestageSummary> {
+        let selection = self.destage_selection(scope);
+        if selection.is_empty() {
             return Ok(DestageSummary::default());
         }
         // Blocks the staged writes freed become allocatable once a CP is
@@ -187,11 +269,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.commit()?;
         let mut summary = DestageSummary::default();
         let mut out_of_space = None;
-        for id in ids {
+        for (id, runs) in selection {
             // An extent the data device, or the next CP, has no room for
             // stays staged; the others still go (a full device does not stop
             // every destage).
-            let staged: u64 = staged_runs(self.extents.map(id)).iter().map(|run| run.block_count).sum();
+            let staged: u64 = runs.iter().map(|run| run.block_count).sum();
             if !self.destage_batch_fits(id, staged) {
                 self.commit()?;
                 if !self.destage_batch_fits(id, staged) {
@@ -199,7 +281,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                     continue;
                 }
             }
-            let batch = match self.destage_extent(id, observer) {
+            let batch = match self.destage_extent(id, &runs, observer) {
                 Ok(batch) => batch,
                 Err(error @ EngineError::NoSpace { .. }) => {
                     out_of_space = Some(error);
@@ -223,13 +305,17 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
     }
 
-    /// Destages one extent's staged blocks as one batch.
-    fn destage_extent(&mut self, id: u64, observer: &mut dyn DestageObserver<D>) -> Result<DestageBatchReport> {
+    /// Destages staged runs of one extent (in logical order) as one batch.
+    fn destage_extent(
+        &mut self,
+        id: u64,
+        runs: &[FlashRun],
+        observer: &mut dyn DestageObserver<D>,
+    ) -> Result<DestageBatchReport> {
         observer.before_batch(&mut self.data);
-        let runs = staged_runs(self.extents.map(id));
         let flash_pieces: Vec<(u64, u64)> = runs.iter().map(|run| (run.flash_block, run.block_count)).collect();
         let (staged_bytes, flash_request_count) = if self.data_payload {
-            self.read_staged_in_flash_order(&runs)?
+            self.read_staged_in_flash_order(runs)?
         } else {
             // Payload-less (the laboratory): one request per staged run, as a
             // simulated flash device times them.
@@ -239,7 +325,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let placed = self.place_extent(id, &staged)?;
         let user_blocks: u64 = placed.iter().map(|piece| piece.block_count).sum();
         let group_count = group_staged_runs(staged, self.options.allocation_range_blocks).len() as u64;
-        let (requests, run_count) = self.strand_requests(&runs, &placed, &staged_bytes);
+        let (requests, run_count) = self.strand_requests(runs, &placed, &staged_bytes);
         let data_request_count = requests.len() as u64;
         let ranges: Vec<(u64, u64)> = placed.iter().map(|piece| (piece.data_block, piece.block_count)).collect();
         self.announce_data_writes(&ranges)?;

@@ -33,6 +33,7 @@ use proxima_device::BlockDevice;
 
 use crate::checksums::CHECKSUMS_PER_PAGE;
 use crate::codec::{leaf_capacity, LogRecord, CHECKSUMS_PER_RECORD, LOG_RECORD_CAPACITY};
+use crate::destage::DestageScope;
 use crate::error::{DeviceRole, EngineError, Result};
 use crate::log::metadata_blocks_bound;
 use crate::volume::Volume;
@@ -171,7 +172,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             }
         }
         // Staged blocks are flash the destage gives back.
-        if self.staged_block_count > 0 && self.options.auto_destage && self.try_destage()? && self.update_fits(update) {
+        if self.staged_block_count > 0
+            && self.options.auto_destage
+            && self.try_destage(DestageScope::Everything)?
+            && self.update_fits(update)
+        {
             return Ok(RoomMade::ByDestage);
         }
         Err(self.flash_full("this write's metadata"))

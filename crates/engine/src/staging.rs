@@ -14,7 +14,7 @@
 use proxima_device::BlockDevice;
 
 use crate::codec::{LogRecord, BLOCK_SIZE};
-use crate::destage::NoDestageObserver;
+use crate::destage::{DestageScope, NoDestageObserver};
 use crate::error::{DeviceRole, EngineError, Result};
 use crate::io::{block_bytes, device_error, in_memory, write_pieces, MAX_REQUEST_BLOCKS};
 use crate::layouts::{staging_is_full, Placement, WriteContext};
@@ -184,7 +184,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 incoming_blocks: count,
             });
         }
-        if self.try_destage()? {
+        // A bounded step, the densest windows first: the write waits for room
+        // for its own blocks, not for the whole staging area to drain.
+        let step = DestageScope::Densest { max_blocks: count.max(self.destage_step_blocks()) };
+        if self.try_destage(step)? {
             return Ok(());
         }
         if overwrite {
@@ -199,17 +202,26 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         })
     }
 
-    /// Destages unless the last destage placed nothing and too little has
-    /// been freed on the data device since (an eighth of the staging
+    /// Blocks a bounded destage step moves (see
+    /// [`VolumeOptions::destage_step_blocks`](crate::VolumeOptions::destage_step_blocks)).
+    pub(crate) fn destage_step_blocks(&self) -> u64 {
+        match self.options.destage_step_blocks {
+            0 => (self.staging_capacity_blocks() / 32).max(64),
+            blocks => blocks,
+        }
+    }
+
+    /// Destages `scope` unless the last destage placed nothing and too little
+    /// has been freed on the data device since (an eighth of the staging
     /// capacity); returns whether it placed anything.
-    pub(crate) fn try_destage(&mut self) -> Result<bool> {
+    pub(crate) fn try_destage(&mut self, scope: DestageScope) -> Result<bool> {
         let retry_after_frees = (self.staging_capacity_blocks() / 8).max(1);
         let may_progress =
             self.destage_stall.is_none_or(|at| self.data_space.free_count() >= at.saturating_add(retry_after_frees));
         if !may_progress {
             return Ok(false);
         }
-        match self.destage_unguarded(&mut NoDestageObserver) {
+        match self.destage_unguarded(scope, &mut NoDestageObserver) {
             Ok(summary) if summary.user_blocks > 0 => {
                 self.destage_stall = None;
                 Ok(true)

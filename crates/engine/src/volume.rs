@@ -73,6 +73,10 @@ pub struct VolumeOptions {
     /// Destage automatically when the staging area is full. When false, the
     /// caller decides when to destage ([`Volume::destage_observed`]).
     pub auto_destage: bool,
+    /// Staged blocks a bounded destage step moves, the densest windows first
+    /// ([`Volume::destage_step`]; an automatic destage for a write's room is
+    /// one such step). 0: a 32nd of the staging capacity, at least 64.
+    pub destage_step_blocks: u64,
     /// Whether data blocks carry bytes. When false (metadata-only simulation)
     /// the data device may drop payload; writes of data blocks carry none
     /// (staged blocks are written to flash as zeroes, which a sparse flash
@@ -113,6 +117,7 @@ impl Default for VolumeOptions {
             proximal_span_ranges: 100,
             range_reserve_fraction: 0.0,
             auto_destage: true,
+            destage_step_blocks: 0,
             payload: true,
             trim_released_flash: true,
             scan_pages_per_checkpoint: 64,

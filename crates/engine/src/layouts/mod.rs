@@ -27,7 +27,10 @@ use std::fmt;
 
 use crate::map::Location;
 
-pub use ranges::{choose_destage_range, group_staged_runs, hint_in_range, DestageGroup, RangeChoice, StagedRun};
+pub use ranges::{
+    choose_destage_range, densest_windows, group_staged_runs, hint_in_range, DestageGroup, RangeChoice, StagedRun,
+    StagedWindow,
+};
 
 /// A data layout: which strategy places a volume's blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]

@@ -128,6 +128,38 @@ pub fn hint_in_range(neighbour: Option<(u64, u64)>, logical_block: u64, range_st
     hint.clamp(range_start, range_end - 1)
 }
 
+/// Staged blocks of one extent within one logical allocation-range window: a
+/// destage group before its runs are known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StagedWindow {
+    /// The extent.
+    pub extent_id: u64,
+    /// The window: logical blocks `[window * window_blocks, (window + 1) * window_blocks)`.
+    pub window: u64,
+    /// Staged blocks in it.
+    pub block_count: u64,
+}
+
+/// The density rule of a bounded destage: the densest windows first (most
+/// staged blocks, so each destage I/O retires the most updates; ties to the
+/// lower extent, then the lower window), until they hold at least
+/// `max_blocks` blocks — at least one window. Returns the chosen windows in
+/// extent, then window, order.
+pub fn densest_windows(mut windows: Vec<StagedWindow>, max_blocks: u64) -> Vec<StagedWindow> {
+    windows.sort_unstable_by_key(|window| (std::cmp::Reverse(window.block_count), window.extent_id, window.window));
+    let mut chosen = Vec::new();
+    let mut blocks = 0;
+    for window in windows {
+        if blocks >= max_blocks && !chosen.is_empty() {
+            break;
+        }
+        blocks += window.block_count;
+        chosen.push(window);
+    }
+    chosen.sort_unstable_by_key(|window| (window.extent_id, window.window));
+    chosen
+}
+
 /// The rolling search for an allocation range with every block allocatable
 /// (where a large write or a destage group without room near its neighbours
 /// starts a new run).
@@ -230,5 +262,18 @@ mod tests {
         assert!(search.exhausted);
         search.blocks_were_freed();
         assert_eq!(search.next(&space, 64), None);
+    }
+
+    #[test]
+    fn a_bounded_destage_takes_the_densest_windows_first() {
+        let window = |extent_id, window, block_count| StagedWindow { extent_id, window, block_count };
+        let windows = vec![window(1, 0, 3), window(1, 4, 40), window(2, 1, 40), window(2, 7, 12), window(3, 2, 1)];
+        assert_eq!(densest_windows(windows.clone(), 50), vec![window(1, 4, 40), window(2, 1, 40)]);
+        assert_eq!(densest_windows(windows.clone(), 80), vec![window(1, 4, 40), window(2, 1, 40)]);
+        assert_eq!(densest_windows(windows.clone(), 81).len(), 3);
+        // At least one window, however small the budget.
+        assert_eq!(densest_windows(windows.clone(), 0), vec![window(1, 4, 40)]);
+        assert_eq!(densest_windows(windows, u64::MAX).len(), 5);
+        assert!(densest_windows(Vec::new(), 10).is_empty());
     }
 }
