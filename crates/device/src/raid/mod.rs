@@ -518,7 +518,7 @@ mod tests {
     }
 
     fn data(seed: u8, block_count: usize) -> Vec<u8> {
-        (0..block_count * BLOCK as usize).map(|index| (index as u8).wrapping_mul(7) ^ seed).collect()
+        (0..=u8::MAX).cycle().take(block_count * BLOCK as usize).map(|byte| byte.wrapping_mul(7) ^ seed).collect()
     }
 
     fn member_io_counts(stats: &[DeviceStats]) -> Vec<(u64, u64)> {
