@@ -152,12 +152,16 @@ impl FileExport {
     }
 
     fn write_zero_bytes(&self, offset_bytes: u64, length_bytes: u64) -> Result<(), BackendError> {
-        let buffer = vec![0u8; ZERO_BUFFER_BYTES.min(length_bytes) as usize];
+        let buffer =
+            vec![0u8; usize::try_from(ZERO_BUFFER_BYTES.min(length_bytes)).expect("the zero buffer fits in memory")];
         let mut done = 0;
         while done < length_bytes {
             let piece = (length_bytes - done).min(buffer.len() as u64);
             self.file
-                .write_all_at(&buffer[..piece as usize], offset_bytes + done)
+                .write_all_at(
+                    &buffer[..usize::try_from(piece).expect("a piece is at most the buffer")],
+                    offset_bytes + done,
+                )
                 .map_err(|error| self.io_error(offset_bytes + done, piece, &error))?;
             done += piece;
         }
