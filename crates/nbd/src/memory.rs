@@ -248,6 +248,7 @@ impl Export for MemoryExport {
     }
 
     fn write(&self, offset_bytes: u64, data: &[u8], _fua: bool) -> Result<(), BackendError> {
+        self.info.debug_assert_writable();
         if self.info.read_only {
             return Err(BackendError::ReadOnly { export: self.info.name.clone() });
         }
@@ -261,6 +262,7 @@ impl Export for MemoryExport {
     }
 
     fn trim(&self, offset_bytes: u64, length_bytes: u64, _fua: bool) -> Result<(), BackendError> {
+        self.info.debug_assert_writable();
         if self.info.read_only {
             return Err(BackendError::ReadOnly { export: self.info.name.clone() });
         }
@@ -276,6 +278,7 @@ impl Export for MemoryExport {
     }
 
     fn write_zeroes(&self, offset_bytes: u64, length_bytes: u64, options: ZeroOptions) -> Result<(), BackendError> {
+        self.info.debug_assert_writable();
         if self.info.read_only {
             return Err(BackendError::ReadOnly { export: self.info.name.clone() });
         }
@@ -299,6 +302,7 @@ impl Export for MemoryExport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::assert_read_only_refuses;
 
     fn export(size_bytes: u64) -> Arc<MemoryExport> {
         MemoryBackend::new().add_export("m", size_bytes, false)
@@ -379,8 +383,8 @@ mod tests {
     #[test]
     fn read_only_export_refuses_writes_but_loads() {
         let export = MemoryBackend::new().add_export("ro", 8192, true);
-        assert!(matches!(export.write(0, &[1; 512], false), Err(BackendError::ReadOnly { .. })));
-        assert!(matches!(export.trim(0, 512, false), Err(BackendError::ReadOnly { .. })));
+        assert_read_only_refuses(|| export.write(0, &[1; 512], false));
+        assert_read_only_refuses(|| export.trim(0, 512, false));
         export.load(0, &[7; 512]);
         let mut buffer = [0u8; 512];
         export.read(0, &mut buffer).unwrap();

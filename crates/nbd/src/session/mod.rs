@@ -146,6 +146,7 @@ struct Attachment<E> {
     block_status: bool,
 }
 
+/// How the handshake phase ended: an export attached, or the session over.
 enum HandshakeOutcome<E> {
     Attached(Attachment<E>),
     Ended(SessionEnd),
