@@ -183,8 +183,9 @@ impl<D: BlockDevice> CrashDevice<D> {
     pub fn new(inner: D) -> Self {
         let info = inner.info();
         assert!(info.stores_payload, "crash recording needs a device that stores payload");
+        assert!(info.atomic_write_bytes > 0, "the atomic write unit is at least a byte");
         assert!(
-            info.atomic_write_bytes > 0 && info.block_size_bytes.is_multiple_of(info.atomic_write_bytes),
+            info.block_size_bytes.is_multiple_of(info.atomic_write_bytes),
             "a block is a whole number of atomic units"
         );
         Self { inner, info, base: BTreeMap::new(), events: Vec::new(), write_count: 0, outstanding: BTreeMap::new() }
@@ -297,7 +298,8 @@ impl<D: BlockDevice> CrashDevice<D> {
     }
 
     fn write_event(&self, index: u64) -> &Event {
-        self.events.iter().filter(|event| matches!(event, Event::Write { .. })).nth(index as usize).expect("write")
+        let index = usize::try_from(index).expect("a write index counts events held in memory");
+        self.events.iter().filter(|event| matches!(event, Event::Write { .. })).nth(index).expect("write")
     }
 
     /// Which write a tear applies to: the one in flight at the boundary, else one

@@ -314,7 +314,8 @@ impl<D: BlockDevice> FaultDevice<D> {
     fn corrupt(&mut self, data: &mut [u8], first_block: u64, corruptions: &[(u64, Fault)]) {
         let block_size = self.inner.info().block_size_bytes as usize;
         for &(block, fault) in corruptions {
-            let start = (block - first_block) as usize * block_size;
+            let index = usize::try_from(block - first_block).expect("a block of a request lies within its buffer");
+            let start = index * block_size;
             let Some(bytes) = data.get_mut(start..start + block_size) else {
                 continue; // metadata-only devices return no payload to corrupt
             };

@@ -451,9 +451,10 @@ fn write_all_vectored_at(file: &File, pieces: &[&[u8]], offset_bytes: u64) -> st
             .map(|slice| libc::iovec { iov_base: slice.as_ptr() as *mut libc::c_void, iov_len: slice.len() })
             .collect();
         let at = libc::off_t::try_from(offset).map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+        let iovec_count = libc::c_int::try_from(iovecs.len()).expect("at most MAX_GATHERED_PIECES pieces");
         // SAFETY: every iovec points into a slice borrowed for this call, alive
         // and unaliased by writes until it returns; pwritev only reads them.
-        let written = unsafe { libc::pwritev(file.as_raw_fd(), iovecs.as_ptr(), iovecs.len() as libc::c_int, at) };
+        let written = unsafe { libc::pwritev(file.as_raw_fd(), iovecs.as_ptr(), iovec_count, at) };
         if written < 0 {
             let error = std::io::Error::last_os_error();
             if error.kind() == std::io::ErrorKind::Interrupted {
@@ -625,7 +626,7 @@ mod tests {
     use super::*;
 
     fn pattern(seed: u8, length: usize) -> Vec<u8> {
-        (0..length).map(|index| (index as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+        (0..=u8::MAX).cycle().take(length).map(|byte| byte.wrapping_mul(31).wrapping_add(seed)).collect()
     }
 
     #[test]

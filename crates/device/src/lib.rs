@@ -17,6 +17,9 @@
 //! Durability: a completed write is *written*, not *durable*. Only a successful
 //! [`BlockDevice::flush`], or a write submitted with `fua`, makes data durable.
 
+#![warn(missing_docs)]
+#![warn(clippy::cast_possible_truncation)]
+
 mod batches;
 mod crash;
 mod fault;
@@ -151,25 +154,62 @@ pub struct BatchTicket(pub u64);
 pub enum DeviceError {
     /// The medium or the operating system reported an I/O error.
     #[error("{device}: I/O error at block {block}: {detail}")]
-    Io { device: String, block: u64, detail: String },
+    Io {
+        /// The device.
+        device: String,
+        /// The block the error is reported at: the faulty block when known, else the request's first.
+        block: u64,
+        /// What was reported.
+        detail: String,
+    },
     /// The request addresses blocks past the end of the device.
     #[error("{device}: blocks {block}..{end_block} are beyond the device's {block_count} blocks")]
-    OutOfRange { device: String, block: u64, end_block: u64, block_count: u64 },
+    OutOfRange {
+        /// The device.
+        device: String,
+        /// The request's first block.
+        block: u64,
+        /// The block after the request's last.
+        end_block: u64,
+        /// The device's size in blocks.
+        block_count: u64,
+    },
     /// The request is malformed (zero length, wrong buffer size, ...).
     #[error("{device}: invalid request: {detail}")]
-    Invalid { device: String, detail: String },
+    Invalid {
+        /// The device.
+        device: String,
+        /// What is wrong with the request.
+        detail: String,
+    },
     /// The device (or the file system under it) is out of space.
     #[error("{device}: no space left on device")]
-    NoSpace { device: String },
+    NoSpace {
+        /// The device.
+        device: String,
+    },
     /// An earlier write or flush failed; the device refuses further writes.
     #[error("{device}: writes refused after an earlier write or flush failure")]
-    Latched { device: String },
+    Latched {
+        /// The device.
+        device: String,
+    },
     /// The device is held by another user: a lock, a mount, or an exclusive open.
     #[error("{device}: in use: {detail}")]
-    InUse { device: String, detail: String },
+    InUse {
+        /// The device.
+        device: String,
+        /// Who holds it, as far as is known.
+        detail: String,
+    },
     /// The ticket does not name a pending batch of this device.
     #[error("{device}: unknown batch ticket {ticket}")]
-    UnknownTicket { device: String, ticket: u64 },
+    UnknownTicket {
+        /// The device.
+        device: String,
+        /// The ticket given.
+        ticket: u64,
+    },
 }
 
 /// A device that stores blocks: a file, memory, or a simulated disk.

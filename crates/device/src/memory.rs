@@ -50,10 +50,16 @@ impl MemoryDevice {
         &self.data
     }
 
+    /// Where block `block` starts in `data` (a validated block: the device's
+    /// blocks are all in memory, so its offset fits `usize`).
+    fn byte_offset(&self, block: u64) -> usize {
+        let block = usize::try_from(block).expect("a block of an in-memory device is addressable");
+        block * self.info.block_size_bytes as usize
+    }
+
     fn byte_range(&self, request: &IoRequest) -> std::ops::Range<usize> {
-        let block_size = self.info.block_size_bytes as usize;
-        let start = request.block as usize * block_size;
-        start..start + request.block_count as usize * block_size
+        let start = self.byte_offset(request.block);
+        start..start + request.block_count as usize * self.info.block_size_bytes as usize
     }
 
     fn perform(&mut self, request: IoRequest) -> Result<Vec<u8>, DeviceError> {
@@ -113,7 +119,7 @@ impl BlockDevice for MemoryDevice {
 
     fn write_blocks(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
         validate_span(&self.info, block, data.len())?;
-        let start = block as usize * self.info.block_size_bytes as usize;
+        let start = self.byte_offset(block);
         self.data[start..start + data.len()].copy_from_slice(data);
         Ok(())
     }
@@ -124,7 +130,7 @@ impl BlockDevice for MemoryDevice {
 
     fn read_into_shared(&self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
         validate_span(&self.info, block, buffer.len())?;
-        let start = block as usize * self.info.block_size_bytes as usize;
+        let start = self.byte_offset(block);
         buffer.copy_from_slice(&self.data[start..start + buffer.len()]);
         Ok(())
     }

@@ -21,6 +21,7 @@ pub fn seeds_for_test(fixed: impl IntoIterator<Item = u64>, variable: &str, reru
 fn fresh_seed() -> u64 {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_nanos());
     // Keep the low bits, which change fastest, mixed with the process id.
-    let mixed = (nanos as u64) ^ u64::from(std::process::id()).rotate_left(32);
+    let low_bits = u64::try_from(nanos & u128::from(u64::MAX)).expect("masked to 64 bits");
+    let mixed = low_bits ^ u64::from(std::process::id()).rotate_left(32);
     mixed.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 16
 }

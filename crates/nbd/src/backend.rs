@@ -6,7 +6,12 @@
 //! at the edge before calling an export, so an export is only ever called with
 //! `offset + length <= size`, offsets and lengths aligned to the advertised minimum
 //! block size (512 bytes), and writes only on exports that are not read-only.
-//! Exports may assert these; they return errors only for operating failures.
+//! Exports assert these at the top of each method in debug builds, as nbdkit's
+//! backend does ([`ExportInfo::debug_assert_in_range`],
+//! [`ExportInfo::debug_assert_aligned`], [`ExportInfo::debug_assert_writable`]);
+//! they return errors only for operating failures. (A release build called
+//! outside a session still gets [`BackendError::ReadOnly`] for a write to a
+//! read-only export.)
 
 use std::sync::Arc;
 
@@ -14,6 +19,7 @@ use thiserror::Error;
 
 use crate::protocol::transmission::{STATE_HOLE, STATE_ZERO};
 use crate::protocol::Errno;
+use crate::session::MINIMUM_BLOCK_BYTES;
 
 /// What a client sees of an export before it attaches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +39,44 @@ pub struct ExportInfo {
     pub can_multi_conn: bool,
     /// Whether the export behaves like a rotational medium (a hint to clients).
     pub rotational: bool,
+}
+
+impl ExportInfo {
+    /// Asserts in debug builds that `length_bytes` at `offset_bytes` lie within
+    /// the export, as the session guarantees every request.
+    #[track_caller]
+    pub fn debug_assert_in_range(&self, offset_bytes: u64, length_bytes: u64) {
+        debug_assert!(
+            offset_bytes.checked_add(length_bytes).is_some_and(|end| end <= self.size_bytes),
+            "export {}: {length_bytes} bytes at offset {offset_bytes} beyond its {} bytes (the session validates ranges)",
+            self.name,
+            self.size_bytes
+        );
+    }
+
+    /// Asserts in debug builds that a request's offset and length are multiples
+    /// of the advertised minimum block size, as the session guarantees.
+    #[track_caller]
+    pub fn debug_assert_aligned(&self, offset_bytes: u64, length_bytes: u64) {
+        let minimum = u64::from(MINIMUM_BLOCK_BYTES);
+        debug_assert!(
+            offset_bytes.is_multiple_of(minimum),
+            "export {}: offset {offset_bytes} not aligned to {minimum} bytes (the session validates alignment)",
+            self.name
+        );
+        debug_assert!(
+            length_bytes.is_multiple_of(minimum),
+            "export {}: length {length_bytes} not aligned to {minimum} bytes (the session validates alignment)",
+            self.name
+        );
+    }
+
+    /// Asserts in debug builds that the export takes writes, as the session
+    /// guarantees of every write, trim and zeroing.
+    #[track_caller]
+    pub fn debug_assert_writable(&self) {
+        debug_assert!(!self.read_only, "export {}: a change to a read-only export (the session refuses it)", self.name);
+    }
 }
 
 /// How `write_zeroes` must behave.
@@ -263,6 +307,19 @@ pub fn push_status_extent(extents: &mut Vec<StatusExtent>, length_bytes: u64, st
     match extents.last_mut() {
         Some(last) if last.state == state => last.length_bytes += length_bytes,
         _ => extents.push(StatusExtent { length_bytes, state }),
+    }
+}
+
+/// Checks that a change to a read-only export, made outside a session, is
+/// stopped: by the boundary assertion in debug builds, with
+/// [`BackendError::ReadOnly`] in release builds.
+#[cfg(test)]
+pub(crate) fn assert_read_only_refuses(change: impl FnOnce() -> Result<(), BackendError>) {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(change));
+    if cfg!(debug_assertions) {
+        assert!(outcome.is_err(), "the boundary assertion stops a change to a read-only export");
+    } else {
+        assert!(matches!(outcome, Ok(Err(BackendError::ReadOnly { .. }))), "{outcome:?}");
     }
 }
 

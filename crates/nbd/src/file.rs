@@ -152,12 +152,16 @@ impl FileExport {
     }
 
     fn write_zero_bytes(&self, offset_bytes: u64, length_bytes: u64) -> Result<(), BackendError> {
-        let buffer = vec![0u8; ZERO_BUFFER_BYTES.min(length_bytes) as usize];
+        let buffer =
+            vec![0u8; usize::try_from(ZERO_BUFFER_BYTES.min(length_bytes)).expect("the zero buffer fits in memory")];
         let mut done = 0;
         while done < length_bytes {
             let piece = (length_bytes - done).min(buffer.len() as u64);
             self.file
-                .write_all_at(&buffer[..piece as usize], offset_bytes + done)
+                .write_all_at(
+                    &buffer[..usize::try_from(piece).expect("a piece is at most the buffer")],
+                    offset_bytes + done,
+                )
                 .map_err(|error| self.io_error(offset_bytes + done, piece, &error))?;
             done += piece;
         }
@@ -175,12 +179,15 @@ impl Export for FileExport {
     }
 
     fn read(&self, offset_bytes: u64, buffer: &mut [u8]) -> Result<(), BackendError> {
+        self.info.debug_assert_in_range(offset_bytes, buffer.len() as u64);
         self.file
             .read_exact_at(buffer, offset_bytes)
             .map_err(|error| self.io_error(offset_bytes, buffer.len() as u64, &error))
     }
 
     fn write(&self, offset_bytes: u64, data: &[u8], fua: bool) -> Result<(), BackendError> {
+        self.info.debug_assert_writable();
+        self.info.debug_assert_in_range(offset_bytes, data.len() as u64);
         self.refuse_if_read_only()?;
         self.file
             .write_all_at(data, offset_bytes)
@@ -199,6 +206,8 @@ impl Export for FileExport {
     }
 
     fn trim(&self, offset_bytes: u64, length_bytes: u64, fua: bool) -> Result<(), BackendError> {
+        self.info.debug_assert_writable();
+        self.info.debug_assert_in_range(offset_bytes, length_bytes);
         self.refuse_if_read_only()?;
         match self.fallocate(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, offset_bytes, length_bytes) {
             Ok(()) => {}
@@ -213,6 +222,8 @@ impl Export for FileExport {
     }
 
     fn write_zeroes(&self, offset_bytes: u64, length_bytes: u64, options: ZeroOptions) -> Result<(), BackendError> {
+        self.info.debug_assert_writable();
+        self.info.debug_assert_in_range(offset_bytes, length_bytes);
         self.refuse_if_read_only()?;
         // Fast paths: punch a hole (when holes are allowed), else ask the file
         // system to zero the range in place (keeps it allocated).
@@ -252,6 +263,7 @@ impl Export for FileExport {
     }
 
     fn block_status(&self, offset_bytes: u64, length_bytes: u64) -> Result<Vec<StatusExtent>, BackendError> {
+        self.info.debug_assert_in_range(offset_bytes, length_bytes);
         let end = offset_bytes + length_bytes;
         let mut extents = Vec::new();
         let mut position = offset_bytes;
@@ -284,6 +296,7 @@ impl Export for FileExport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::assert_read_only_refuses;
 
     fn file_export(size_bytes: u64) -> (tempfile::TempDir, Arc<FileExport>) {
         let directory = tempfile::tempdir().unwrap();
@@ -326,7 +339,7 @@ mod tests {
         let path = directory.path().join("ro.raw");
         File::create(&path).unwrap().set_len(4096).unwrap();
         let export = FileBackend::new().add_file("ro", &path, true).unwrap();
-        assert!(matches!(export.write(0, &[1; 512], false), Err(BackendError::ReadOnly { .. })));
+        assert_read_only_refuses(|| export.write(0, &[1; 512], false));
     }
 
     #[test]

@@ -15,6 +15,9 @@ use crate::backend::{StatusExtent, ZeroOptions};
 
 /// Bytes per page of a memory export.
 pub const MEMORY_PAGE_BYTES: u64 = 4096;
+/// [`MEMORY_PAGE_BYTES`] as a length in memory.
+const PAGE_BYTES: usize = 4096;
+const _: () = assert!(MEMORY_PAGE_BYTES == PAGE_BYTES as u64);
 const SHARD_COUNT: usize = 64;
 
 /// A set of in-memory exports.
@@ -98,7 +101,7 @@ pub struct MemoryExport {
 
 impl MemoryExport {
     fn shard(&self, page_index: u64) -> &Shard {
-        &self.shards[(page_index % SHARD_COUNT as u64) as usize]
+        &self.shards[usize::try_from(page_index % SHARD_COUNT as u64).expect("a shard index is below SHARD_COUNT")]
     }
 
     // A panic elsewhere must not make the export unusable for other connections:
@@ -126,15 +129,15 @@ impl MemoryExport {
     /// export before serving it.
     pub fn load(&self, offset_bytes: u64, data: &[u8]) {
         self.assert_in_range(offset_bytes, data.len() as u64);
-        for_each_page_piece(offset_bytes, data.len() as u64, |page_index, in_page, done, length| {
-            let source = &data[done as usize..(done + length) as usize];
-            let mut shard = self.write_shard(page_index);
-            let page = shard.entry(page_index).or_insert(Page::Zero);
+        for_each_page_piece(offset_bytes, data.len() as u64, |piece| {
+            let source = &data[piece.buffer_range()];
+            let mut shard = self.write_shard(piece.page_index);
+            let page = shard.entry(piece.page_index).or_insert(Page::Zero);
             if matches!(page, Page::Zero) {
-                *page = Page::Data(vec![0u8; MEMORY_PAGE_BYTES as usize].into_boxed_slice());
+                *page = Page::Data(vec![0u8; PAGE_BYTES].into_boxed_slice());
             }
             if let Page::Data(bytes) = page {
-                bytes[in_page as usize..(in_page + length) as usize].copy_from_slice(source);
+                bytes[piece.page_range()].copy_from_slice(source);
             }
         });
     }
@@ -152,13 +155,14 @@ impl MemoryExport {
         }
     }
 
-    /// Zeroes `[in_page, in_page + length)` of a page; `keep_allocated` decides
-    /// whether a whole-page zeroing leaves an allocated zero page or a hole.
-    fn zero_page_piece(&self, page_index: u64, in_page: u64, length: u64, keep_allocated: bool) {
+    /// Zeroes a piece of a page; `keep_allocated` decides whether a whole-page
+    /// zeroing leaves an allocated zero page or a hole.
+    fn zero_page_piece(&self, piece: PagePiece, keep_allocated: bool) {
+        let page_index = piece.page_index;
         let mut shard = self.write_shard(page_index);
-        let whole_page = length == MEMORY_PAGE_BYTES;
+        let whole_page = piece.is_whole_page();
         match shard.get_mut(&page_index) {
-            Some(Page::Data(bytes)) if !whole_page => bytes[in_page as usize..(in_page + length) as usize].fill(0),
+            Some(Page::Data(bytes)) if !whole_page => bytes[piece.page_range()].fill(0),
             Some(page) if keep_allocated => *page = Page::Zero,
             Some(_) if whole_page => {
                 shard.remove(&page_index);
@@ -175,17 +179,54 @@ impl MemoryExport {
     }
 }
 
-/// Calls `visit(page_index, offset_in_page, bytes_done_before, length_in_page)` for
-/// each page a byte range touches, in order.
-fn for_each_page_piece(offset_bytes: u64, length_bytes: u64, mut visit: impl FnMut(u64, u64, u64, u64)) {
+/// The part of a byte range that lies in one page.
+#[derive(Debug, Clone, Copy)]
+struct PagePiece {
+    page_index: u64,
+    /// Where the piece starts in its page.
+    in_page: usize,
+    /// Bytes of the range before this piece.
+    done: u64,
+    /// Bytes of the piece: 1 to a page.
+    length: usize,
+}
+
+impl PagePiece {
+    fn is_whole_page(&self) -> bool {
+        self.length == PAGE_BYTES
+    }
+
+    fn length_bytes(&self) -> u64 {
+        u64::try_from(self.length).expect("a page piece is at most a page")
+    }
+
+    /// The piece's bytes within its page.
+    fn page_range(&self) -> std::ops::Range<usize> {
+        self.in_page..self.in_page + self.length
+    }
+
+    /// The piece's bytes within a buffer holding the whole range.
+    fn buffer_range(&self) -> std::ops::Range<usize> {
+        let start = usize::try_from(self.done).expect("a piece of a buffer's range lies within the buffer");
+        start..start + self.length
+    }
+}
+
+/// Calls `visit` for each page a byte range touches, in order.
+fn for_each_page_piece(offset_bytes: u64, length_bytes: u64, mut visit: impl FnMut(PagePiece)) {
     let mut done = 0;
     while done < length_bytes {
         let position = offset_bytes + done;
-        let page_index = position / MEMORY_PAGE_BYTES;
-        let in_page = position % MEMORY_PAGE_BYTES;
-        let length = (MEMORY_PAGE_BYTES - in_page).min(length_bytes - done);
-        visit(page_index, in_page, done, length);
-        done += length;
+        let in_page = usize::try_from(position % MEMORY_PAGE_BYTES).expect("an offset in a page is below a page");
+        let remaining = usize::try_from(length_bytes - done).unwrap_or(usize::MAX);
+        let piece = PagePiece {
+            page_index: position / MEMORY_PAGE_BYTES,
+            in_page,
+            done,
+            length: (PAGE_BYTES - in_page).min(remaining),
+        };
+        visit(piece);
+        done += piece.length_bytes();
     }
 }
 
@@ -196,12 +237,10 @@ impl Export for MemoryExport {
 
     fn read(&self, offset_bytes: u64, buffer: &mut [u8]) -> Result<(), BackendError> {
         self.assert_in_range(offset_bytes, buffer.len() as u64);
-        for_each_page_piece(offset_bytes, buffer.len() as u64, |page_index, in_page, done, length| {
-            let target = &mut buffer[done as usize..(done + length) as usize];
-            match self.read_shard(page_index).get(&page_index) {
-                Some(Page::Data(bytes)) => {
-                    target.copy_from_slice(&bytes[in_page as usize..(in_page + length) as usize])
-                }
+        for_each_page_piece(offset_bytes, buffer.len() as u64, |piece| {
+            let target = &mut buffer[piece.buffer_range()];
+            match self.read_shard(piece.page_index).get(&piece.page_index) {
+                Some(Page::Data(bytes)) => target.copy_from_slice(&bytes[piece.page_range()]),
                 Some(Page::Zero) | None => target.fill(0),
             }
         });
@@ -209,6 +248,7 @@ impl Export for MemoryExport {
     }
 
     fn write(&self, offset_bytes: u64, data: &[u8], _fua: bool) -> Result<(), BackendError> {
+        self.info.debug_assert_writable();
         if self.info.read_only {
             return Err(BackendError::ReadOnly { export: self.info.name.clone() });
         }
@@ -222,38 +262,38 @@ impl Export for MemoryExport {
     }
 
     fn trim(&self, offset_bytes: u64, length_bytes: u64, _fua: bool) -> Result<(), BackendError> {
+        self.info.debug_assert_writable();
         if self.info.read_only {
             return Err(BackendError::ReadOnly { export: self.info.name.clone() });
         }
         self.assert_in_range(offset_bytes, length_bytes);
         // Only whole pages are discarded; trim is advisory, so partial pages keep
         // their bytes.
-        for_each_page_piece(offset_bytes, length_bytes, |page_index, _in_page, _done, length| {
-            if length == MEMORY_PAGE_BYTES {
-                self.write_shard(page_index).remove(&page_index);
+        for_each_page_piece(offset_bytes, length_bytes, |piece| {
+            if piece.is_whole_page() {
+                self.write_shard(piece.page_index).remove(&piece.page_index);
             }
         });
         Ok(())
     }
 
     fn write_zeroes(&self, offset_bytes: u64, length_bytes: u64, options: ZeroOptions) -> Result<(), BackendError> {
+        self.info.debug_assert_writable();
         if self.info.read_only {
             return Err(BackendError::ReadOnly { export: self.info.name.clone() });
         }
         self.assert_in_range(offset_bytes, length_bytes);
         // Zeroing memory pages never moves client data, so it is always "fast":
         // FAST_ZERO requests are served, not refused.
-        for_each_page_piece(offset_bytes, length_bytes, |page_index, in_page, _done, length| {
-            self.zero_page_piece(page_index, in_page, length, options.no_hole);
-        });
+        for_each_page_piece(offset_bytes, length_bytes, |piece| self.zero_page_piece(piece, options.no_hole));
         Ok(())
     }
 
     fn block_status(&self, offset_bytes: u64, length_bytes: u64) -> Result<Vec<StatusExtent>, BackendError> {
         self.assert_in_range(offset_bytes, length_bytes);
         let mut extents = Vec::new();
-        for_each_page_piece(offset_bytes, length_bytes, |page_index, _in_page, _done, length| {
-            push_status_extent(&mut extents, length, self.page_state(page_index));
+        for_each_page_piece(offset_bytes, length_bytes, |piece| {
+            push_status_extent(&mut extents, piece.length_bytes(), self.page_state(piece.page_index));
         });
         Ok(extents)
     }
@@ -262,6 +302,7 @@ impl Export for MemoryExport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::assert_read_only_refuses;
 
     fn export(size_bytes: u64) -> Arc<MemoryExport> {
         MemoryBackend::new().add_export("m", size_bytes, false)
@@ -342,8 +383,8 @@ mod tests {
     #[test]
     fn read_only_export_refuses_writes_but_loads() {
         let export = MemoryBackend::new().add_export("ro", 8192, true);
-        assert!(matches!(export.write(0, &[1; 512], false), Err(BackendError::ReadOnly { .. })));
-        assert!(matches!(export.trim(0, 512, false), Err(BackendError::ReadOnly { .. })));
+        assert_read_only_refuses(|| export.write(0, &[1; 512], false));
+        assert_read_only_refuses(|| export.trim(0, 512, false));
         export.load(0, &[7; 512]);
         let mut buffer = [0u8; 512];
         export.read(0, &mut buffer).unwrap();

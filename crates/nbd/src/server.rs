@@ -702,12 +702,14 @@ mod tests {
         assert!(!handle.is_requested());
         handle.request();
         handle.request();
-        assert!(handle.is_requested() && !handle.is_urgent(), "asking twice in code is not urgent");
+        assert!(handle.is_requested());
+        assert!(!handle.is_urgent(), "asking twice in code is not urgent");
         // What the signal handler does for a second signal.
         handle.requests.fetch_add(1, Ordering::SeqCst);
         assert!(handle.is_urgent());
         let urgent = ShutdownHandle::default();
         urgent.request_urgent();
-        assert!(urgent.is_requested() && urgent.is_urgent());
+        assert!(urgent.is_requested());
+        assert!(urgent.is_urgent());
     }
 }

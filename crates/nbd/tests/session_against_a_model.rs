@@ -198,7 +198,8 @@ fn check_reply(model: &mut Model, operation: &Operation, error: u32, chunk: Opti
                 }
                 position = end;
             }
-            assert!(position as u64 <= (sector + sector_count) * SECTOR && !descriptors.is_empty());
+            assert!(position as u64 <= (sector + sector_count) * SECTOR);
+            assert!(!descriptors.is_empty());
         }
         _ => {}
     }

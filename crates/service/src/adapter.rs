@@ -436,6 +436,8 @@ impl Export for VolumeExport {
 
     fn read(&self, offset_bytes: u64, buffer: &mut [u8]) -> Result<(), BackendError> {
         let length_bytes = buffer.len() as u64;
+        self.info.debug_assert_in_range(offset_bytes, length_bytes);
+        self.info.debug_assert_aligned(offset_bytes, length_bytes);
         match &self.target {
             Target::Extent { id } => {
                 let volume = lock_shared(&self.volume, &self.info.name)?;
@@ -458,6 +460,9 @@ impl Export for VolumeExport {
     }
 
     fn write(&self, offset_bytes: u64, data: &[u8], fua: bool) -> Result<(), BackendError> {
+        self.info.debug_assert_writable();
+        self.info.debug_assert_in_range(offset_bytes, data.len() as u64);
+        self.info.debug_assert_aligned(offset_bytes, data.len() as u64);
         let id = self.extent_id()?;
         if data.len() <= COMBINED_WRITE_MAX_BYTES {
             return self.combined_write(id, offset_bytes, data, fua);
@@ -470,11 +475,17 @@ impl Export for VolumeExport {
     }
 
     fn trim(&self, offset_bytes: u64, length_bytes: u64, fua: bool) -> Result<(), BackendError> {
+        self.info.debug_assert_writable();
+        self.info.debug_assert_in_range(offset_bytes, length_bytes);
+        self.info.debug_assert_aligned(offset_bytes, length_bytes);
         let id = self.extent_id()?;
         self.change(offset_bytes, length_bytes, |volume| volume.trim(id, offset_bytes, length_bytes, fua))
     }
 
     fn write_zeroes(&self, offset_bytes: u64, length_bytes: u64, options: ZeroOptions) -> Result<(), BackendError> {
+        self.info.debug_assert_writable();
+        self.info.debug_assert_in_range(offset_bytes, length_bytes);
+        self.info.debug_assert_aligned(offset_bytes, length_bytes);
         let id = self.extent_id()?;
         if !options.no_hole {
             // Whole blocks become holes (reading as zeroes); partial edge blocks
@@ -496,6 +507,8 @@ impl Export for VolumeExport {
     }
 
     fn block_status(&self, offset_bytes: u64, length_bytes: u64) -> Result<Vec<StatusExtent>, BackendError> {
+        self.info.debug_assert_in_range(offset_bytes, length_bytes);
+        self.info.debug_assert_aligned(offset_bytes, length_bytes);
         let statuses = match &self.target {
             Target::Extent { id } => {
                 lock_shared(&self.volume, &self.info.name)?.block_status(*id, offset_bytes, length_bytes)

@@ -165,7 +165,7 @@ mod tests {
         let raid = RaidDevice::new(members, proxima_device::RaidConfig::raid5().with_stripe_unit_bytes(16384)).unwrap();
         let mut device = DataDevice::Raid(raid);
         assert_eq!(device.info().block_count, 128);
-        let data = vec![7u8; 5 * BLOCK_BYTES as usize];
+        let data = vec![7u8; usize::try_from(5 * BLOCK_BYTES).expect("five blocks fit in memory")];
         device.write_blocks(2, &data).unwrap();
         assert_eq!(device.read_blocks(2, 5).unwrap(), data);
     }

@@ -393,7 +393,8 @@ fn absolute(path: &Path) -> PathBuf {
 fn new_volume_id() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_nanos() as u64)
+        // The low 64 bits, which change fastest.
+        .map(|elapsed| u64::try_from(elapsed.as_nanos() & u128::from(u64::MAX)).expect("masked to 64 bits"))
         .unwrap_or(0);
     (nanos ^ (u64::from(std::process::id()) << 40)) | 1
 }

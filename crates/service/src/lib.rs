@@ -13,6 +13,9 @@
 //! - [`serve`]: the server of `proxima serve`.
 //! - [`size`]: sizes with K/M/G/T suffixes.
 
+#![warn(missing_docs)]
+#![warn(clippy::cast_possible_truncation)]
+
 pub mod adapter;
 pub mod config;
 pub mod devices;
