@@ -204,7 +204,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// Blocks a bounded destage step moves (see
     /// [`VolumeOptions::destage_step_blocks`](crate::VolumeOptions::destage_step_blocks)).
-    pub(crate) fn destage_step_blocks(&self) -> u64 {
+    pub fn destage_step_blocks(&self) -> u64 {
         match self.options.destage_step_blocks {
             0 => (self.staging_capacity_blocks() / 32).max(64),
             blocks => blocks,

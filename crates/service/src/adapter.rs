@@ -24,10 +24,16 @@
 //! `Volume::write_batch` (staged together as one append to the staging log)
 //! before releasing it; a writer that then gets the lock and finds its write
 //! done returns at once. Each write is still in the volume before its reply.
-//! When no write has come for [`IDLE_DESTAGE_AFTER`], a background thread
-//! destages whatever the staging area holds (idle destage, as write-back
-//! caches flush when idle), so reads after a burst of random writes find the
-//! extents back in their runs.
+//! A background thread destages beside the clients, in bounded steps
+//! (`Volume::destage_step`: the densest windows first), taking the write lock
+//! for one step at a time and yielding it between steps, so no client waits
+//! for more than a step: once the staging area is [`DESTAGE_HIGH_WATER_PERCENT`]
+//! full it destages while writes go on, down to [`DESTAGE_LOW_WATER_PERCENT`]; and
+//! when no write has come for [`IDLE_DESTAGE_AFTER`] it destages whatever the
+//! staging area holds (idle destage, as write-back caches flush when idle),
+//! so reads after a burst of random writes find the extents back in their
+//! runs. A write that still finds the staging area full waits for one step
+//! of its own.
 //!
 //! Concurrent FLUSHes are coalesced (group commit): each
 //! completed write takes a sequence number under the write lock, a flush
@@ -79,8 +85,15 @@ struct QueuedWrite {
 /// How long without a write before the staging area is destaged.
 pub const IDLE_DESTAGE_AFTER: Duration = Duration::from_millis(100);
 
-/// How often the idle destager looks.
-const IDLE_CHECK_INTERVAL: Duration = Duration::from_millis(25);
+/// The staging fill (percent of its capacity) from which the background
+/// destager works while writes go on.
+pub const DESTAGE_HIGH_WATER_PERCENT: u64 = 50;
+
+/// The staging fill (percent) down to which it then destages.
+pub const DESTAGE_LOW_WATER_PERCENT: u64 = 25;
+
+/// How often the background destager looks.
+const DESTAGE_CHECK_INTERVAL: Duration = Duration::from_millis(25);
 
 /// When the last change was made, for the idle destager.
 #[derive(Debug)]
@@ -107,48 +120,81 @@ impl Activity {
     }
 }
 
-/// The background thread that destages when writes pause; stopped and
+/// The background thread that destages beside the clients; stopped and
 /// joined when the backend and all its exports are gone.
 #[derive(Debug)]
-struct IdleDestager {
+struct BackgroundDestager {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl IdleDestager {
+impl BackgroundDestager {
     fn start(volume: Weak<RwLock<ServiceVolume>>, activity: Arc<Activity>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
-        let spawned = std::thread::Builder::new().name("idle-destage".to_owned()).spawn(move || {
+        let spawned = std::thread::Builder::new().name("destage".to_owned()).spawn(move || {
             while !stopping.load(Ordering::SeqCst) {
-                std::thread::sleep(IDLE_CHECK_INTERVAL);
-                if activity.idle_for() < IDLE_DESTAGE_AFTER {
-                    continue;
-                }
+                std::thread::sleep(DESTAGE_CHECK_INTERVAL);
                 let Some(volume) = volume.upgrade() else { return };
-                destage_if_staged(&volume, &activity);
+                let mut draining = false;
+                while !stopping.load(Ordering::SeqCst) {
+                    draining = destage_one_step(&volume, &activity, draining);
+                    if !draining {
+                        break;
+                    }
+                    // Let a client waiting for the lock have it between steps.
+                    std::thread::yield_now();
+                }
             }
         });
         // Without the thread the volume still destages when staging fills.
-        let thread = spawned.map_err(|error| warn!("no idle destage: cannot start its thread: {error}")).ok();
+        let thread = spawned.map_err(|error| warn!("no background destage: cannot start its thread: {error}")).ok();
         Self { stop, thread }
     }
 }
 
-/// Destages under the write lock if anything is staged and no write came
-/// meanwhile.
-fn destage_if_staged(volume: &RwLock<ServiceVolume>, activity: &Activity) {
-    let Ok(mut volume) = volume.write() else { return };
-    if volume.staging_fill().used_blocks == 0 || activity.idle_for() < IDLE_DESTAGE_AFTER {
-        return;
-    }
-    match volume.destage() {
-        Ok(blocks) => debug!(blocks, "idle destage"),
-        Err(error) => warn!("idle destage failed: {error}"),
+/// Why the background destager takes a step now, if it does: the staging
+/// area is at the high-water mark, or still above the low-water mark while
+/// `draining` (the last step was taken), or holds anything while writes
+/// pause (`idle`).
+fn destage_reason(used_blocks: u64, capacity_blocks: u64, idle: bool, draining: bool) -> Option<&'static str> {
+    let percent_of_capacity = |percent: u64| capacity_blocks.saturating_mul(percent) / 100;
+    if used_blocks == 0 {
+        None
+    } else if used_blocks >= percent_of_capacity(DESTAGE_HIGH_WATER_PERCENT)
+        || (draining && used_blocks > percent_of_capacity(DESTAGE_LOW_WATER_PERCENT))
+    {
+        Some("high water")
+    } else if idle {
+        Some("idle")
+    } else {
+        None
     }
 }
 
-impl Drop for IdleDestager {
+/// One bounded destage step under the write lock, if [`destage_reason`] gives
+/// one; returns whether it moved anything (then the caller continues).
+fn destage_one_step(volume: &RwLock<ServiceVolume>, activity: &Activity, draining: bool) -> bool {
+    let Ok(mut volume) = volume.write() else { return false };
+    let fill = volume.staging_fill();
+    let idle = activity.idle_for() >= IDLE_DESTAGE_AFTER;
+    let Some(reason) = destage_reason(fill.used_blocks, fill.capacity_blocks, idle, draining) else {
+        return false;
+    };
+    let step_blocks = volume.destage_step_blocks();
+    match volume.destage_step(step_blocks) {
+        Ok(summary) => {
+            debug!(blocks = summary.user_blocks, reason, "destage step");
+            summary.user_blocks > 0
+        }
+        Err(error) => {
+            warn!("background destage failed: {error}");
+            false
+        }
+    }
+}
+
+impl Drop for BackgroundDestager {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(thread) = self.thread.take() {
@@ -164,7 +210,7 @@ struct Shared {
     queued_writes: Mutex<Vec<QueuedWrite>>,
     activity: Arc<Activity>,
     /// Declared last: dropped (stopped and joined) after the rest.
-    _idle_destager: IdleDestager,
+    _destager: BackgroundDestager,
 }
 
 /// The [`Backend`] serving a volume's extents and snapshots.
@@ -178,12 +224,12 @@ impl VolumeBackend {
     /// A backend over `volume`.
     pub fn new(volume: SharedVolume) -> Self {
         let activity = Arc::new(Activity::new());
-        let idle_destager = IdleDestager::start(Arc::downgrade(&volume), Arc::clone(&activity));
+        let destager = BackgroundDestager::start(Arc::downgrade(&volume), Arc::clone(&activity));
         let shared = Shared {
             flushes: FlushSequence::default(),
             queued_writes: Mutex::default(),
             activity,
-            _idle_destager: idle_destager,
+            _destager: destager,
         };
         Self { volume, shared: Arc::new(shared) }
     }
@@ -585,5 +631,44 @@ mod tests {
         export.read(62 * 4096, &mut buffer).unwrap();
         assert!(buffer.iter().all(|&byte| byte == 7));
         assert!(backend.volume().read().unwrap().stats().destage_count >= 1);
+    }
+
+    #[test]
+    fn the_destager_works_beside_writes_once_staging_passes_the_high_water_mark() {
+        let directory = tempfile::tempdir().unwrap();
+        let (backend, _lock) = backend_with_extent(directory.path());
+        let export = backend.open_export("lun0").unwrap();
+        let capacity = backend.volume().read().unwrap().staging_fill().capacity_blocks;
+        let high_water = capacity * DESTAGE_HIGH_WATER_PERCENT / 100;
+        // Past the high-water mark, every other block of the extent's start.
+        let blocks = high_water + 64;
+        for index in 0..blocks {
+            export.write(index * 2 * 4096, &[9; 4096], false).unwrap();
+        }
+        // Writes go on, never pausing for as long as an idle destage waits:
+        // the staging area still comes back under the mark.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut next = blocks;
+        while backend.volume().read().unwrap().staging_fill().used_blocks >= high_water {
+            assert!(Instant::now() < deadline, "no destage beside the writes within 20 s");
+            export.write(next * 2 * 4096 % (16 << 20), &[9; 4096], false).unwrap();
+            next += 1;
+            std::thread::sleep(IDLE_DESTAGE_AFTER / 5);
+        }
+        let mut buffer = vec![0u8; 4096];
+        for index in 0..blocks {
+            export.read(index * 2 * 4096, &mut buffer).unwrap();
+            assert!(buffer.iter().all(|&byte| byte == 9), "block {}", index * 2);
+        }
+    }
+
+    #[test]
+    fn the_destager_starts_at_high_water_drains_to_low_water_and_empties_when_idle() {
+        assert_eq!(destage_reason(0, 100, true, true), None);
+        assert_eq!(destage_reason(49, 100, false, false), None);
+        assert_eq!(destage_reason(50, 100, false, false), Some("high water"));
+        assert_eq!(destage_reason(26, 100, false, true), Some("high water"));
+        assert_eq!(destage_reason(25, 100, false, true), None);
+        assert_eq!(destage_reason(1, 100, true, false), Some("idle"));
     }
 }
