@@ -8,8 +8,6 @@
 //! tests can walk the command line's definition ([`Cli`]) and check that every
 //! option of every subcommand applies or is refused.
 
-#![warn(missing_docs)]
-
 mod disk;
 mod disk_lab;
 mod extent;

@@ -17,7 +17,6 @@
 //! Durability: a completed write is *written*, not *durable*. Only a successful
 //! [`BlockDevice::flush`], or a write submitted with `fua`, makes data durable.
 
-#![warn(missing_docs)]
 #![warn(clippy::cast_possible_truncation)]
 
 mod batches;

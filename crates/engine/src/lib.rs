@@ -5,7 +5,6 @@
 //! [`proxima_device::BlockDevice`]). The on-disk format is specified in
 //! docs/format.md; the design is described in ARCHITECTURE.md ("Engine").
 
-#![warn(missing_docs)]
 #![warn(clippy::cast_possible_truncation)]
 
 mod bitmap;

@@ -27,8 +27,6 @@
 //! one is a file (or folder) under its seed's module implementing
 //! [`Experiment`], and one line there.
 
-#![warn(missing_docs)]
-
 pub mod experiment;
 pub mod progress;
 pub mod report;

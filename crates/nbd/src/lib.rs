@@ -14,7 +14,6 @@
 //!   recycled request buffers, and its worker pool.
 //! - [`fuzzing`]: drives a session from a byte string (fuzz target, property tests).
 
-#![warn(missing_docs)]
 #![warn(clippy::cast_possible_truncation)]
 
 pub mod backend;

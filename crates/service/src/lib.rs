@@ -13,7 +13,6 @@
 //! - [`serve`]: the server of `proxima serve`.
 //! - [`size`]: sizes with K/M/G/T suffixes.
 
-#![warn(missing_docs)]
 #![warn(clippy::cast_possible_truncation)]
 
 pub mod adapter;
