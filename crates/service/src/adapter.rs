@@ -182,9 +182,11 @@ fn destage_one_step(volume: &RwLock<ServiceVolume>, activity: &Activity, drainin
         return false;
     };
     let step_blocks = volume.destage_step_blocks();
+    let started = Instant::now();
     match volume.destage_step(step_blocks) {
         Ok(summary) => {
-            debug!(blocks = summary.user_blocks, reason, "destage step");
+            let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+            debug!(blocks = summary.user_blocks, reason, elapsed_ms, "destage step");
             summary.user_blocks > 0
         }
         Err(error) => {
