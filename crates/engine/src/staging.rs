@@ -206,7 +206,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// [`VolumeOptions::destage_step_blocks`](crate::VolumeOptions::destage_step_blocks)).
     pub fn destage_step_blocks(&self) -> u64 {
         match self.options.destage_step_blocks {
-            0 => (self.staging_capacity_blocks() / 32).max(64),
+            0 => (self.staging_capacity_blocks() / 64).max(64),
             blocks => blocks,
         }
     }

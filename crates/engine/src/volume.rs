@@ -75,7 +75,7 @@ pub struct VolumeOptions {
     pub auto_destage: bool,
     /// Staged blocks a bounded destage step moves, the densest windows first
     /// ([`Volume::destage_step`]; an automatic destage for a write's room is
-    /// one such step). 0: a 32nd of the staging capacity, at least 64.
+    /// one such step). 0: a 64th of the staging capacity, at least 64.
     pub destage_step_blocks: u64,
     /// Whether data blocks carry bytes. When false (metadata-only simulation)
     /// the data device may drop payload; writes of data blocks carry none

@@ -95,6 +95,11 @@ pub const DESTAGE_LOW_WATER_PERCENT: u64 = 25;
 /// How often the background destager looks.
 const DESTAGE_CHECK_INTERVAL: Duration = Duration::from_millis(25);
 
+/// How long the background destager waits between two steps, so that the
+/// clients a step kept waiting take the lock before the next step does (an
+/// unlock wakes a waiter, but a thread that locks again at once wins the race).
+const DESTAGE_HANDOFF: Duration = Duration::from_millis(2);
+
 /// When the last change was made, for the idle destager.
 #[derive(Debug)]
 struct Activity {
@@ -142,8 +147,8 @@ impl BackgroundDestager {
                     if !draining {
                         break;
                     }
-                    // Let a client waiting for the lock have it between steps.
-                    std::thread::yield_now();
+                    // Let the clients waiting for the lock have it between steps.
+                    std::thread::sleep(DESTAGE_HANDOFF);
                 }
             }
         });
