@@ -177,6 +177,25 @@ impl<D: BlockDevice> RaidDevice<D> {
             .collect()
     }
 
+    /// Reads member blocks `blocks` of every member, each row as one result
+    /// per member: a block that does not read is its error, not the batch's.
+    pub(super) fn read_member_row_results(
+        &mut self,
+        blocks: Range<u64>,
+    ) -> Result<Vec<Vec<Result<Vec<u8>, DeviceError>>>, DeviceError> {
+        let reads: Vec<BTreeSet<u64>> = (0..self.members.len()).map(|_| blocks.clone().collect()).collect();
+        let submitted = self.submit_to_members(&reads, &[], &[], &[])?;
+        let mut read = ReadResults::new();
+        self.wait_members(submitted, &mut read)?.1?;
+        Ok(blocks
+            .map(|member_block| {
+                (0..self.members.len())
+                    .map(|member| read.get(&(member, member_block)).expect("planned read").0.clone())
+                    .collect()
+            })
+            .collect())
+    }
+
     /// Writes member blocks directly (parity untouched), reading the checksum
     /// blocks of the zones they do not cover first.
     pub(super) fn write_member_blocks(&mut self, writes: &MemberWrites) -> Result<(), DeviceError> {

@@ -622,6 +622,33 @@ mod tests {
     }
 
     #[test]
+    fn a_resync_over_an_unreadable_block_rebuilds_it_instead_of_failing() {
+        use crate::{Fault, FaultDevice, FaultPlan, FaultRule};
+        // Member 2's block 1 fails two reads (the stripe's and its row's) and
+        // member 3's parity block 2 one, in different rows of one stripe.
+        let members = (0..4)
+            .map(|index| {
+                let plan = match index {
+                    2 => FaultPlan::new(5).with_rule(FaultRule::on_read_block(1, Fault::IoError).times(2)),
+                    3 => FaultPlan::new(5).with_rule(FaultRule::on_read_block(2, Fault::IoError).once()),
+                    _ => FaultPlan::new(5),
+                };
+                FaultDevice::new(MemoryDevice::new(BLOCK, 64), plan)
+            })
+            .collect();
+        let config = RaidConfig::raid4().with_stripe_unit_bytes(4 * u64::from(BLOCK));
+        let mut raid = RaidDevice::new(members, config).unwrap();
+        raid.write_blocks(0, &data(40, 12)).unwrap();
+        raid.resync_parity(0, 12).unwrap();
+        assert_eq!(raid.members().nth(2).unwrap().injected().len(), 2);
+        assert_eq!(raid.members().nth(3).unwrap().injected().len(), 1);
+        // The unreadable data block was rebuilt from its row, the unreadable
+        // parity recomputed: every row is consistent and the data is intact.
+        assert_eq!(raid.verify_parity().unwrap(), Vec::new());
+        assert_eq!(raid.read_blocks(0, 12).unwrap(), data(40, 12));
+    }
+
+    #[test]
     fn trims_write_zeroes_and_keep_parity() {
         let mut raid = array(RaidLevel::Raid5, 3);
         raid.write_blocks(0, &data(9, 16)).unwrap();

@@ -5,6 +5,7 @@
 //! ([`RaidDevice::resync_parity`]).
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 use super::geometry::Geometry;
 use super::member_io::MemberWrites;
@@ -42,7 +43,16 @@ impl<D: BlockDevice> RaidDevice<D> {
             // A stripe's rows are its unit's member blocks on every member.
             let first_row = stripe * unit_blocks;
             let parity_member = self.geometry.parity_member(stripe);
-            let rows = self.read_member_rows(first_row..first_row + unit_blocks, Some(parity_member))?;
+            let rows = match self.read_member_rows(first_row..first_row + unit_blocks, Some(parity_member)) {
+                Ok(rows) => rows,
+                // A member block that does not read: the stripe again, row by
+                // row, with its parity.
+                Err(DeviceError::Io { .. }) => {
+                    self.resync_rows_with_unreadable_blocks(first_row..first_row + unit_blocks, parity_member)?;
+                    continue;
+                }
+                Err(other) => return Err(other),
+            };
             let mut writes: MemberWrites = vec![BTreeMap::new(); self.members.len()];
             for (member_block, row) in (first_row..).zip(rows) {
                 let xor = xor_all(row.iter().flatten());
@@ -52,6 +62,47 @@ impl<D: BlockDevice> RaidDevice<D> {
             self.write_member_blocks(&writes)?;
         }
         Ok(())
+    }
+
+    /// Resynchronises rows of which a member block does not read. A row with one
+    /// unreadable block gets it back from the rest of the row: a data block is
+    /// reconstructed (data and parity XOR to it) and rewritten, parity left as
+    /// it is; an unreadable parity block is recomputed from the data. Two
+    /// unreadable blocks in one row are an error: the row cannot be resolved.
+    fn resync_rows_with_unreadable_blocks(
+        &mut self,
+        rows: Range<u64>,
+        parity_member: usize,
+    ) -> Result<(), DeviceError> {
+        let mut writes: MemberWrites = vec![BTreeMap::new(); self.members.len()];
+        for member_block in rows {
+            // One row at a time: a failed read of several coalesced blocks would
+            // make every one of them look unreadable.
+            let row = self.read_member_row_results(member_block..member_block + 1)?.remove(0);
+            let mut unreadable = row.iter().enumerate().filter(|(_, result)| result.is_err()).map(|(member, _)| member);
+            let (failed, second) = (unreadable.next(), unreadable.next());
+            if let Some(second) = second {
+                return Err(row[second].clone().expect_err("an unreadable block"));
+            }
+            let rebuilt = |skip: usize| -> Vec<u8> {
+                let others = row.iter().enumerate().filter(|&(member, _)| member != skip);
+                let blocks = others.map(|(_, result)| result.as_ref().expect("one block per row fails at most"));
+                if self.info.stores_payload {
+                    xor_all(blocks).unwrap_or_default()
+                } else {
+                    Vec::new()
+                }
+            };
+            match failed {
+                Some(member) if member != parity_member => {
+                    writes[member].insert(member_block, rebuilt(member));
+                }
+                _ => {
+                    writes[parity_member].insert(member_block, rebuilt(parity_member));
+                }
+            }
+        }
+        self.write_member_blocks(&writes)
     }
 
     /// Blocks of one write-intent region: whole stripes, at least
