@@ -117,9 +117,16 @@ pub fn choose_destage_range(
 /// Where, inside its chosen range, a staged run should start: at the block
 /// the logical offset would occupy if the neighbour's run continued, clamped
 /// into the range. `neighbour` is `(logical block, data block)` of a placed
-/// neighbour in the same extent.
+/// neighbour in the same extent. Without one, where the logical offset puts
+/// it in the range (the offset modulo the range's size), so that the places
+/// of the window's blocks still to come stay free and each of them continues
+/// its neighbours' run when it arrives: an extent filled in random order ends
+/// up in logical order.
 pub fn hint_in_range(neighbour: Option<(u64, u64)>, logical_block: u64, range_start: u64, range_end: u64) -> u64 {
-    let Some((neighbour_logical, neighbour_block)) = neighbour else { return range_start };
+    assert!(range_start < range_end, "a range holds at least one block");
+    let Some((neighbour_logical, neighbour_block)) = neighbour else {
+        return range_start + logical_block % (range_end - range_start);
+    };
     let hint = if logical_block >= neighbour_logical {
         neighbour_block.saturating_add(logical_block - neighbour_logical)
     } else {
@@ -195,6 +202,42 @@ impl FreshRangeSearch {
         None
     }
 
+    /// The first of `run_ranges` consecutive ranges with every block
+    /// allocatable, from the cursor (wrapping once; a run does not wrap),
+    /// moving the cursor past the run: the region a new extent's first writes
+    /// are laid out in, window by window, which the next searches skip until
+    /// they wrap around (under space pressure). `None` if no run is that long.
+    pub(crate) fn next_run(&mut self, space: &SpaceMap, range_blocks: u64, run_ranges: u64) -> Option<u64> {
+        assert!(range_blocks > 0, "a range holds at least one block");
+        assert!(run_ranges > 0, "a run holds at least one range");
+        if self.exhausted {
+            return None;
+        }
+        let block_count = space.block_count();
+        let range_count = block_count / range_blocks;
+        let is_empty = |range: u64| {
+            let start = range * range_blocks;
+            space.allocatable_in(start, start + range_blocks) == range_blocks
+        };
+        let mut step = 0;
+        while step < range_count {
+            let first = (self.cursor + step) % range_count;
+            if first + run_ranges > range_count {
+                // A run does not wrap: continue from range 0.
+                step += range_count - first;
+                continue;
+            }
+            match (first..first + run_ranges).find(|&range| !is_empty(range)) {
+                None => {
+                    self.cursor = (first + run_ranges) % range_count;
+                    return Some(first);
+                }
+                Some(taken) => step += taken - first + 1,
+            }
+        }
+        None
+    }
+
     /// A CP made the blocks freed before it allocatable: ranges may be empty again.
     pub(crate) fn blocks_were_freed(&mut self) {
         self.exhausted = false;
@@ -240,7 +283,10 @@ mod tests {
         assert_eq!(hint_in_range(Some((10, 1010)), 5, 1000, 1256), 1005);
         assert_eq!(hint_in_range(Some((10, 1010)), 900, 1000, 1256), 1255);
         assert_eq!(hint_in_range(Some((10, 3)), 0, 0, 256), 0);
-        assert_eq!(hint_in_range(None, 7, 512, 768), 512);
+        // No neighbour: the offset's place in the range.
+        assert_eq!(hint_in_range(None, 7, 512, 768), 519);
+        assert_eq!(hint_in_range(None, 256 + 7, 512, 768), 519);
+        assert_eq!(hint_in_range(None, 7, 0, 4), 3);
     }
 
     #[test]
@@ -262,6 +308,22 @@ mod tests {
         assert!(search.exhausted);
         search.blocks_were_freed();
         assert_eq!(search.next(&space, 64), None);
+    }
+
+    #[test]
+    fn a_run_of_empty_ranges_is_found_from_the_cursor_and_skipped_afterwards() {
+        use crate::bitmap::PersistentBitmap;
+        use crate::error::DeviceRole;
+        // Eight ranges of 16 blocks; range 2 holds a block.
+        let mut space = SpaceMap::new(DeviceRole::Data, PersistentBitmap::new(128), PersistentBitmap::new(128), 0);
+        assert_eq!(space.allocate_within(40, 32, 48, 1), Some((40, 1)));
+        let mut search = FreshRangeSearch::default();
+        assert_eq!(search.next_run(&space, 16, 2), Some(0));
+        assert_eq!(search.next_run(&space, 16, 3), Some(3), "range 2 is not empty");
+        assert_eq!(search.next(&space, 16), Some(6), "single ranges come after the runs");
+        // Wrapping: the run from range 0 is broken by range 2 again.
+        assert_eq!(search.next_run(&space, 16, 3), Some(3));
+        assert_eq!(search.next_run(&space, 16, 6), None, "no six empty ranges in a row");
     }
 
     #[test]
