@@ -177,22 +177,18 @@ impl<D: BlockDevice> RaidDevice<D> {
             .collect()
     }
 
-    /// Reads member blocks `blocks` of every member, each row as one result
-    /// per member: a block that does not read is its error, not the batch's.
-    pub(super) fn read_member_row_results(
+    /// Reads the row of `member_block` on every member, one result per member:
+    /// a block that does not read is its own error, not the row's.
+    pub(super) fn read_member_row(
         &mut self,
-        blocks: Range<u64>,
-    ) -> Result<Vec<Vec<Result<Vec<u8>, DeviceError>>>, DeviceError> {
-        let reads: Vec<BTreeSet<u64>> = (0..self.members.len()).map(|_| blocks.clone().collect()).collect();
+        member_block: u64,
+    ) -> Result<Vec<Result<Vec<u8>, DeviceError>>, DeviceError> {
+        let reads: Vec<BTreeSet<u64>> = (0..self.members.len()).map(|_| BTreeSet::from([member_block])).collect();
         let submitted = self.submit_to_members(&reads, &[], &[], &[])?;
         let mut read = ReadResults::new();
         self.wait_members(submitted, &mut read)?.1?;
-        Ok(blocks
-            .map(|member_block| {
-                (0..self.members.len())
-                    .map(|member| read.get(&(member, member_block)).expect("planned read").0.clone())
-                    .collect()
-            })
+        Ok((0..self.members.len())
+            .map(|member| read.get(&(member, member_block)).expect("planned read").0.clone())
             .collect())
     }
 

@@ -78,7 +78,7 @@ impl<D: BlockDevice> RaidDevice<D> {
         for member_block in rows {
             // One row at a time: a failed read of several coalesced blocks would
             // make every one of them look unreadable.
-            let row = self.read_member_row_results(member_block..member_block + 1)?.remove(0);
+            let row = self.read_member_row(member_block)?;
             let mut unreadable = row.iter().enumerate().filter(|(_, result)| result.is_err()).map(|(member, _)| member);
             let (failed, second) = (unreadable.next(), unreadable.next());
             if let Some(second) = second {
