@@ -11,7 +11,8 @@
 //!
 //! Every crash-safe layout runs it: proximal (default, and with a staging area
 //! of 16 blocks so destages run inside writes and crash points fall inside
-//! them), in-place with its write cache, and write-anywhere. (In-place without
+//! them, whole or in bounded steps of 4 blocks), in-place with its write
+//! cache, and write-anywhere. (In-place without
 //! a write cache overwrites blocks in place, so a torn write destroys the old
 //! value, as on a frame array without NVRAM; it is not crash-tested here.)
 //!
@@ -402,6 +403,10 @@ fn every_crash_point_recovers_to_an_acknowledged_state() {
 fn crashes_during_destage_recover_to_an_acknowledged_state() {
     let options = VolumeOptions { staging_capacity_blocks: 16, allocation_range_blocks: 32, ..options() };
     crash_every_point("proximal, 16-block staging", seeds_from_environment(4), &options);
+    // Bounded steps of 4 blocks over 8-block windows: a full staging area is
+    // drained a few windows at a time, so crashes fall inside partial steps.
+    let stepped = VolumeOptions { destage_step_blocks: 4, allocation_range_blocks: 8, ..options };
+    crash_every_point("proximal, 16-block staging, 4-block steps", seeds_from_environment(4), &stepped);
 }
 
 #[test]

@@ -69,6 +69,9 @@ enum Op {
     Flush,
     Commit,
     Destage,
+    DestageStep {
+        max_blocks: u64,
+    },
     SnapshotCreate {
         slot: usize,
     },
@@ -113,6 +116,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         3 => Just(Op::Flush),
         1 => Just(Op::Commit),
         1 => Just(Op::Destage),
+        1 => (1..24u64).prop_map(|max_blocks| Op::DestageStep { max_blocks }),
         2 => snap.clone().prop_map(|slot| Op::SnapshotCreate { slot }),
         1 => snap.clone().prop_map(|slot| Op::SnapshotDelete { slot }),
         2 => snap.clone().prop_map(|slot| Op::SnapshotCheck { slot }),
@@ -300,6 +304,18 @@ impl<D: BlockDevice> Harness<D> {
             }
             Op::Destage => {
                 self.volume().destage().unwrap();
+            }
+            Op::DestageStep { max_blocks } => {
+                // A step moves the densest windows, at least one, and leaves
+                // the rest staged; the reads that follow check every block.
+                let staged = self.volume().staging_fill().used_blocks;
+                let result = self.volume().destage_step(max_blocks);
+                if !flash_full(&result) {
+                    let step = result.unwrap();
+                    prop_assert!(step.user_blocks <= staged, "a step moves staged blocks only");
+                    prop_assert!(step.user_blocks > 0 || staged == 0, "a step with staged blocks moves some");
+                    prop_assert_eq!(self.volume().staging_fill().used_blocks, staged - step.user_blocks);
+                }
             }
             Op::SnapshotCreate { slot } => self.snapshot_create(SNAPSHOT_NAMES[slot])?,
             Op::SnapshotDelete { slot } => {

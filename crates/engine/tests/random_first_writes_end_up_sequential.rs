@@ -7,7 +7,7 @@
 mod common;
 
 use common::{assert_clean, pattern, BLOCK};
-use proxima_device::MemoryDevice;
+use proxima_device::{seeds_for_test, MemoryDevice};
 use proxima_engine::{Volume, VolumeOptions};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -35,7 +35,8 @@ fn fill_in_random_order(seed: u64) -> (Volume<MemoryDevice, MemoryDevice>, u64) 
 
 #[test]
 fn an_extent_written_once_in_random_order_is_read_back_in_long_runs() {
-    for seed in [1, 2] {
+    let rerun = "cargo test --release -p proxima-engine --test random_first_writes_end_up_sequential";
+    for seed in seeds_for_test([1, 2], "PROXIMA_FIRST_WRITES_SEED", rerun) {
         let (mut volume, id) = fill_in_random_order(seed);
         let extent = volume.extents().into_iter().find(|extent| extent.id == id).unwrap();
         assert_eq!(extent.mapped_block_count, EXTENT_BLOCKS);
