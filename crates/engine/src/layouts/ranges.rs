@@ -187,13 +187,10 @@ impl FreshRangeSearch {
         if self.exhausted {
             return None;
         }
-        let block_count = space.block_count();
-        let range_count = block_count.div_ceil(range_blocks);
+        let range_count = space.block_count().div_ceil(range_blocks);
         for step in 0..range_count {
             let range = (self.cursor + step) % range_count;
-            let start = range * range_blocks;
-            let end = (start + range_blocks).min(block_count);
-            if end - start == range_blocks && space.allocatable_in(start, end) == range_blocks {
+            if is_empty_range(space, range, range_blocks) {
                 self.cursor = (range + 1) % range_count;
                 return Some(range);
             }
@@ -213,12 +210,8 @@ impl FreshRangeSearch {
         if self.exhausted {
             return None;
         }
-        let block_count = space.block_count();
-        let range_count = block_count / range_blocks;
-        let is_empty = |range: u64| {
-            let start = range * range_blocks;
-            space.allocatable_in(start, start + range_blocks) == range_blocks
-        };
+        // Whole ranges only: a run never includes the device's partial last one.
+        let range_count = space.block_count() / range_blocks;
         let mut step = 0;
         while step < range_count {
             let first = (self.cursor + step) % range_count;
@@ -227,7 +220,7 @@ impl FreshRangeSearch {
                 step += range_count - first;
                 continue;
             }
-            match (first..first + run_ranges).find(|&range| !is_empty(range)) {
+            match (first..first + run_ranges).find(|&range| !is_empty_range(space, range, range_blocks)) {
                 None => {
                     self.cursor = (first + run_ranges) % range_count;
                     return Some(first);
@@ -242,6 +235,14 @@ impl FreshRangeSearch {
     pub(crate) fn blocks_were_freed(&mut self) {
         self.exhausted = false;
     }
+}
+
+/// Whether allocation range `range` is whole (not the device's partial last
+/// one) and has every block allocatable.
+fn is_empty_range(space: &SpaceMap, range: u64, range_blocks: u64) -> bool {
+    let start = range * range_blocks;
+    let end = start + range_blocks;
+    end <= space.block_count() && space.allocatable_in(start, end) == range_blocks
 }
 
 #[cfg(test)]
