@@ -225,9 +225,17 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         per_extent.sort_unstable_by_key(|&(id, _)| id);
         let DestageScope::Densest { max_blocks } = scope else { return per_extent };
         let window_blocks = self.options.allocation_range_blocks;
+        // Each extent's runs cut at window boundaries, `(window, piece)` in
+        // logical order: counted per window, then filtered to the chosen ones.
+        let per_extent_pieces: Vec<(u64, Vec<(u64, FlashRun)>)> = per_extent
+            .iter()
+            .map(|(extent_id, runs)| {
+                (*extent_id, runs.iter().flat_map(|run| run.window_pieces(window_blocks)).collect())
+            })
+            .collect();
         let mut windows: Vec<StagedWindow> = Vec::new();
-        for (extent_id, runs) in &per_extent {
-            for (window, piece) in runs.iter().flat_map(|run| run.window_pieces(window_blocks)) {
+        for (extent_id, pieces) in &per_extent_pieces {
+            for &(window, piece) in pieces {
                 match windows.last_mut() {
                     Some(last) if last.extent_id == *extent_id && last.window == window => {
                         last.block_count += piece.block_count
@@ -237,12 +245,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             }
         }
         let chosen = densest_windows(windows, max_blocks);
-        per_extent
+        per_extent_pieces
             .into_iter()
-            .filter_map(|(extent_id, runs)| {
-                let selected: Vec<FlashRun> = runs
-                    .iter()
-                    .flat_map(|run| run.window_pieces(window_blocks))
+            .filter_map(|(extent_id, pieces)| {
+                let selected: Vec<FlashRun> = pieces
+                    .into_iter()
                     .filter(|(window, _)| {
                         chosen
                             .binary_search_by_key(&(extent_id, *window), |chosen| (chosen.extent_id, chosen.window))
@@ -578,7 +585,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     fn first_range_of_window(&mut self, id: u64, logical: u64, region: &mut Option<u64>) -> Option<u64> {
         let range_blocks = self.options.allocation_range_blocks;
         if region.is_none() {
-            let extent_blocks = self.extent_size(id).map_or(0, |bytes| bytes / BLOCK_SIZE as u64);
+            let extent_blocks = self.extent_size(id).expect("a destaged extent exists") / BLOCK_SIZE as u64;
             let region_ranges = extent_blocks.div_ceil(range_blocks).max(1);
             *region = self.fresh_ranges.next_run(&self.data_space, range_blocks, region_ranges);
         }
