@@ -4,26 +4,14 @@
 //! are, without replaying the log; through a running server it commits a CP
 //! first and checks that.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Args;
 use proxima_service::Request;
 
-use crate::service_common::request;
-
-/// `proxima fsck`.
-#[derive(Debug, Args)]
-pub struct FsckArgs {
-    /// The volume directory.
-    directory: PathBuf,
-    /// Print the report as one JSON object on the last line.
-    #[arg(long)]
-    json: bool,
-}
+use crate::service_common::{request, ReportArgs};
 
 /// Runs `proxima fsck`.
-pub fn run(args: &FsckArgs) -> ExitCode {
+pub fn run(args: &ReportArgs) -> ExitCode {
     let (report, _) = match request("fsck", &args.directory, &Request::Fsck) {
         Ok(outcome) => outcome,
         Err(code) => return code,

@@ -47,11 +47,11 @@ enum Command {
     /// Create, list, delete or restore a volume's snapshots.
     Snapshot(snapshot::SnapshotArgs),
     /// Capacity, use, snapshots, staging, CPs, destages and fragmentation of a volume.
-    Status(status::StatusArgs),
+    Status(service_common::ReportArgs),
     /// Check a volume's durable state; exit 1 on any finding.
-    Fsck(fsck::FsckArgs),
+    Fsck(service_common::ReportArgs),
     /// Check every block in use against its checksum, repairing from RAID; exit 1 if any stays damaged.
-    Scrub(scrub::ScrubArgs),
+    Scrub(service_common::ReportArgs),
     /// Serve a volume's extents and snapshots over NBD.
     Serve(serve::ServeArgs),
     /// Replay a block trace on the disk model or against an NBD export; accuracy figures as JSON.

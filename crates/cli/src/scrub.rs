@@ -5,26 +5,14 @@
 //! is made consistent with the verified data. Exits 1 if any block stays
 //! damaged. Runs offline, or through a running server while it serves.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Args;
 use proxima_service::Request;
 
-use crate::service_common::request;
-
-/// `proxima scrub`.
-#[derive(Debug, Args)]
-pub struct ScrubArgs {
-    /// The volume directory.
-    directory: PathBuf,
-    /// Print the report as one JSON object on the last line.
-    #[arg(long)]
-    json: bool,
-}
+use crate::service_common::{request, ReportArgs};
 
 /// Runs `proxima scrub`.
-pub fn run(args: &ScrubArgs) -> ExitCode {
+pub fn run(args: &ReportArgs) -> ExitCode {
     let (report, _) = match request("scrub", &args.directory, &Request::Scrub) {
         Ok(outcome) => outcome,
         Err(code) => return code,

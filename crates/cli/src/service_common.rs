@@ -2,7 +2,7 @@
 //! serve): size arguments, the spinner shown on a terminal during long
 //! operations, running a management request, and turning errors into exit codes.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -39,6 +39,17 @@ pub fn fail(command: &str, error: &ServiceError) -> ExitCode {
 pub fn request(command: &str, directory: &Path, request: &Request) -> Result<(Value, Venue), ExitCode> {
     with_spinner(&format!("{command} {}", directory.display()), || run_request(directory, request))
         .map_err(|error| fail(command, &error))
+}
+
+/// The arguments of the commands that report on a volume (`status`, `fsck`,
+/// `scrub`).
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// The volume directory.
+    pub directory: PathBuf,
+    /// Print the report as one JSON object on the last line.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Prints a result's `message` (for humans, on stdout) and, with `json`, the

@@ -3,27 +3,15 @@
 //! in `proxima_service::status`). Through a running server when one holds the
 //! volume, so the counts are the live process's.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Args;
 use proxima_service::{format_size, Request, Venue};
 use serde_json::Value;
 
-use crate::service_common::request;
-
-/// `proxima status`.
-#[derive(Debug, Args)]
-pub struct StatusArgs {
-    /// The volume directory.
-    directory: PathBuf,
-    /// Print the report as one JSON object on the last line.
-    #[arg(long)]
-    json: bool,
-}
+use crate::service_common::{request, ReportArgs};
 
 /// Runs `proxima status`.
-pub fn run(args: &StatusArgs) -> ExitCode {
+pub fn run(args: &ReportArgs) -> ExitCode {
     let (report, venue) = match request("status", &args.directory, &Request::Status) {
         Ok(outcome) => outcome,
         Err(code) => return code,
