@@ -5,8 +5,10 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use proxima_engine::Layout;
+
 use crate::experiment::RunSettings;
-use crate::rig::lab_volume::ArrayShape;
+use crate::rig::lab_volume::{ArrayShape, RunSpec};
 use crate::LabError;
 
 /// The default scale of the layout experiments: 0.4 % of each drive (869 extents
@@ -62,6 +64,12 @@ pub struct LayoutSettings {
 }
 
 impl LayoutSettings {
+    /// The run of `layout` with a staging area of `staging_percent` on this
+    /// array, scale and seed.
+    pub fn run_spec(&self, layout: Layout, staging_percent: f64) -> RunSpec {
+        RunSpec { shape: self.shape.clone(), layout, staging_percent, scale: self.scale, seed: self.seed }
+    }
+
     /// Resolves the model and checks the scale.
     pub fn new(run: &RunSettings, params: &LayoutParams) -> Result<LayoutSettings, LabError> {
         let shape = ArrayShape::for_model(&run.model)?;

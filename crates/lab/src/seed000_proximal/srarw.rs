@@ -29,7 +29,7 @@ use crate::report::cost::WallCost;
 use crate::report::markdown::{Artifact, Rendered};
 use crate::report::plot::GroupedBarChart;
 use crate::report::table::Table;
-use crate::rig::lab_volume::{AgingFigures, RunSpec, DATA_DISK_COUNT};
+use crate::rig::lab_volume::{AgingFigures, DATA_DISK_COUNT};
 use crate::rig::measure::{ratio, BatchSummary};
 use crate::rig::testbed::BLOCK_SIZE_BYTES;
 use crate::seed000_proximal::layout::{report_header, LayoutParams, LayoutSettings, DEFAULT_MODEL, DEFINITIONS};
@@ -141,16 +141,8 @@ impl Experiment for ProximalSrarw {
     }
 
     fn measure(settings: &LayoutSettings, progress: &mut dyn Progress) -> Result<Rows, LabError> {
-        let specs = CANDIDATES
-            .iter()
-            .map(|candidate| RunSpec {
-                shape: settings.shape.clone(),
-                layout: candidate.layout,
-                staging_percent: candidate.staging_percent,
-                scale: settings.scale,
-                seed: settings.seed,
-            })
-            .collect();
+        let specs =
+            CANDIDATES.iter().map(|candidate| settings.run_spec(candidate.layout, candidate.staging_percent)).collect();
         Ok(Rows { runs: aged_reads_of(specs, settings.jobs, progress)? })
     }
 

@@ -19,7 +19,7 @@ use crate::report::cost::{SimulatedWork, WallCost};
 use crate::report::markdown::{Artifact, Rendered};
 use crate::report::plot::{LineChart, Series};
 use crate::report::table::Table;
-use crate::rig::lab_volume::{AgingFigures, LabVolume, RunSpec, DATA_DISK_COUNT};
+use crate::rig::lab_volume::{AgingFigures, LabVolume, DATA_DISK_COUNT};
 use crate::rig::measure::{BatchSummary, RoleFigures};
 use crate::rig::parallel::{run_all, Task};
 use crate::seed000_proximal::layout::{report_header, LayoutParams, LayoutSettings, DEFAULT_MODEL, DEFINITIONS};
@@ -138,13 +138,7 @@ impl Experiment for ProximalTable2 {
         let tasks = STAGING_PERCENTS
             .iter()
             .map(|&staging_percent| -> Task<'_, StagingAging> {
-                let spec = RunSpec {
-                    shape: settings.shape.clone(),
-                    layout: Layout::Proximal,
-                    staging_percent,
-                    scale: settings.scale,
-                    seed: settings.seed,
-                };
+                let spec = settings.run_spec(Layout::Proximal, staging_percent);
                 Box::new(move |progress: &mut dyn Progress| {
                     let mut volume = LabVolume::create(&spec, progress)?;
                     let aging = volume.age(progress)?;

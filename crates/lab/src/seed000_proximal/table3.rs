@@ -158,14 +158,10 @@ impl Experiment for ProximalTable3 {
     }
 
     fn measure(settings: &LayoutSettings, progress: &mut dyn Progress) -> Result<Rows, LabError> {
-        let spec = |layout, staging_percent| RunSpec {
-            shape: settings.shape.clone(),
-            layout,
-            staging_percent,
-            scale: settings.scale,
-            seed: settings.seed,
-        };
-        let specs = vec![spec(Layout::Proximal, AGING_STAGING_PERCENT), spec(Layout::WriteAnywhere, 0.0)];
+        let specs = vec![
+            settings.run_spec(Layout::Proximal, AGING_STAGING_PERCENT),
+            settings.run_spec(Layout::WriteAnywhere, 0.0),
+        ];
         let mut runs = aged_reads_of(specs, settings.jobs, progress)?.into_iter();
         let (Some(proximal), Some(write_anywhere)) = (runs.next(), runs.next()) else {
             unreachable!("two specs give two runs");
