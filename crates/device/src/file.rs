@@ -3,8 +3,14 @@
 //! does not), or through the page cache by choice ([`FileIo::Buffered`], what
 //! nbdkit's file plugin does).
 //!
-//! Batches are executed in submission order, synchronously, at `submit`; `wait`
-//! hands back the completions. Reads into a caller's buffer
+//! Batches are executed synchronously at `submit`; `wait` hands back the
+//! completions. With O_DIRECT, a batch of several reads and writes is spread
+//! over a few threads, so that that many requests are in flight at once (the
+//! contract lets a batch's requests complete in any order): each request
+//! waits for the device, and a destage of thousands of scattered blocks
+//! issued one at a time waited for each in turn. Buffered requests copy to or
+//! from the page cache and gain little; they, and a batch with a trim, run in
+//! order on the caller's thread. Reads into a caller's buffer
 //! ([`BlockDevice::read_into`], also through `&self`) and writes from a borrowed
 //! slice ([`BlockDevice::write_blocks`]) go straight to `pread`/`pwrite` without
 //! an intermediate buffer (with O_DIRECT, only when the caller's buffer is
@@ -18,6 +24,7 @@ use std::io::{Seek, SeekFrom};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crate::batches::CompletedBatches;
@@ -31,6 +38,14 @@ const DIRECT_ALIGNMENT_BYTES: usize = 4096;
 
 /// The block size [`FileDevice::open`] assumes.
 pub const DEFAULT_BLOCK_SIZE_BYTES: u32 = 4096;
+
+/// Threads a batch's reads and writes are spread over at most: the requests
+/// in flight at once, a queue depth an SSD serves in parallel.
+const BATCH_THREADS: usize = 16;
+
+/// Requests per thread, at least, when a batch is spread: fewer, and starting
+/// threads costs more than the overlap gains.
+const BATCH_REQUESTS_PER_THREAD: usize = 4;
 
 /// `BLKDISCARD` from `<linux/fs.h>`: `_IO(0x12, 119)`.
 const BLKDISCARD: libc::c_ulong = 0x1277;
@@ -269,6 +284,77 @@ impl FileDevice {
         }
     }
 
+    /// Performs the reads and writes of `batch` on `threads` threads, each
+    /// taking the next request not yet taken. A request O_DIRECT refuses is
+    /// performed again afterwards on this thread (`perform` reopens the file
+    /// buffered).
+    fn perform_spread(&mut self, batch: &[IoRequest], threads: usize) -> Vec<IoCompletion> {
+        let submitted_ns = self.now_ns();
+        let next = AtomicUsize::new(0);
+        let device = &*self;
+        let mut outcomes: Vec<(usize, SpreadOutcome, u64)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut done = Vec::new();
+                        loop {
+                            let index = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(request) = batch.get(index) else { return done };
+                            let outcome = device.perform_read_or_write(request);
+                            done.push((index, outcome, device.now_ns()));
+                        }
+                    })
+                })
+                .collect();
+            workers.into_iter().flat_map(|worker| worker.join().expect("a batch thread does not panic")).collect()
+        });
+        outcomes.sort_unstable_by_key(|&(index, _, _)| index);
+        outcomes
+            .into_iter()
+            .zip(batch)
+            .map(|((_, outcome, completed_ns), request)| {
+                let result = match outcome {
+                    SpreadOutcome::Done(result) => result,
+                    SpreadOutcome::RefusedDirect => self.perform(request),
+                };
+                IoCompletion { result, submitted_ns, completed_ns: completed_ns.max(self.now_ns()) }
+            })
+            .collect()
+    }
+
+    /// A read or write through `&self` (a FUA write is synced).
+    fn perform_read_or_write(&self, request: &IoRequest) -> SpreadOutcome {
+        if let Err(error) = validate_request(&self.info, request) {
+            return SpreadOutcome::Done(Err(error));
+        }
+        let what = if request.op == IoOp::Read { "read" } else { "write" };
+        match self.read_or_write(request) {
+            Ok(data) => SpreadOutcome::Done(Ok(data)),
+            Err(error) if self.direct && error.raw_os_error() == Some(libc::EINVAL) => SpreadOutcome::RefusedDirect,
+            Err(error) => SpreadOutcome::Done(Err(os_error(&self.path, request.block, what, &error))),
+        }
+    }
+
+    fn read_or_write(&self, request: &IoRequest) -> std::io::Result<Vec<u8>> {
+        let offset_bytes = request.block * u64::from(self.info.block_size_bytes);
+        match request.op {
+            IoOp::Read => {
+                self.read_at(offset_bytes, request.block_count as usize * self.info.block_size_bytes as usize)
+            }
+            IoOp::Write => {
+                self.write_at(offset_bytes, &request.data)?;
+                if request.fua {
+                    match self.kind {
+                        FileKind::Regular => self.file.sync_data()?,
+                        FileKind::BlockDevice => self.file.sync_all()?,
+                    }
+                }
+                Ok(Vec::new())
+            }
+            IoOp::Trim => unreachable!("a batch with a trim is not spread"),
+        }
+    }
+
     /// Runs `io`; if O_DIRECT I/O is refused with EINVAL (some file systems accept
     /// the flag at open and refuse the I/O), reopens buffered and retries once.
     fn with_direct_fallback(
@@ -360,14 +446,19 @@ impl BlockDevice for FileDevice {
     }
 
     fn submit(&mut self, batch: Vec<IoRequest>) -> Result<BatchTicket, DeviceError> {
-        let completions = batch
-            .iter()
-            .map(|request| {
-                let submitted_ns = self.now_ns();
-                let result = self.perform(request);
-                IoCompletion { result, submitted_ns, completed_ns: self.now_ns() }
-            })
-            .collect();
+        let threads = if self.direct { batch_threads(&batch) } else { 1 };
+        let completions = if threads > 1 {
+            self.perform_spread(&batch, threads)
+        } else {
+            batch
+                .iter()
+                .map(|request| {
+                    let submitted_ns = self.now_ns();
+                    let result = self.perform(request);
+                    IoCompletion { result, submitted_ns, completed_ns: self.now_ns() }
+                })
+                .collect()
+        };
         Ok(self.batches.insert(completions))
     }
 
@@ -435,6 +526,24 @@ impl BlockDevice for FileDevice {
         let offset_bytes = block * u64::from(self.info.block_size_bytes);
         self.read_at_into(offset_bytes, buffer).map_err(|error| os_error(&self.path, block, "read", &error))
     }
+}
+
+/// What a request of a spread batch came to.
+#[derive(Debug)]
+enum SpreadOutcome {
+    Done(Result<Vec<u8>, DeviceError>),
+    /// O_DIRECT I/O refused with EINVAL: performed again once the file is
+    /// reopened buffered.
+    RefusedDirect,
+}
+
+/// Threads to spread `batch` over: one (run in order here) for a batch with a
+/// trim or too few requests to gain from overlap.
+fn batch_threads(batch: &[IoRequest]) -> usize {
+    if batch.iter().any(|request| request.op == IoOp::Trim) {
+        return 1;
+    }
+    (batch.len() / BATCH_REQUESTS_PER_THREAD).clamp(1, BATCH_THREADS)
 }
 
 /// Most pieces one `pwritev` takes here (well under `IOV_MAX`, 1024 on Linux).
@@ -697,6 +806,31 @@ mod tests {
         assert!(matches!(completions[2].result, Err(DeviceError::OutOfRange { .. })));
         assert_eq!(completions[4].result.as_ref().unwrap(), &vec![0; 512]);
         assert!(completions.iter().all(|completion| completion.completed_ns >= completion.submitted_ns));
+    }
+
+    #[test]
+    fn a_direct_batch_spread_over_threads_answers_each_request_in_its_place() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("device.img");
+        let mut device = FileDevice::create(&path, 4096, 256).unwrap();
+        assert!(device.is_direct(), "the test directory's file system takes O_DIRECT");
+        let writes: Vec<IoRequest> =
+            (0..64u8).map(|seed| IoRequest::write(u64::from(seed) * 3, 1, pattern(seed, 4096))).collect();
+        assert!(batch_threads(&writes) > 1, "spread");
+        let completions = device.execute(writes).unwrap();
+        assert!(completions.iter().all(|completion| completion.result.is_ok()));
+        // Reads, one beyond the end among them, and a FUA write of another block.
+        let mut batch: Vec<IoRequest> = (0..64u64).map(|seed| IoRequest::read(seed * 3, 1)).collect();
+        batch.insert(10, IoRequest::read(255, 2));
+        batch.push(IoRequest::write(200, 1, pattern(99, 4096)).with_fua());
+        let completions = device.execute(batch).unwrap();
+        assert!(matches!(completions[10].result, Err(DeviceError::OutOfRange { .. })));
+        let reads = completions[..10].iter().chain(&completions[11..65]);
+        for (seed, completion) in (0..64u8).zip(reads) {
+            assert_eq!(completion.result.as_ref().unwrap(), &pattern(seed, 4096), "block {}", u64::from(seed) * 3);
+        }
+        assert!(completions.iter().all(|completion| completion.completed_ns >= completion.submitted_ns));
+        assert_eq!(device.read_blocks(200, 1).unwrap(), pattern(99, 4096));
     }
 
     #[test]
