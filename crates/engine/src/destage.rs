@@ -151,6 +151,19 @@ pub enum DestageScope {
     },
 }
 
+/// When the staging space a destage empties becomes reusable. The staged
+/// blocks are freed in the destage's epoch, so only a durable CP releases
+/// them (a crash before it finds them still staged, their data intact).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StagingRelease {
+    /// A CP ends the destage: a full destage, or a writer waiting for room.
+    AtOnce,
+    /// The next CP releases it. Every destage begins with a CP, so a
+    /// background destager's steps cost one CP each rather than two, and
+    /// the space a step empties is reusable once the next step begins.
+    AtNextCheckpoint,
+}
+
 /// The staged runs of one map, in logical order.
 fn staged_runs(map: &ExtentMap) -> Vec<FlashRun> {
     map.iter()
@@ -205,16 +218,20 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// extent order), telling `observer` before and after each batch; then
     /// commits a CP, after which the staging space is reusable.
     pub fn destage_observed(&mut self, observer: &mut dyn DestageObserver<D>) -> Result<DestageSummary> {
-        self.guarded(|volume| volume.destage_unguarded(DestageScope::Everything, observer))
+        self.guarded(|volume| volume.destage_unguarded(DestageScope::Everything, StagingRelease::AtOnce, observer))
     }
 
-    /// One bounded destage step: moves about `max_blocks` staged blocks, the
-    /// densest windows first, one batch per extent, then commits, after which
-    /// their staging space is reusable. A caller that must not hold the
-    /// volume for long (a background destager) repeats it, releasing the
-    /// volume between steps.
+    /// One bounded destage step: commits, then moves about `max_blocks` staged
+    /// blocks, the densest windows first, one batch per extent. Their staging
+    /// space is reusable after the next CP: the next step's, or a
+    /// [`commit`](Self::commit). A caller that must not hold the volume for
+    /// long (a background destager) repeats it, releasing the volume between
+    /// steps, and commits when it stops.
     pub fn destage_step(&mut self, max_blocks: u64) -> Result<DestageSummary> {
-        self.guarded(|volume| volume.destage_unguarded(DestageScope::Densest { max_blocks }, &mut NoDestageObserver))
+        self.guarded(|volume| {
+            let scope = DestageScope::Densest { max_blocks };
+            volume.destage_unguarded(scope, StagingRelease::AtNextCheckpoint, &mut NoDestageObserver)
+        })
     }
 
     /// The staged runs a destage of `scope` moves, per extent in extent order,
@@ -265,6 +282,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub(crate) fn destage_unguarded(
         &mut self,
         scope: DestageScope,
+        release: StagingRelease,
         observer: &mut dyn DestageObserver<D>,
     ) -> Result<DestageSummary> {
         let selection = self.destage_selection(scope);
@@ -305,7 +323,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
         self.stats.destage_count += 1;
         self.stats.destaged_blocks += summary.user_blocks;
-        self.commit()?;
+        if release == StagingRelease::AtOnce {
+            self.commit()?;
+        }
         match out_of_space {
             Some(error) if summary.user_blocks == 0 => Err(error),
             _ => Ok(summary),
@@ -436,9 +456,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             buffer_block += run.block_count;
         }
         positions.sort_unstable();
-        let mut staged = vec![0u8; block_bytes(buffer_block)];
-        let mut scratch = Vec::new();
-        let mut request_count = 0;
+        // Stretches of flash, each one read request: `(first flash block,
+        // blocks, the positions it covers)`.
+        let mut stretches: Vec<(u64, u64, std::ops::Range<usize>)> = Vec::new();
         let mut index = 0;
         while index < positions.len() {
             let first = positions[index].0;
@@ -452,17 +472,28 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 stretch_end = positions[end].0 + positions[end].1;
                 end += 1;
             }
-            scratch.resize(block_bytes(stretch_end - first), 0);
-            self.flash.read_into(first, &mut scratch).map_err(device_error(DeviceRole::Flash))?;
-            request_count += 1;
-            for &(flash_block, count, buffer_block) in &positions[index..end] {
+            stretches.push((first, stretch_end - first, index..end));
+            index = end;
+        }
+        // One batch: a device may serve its requests at once.
+        let requests = stretches
+            .iter()
+            .map(|&(first, count, _)| {
+                IoRequest::read(first, u32::try_from(count).expect("a stretch is at most MAX_REQUEST_BLOCKS"))
+            })
+            .collect();
+        let completions = self.flash.execute(requests).map_err(device_error(DeviceRole::Flash))?;
+        let mut staged = vec![0u8; block_bytes(buffer_block)];
+        for ((first, _, covered), completion) in stretches.iter().zip(completions) {
+            let stretch = completion.result.map_err(device_error(DeviceRole::Flash))?;
+            for &(flash_block, count, buffer_block) in &positions[covered.clone()] {
                 let from = block_bytes(flash_block - first);
                 let to = block_bytes(buffer_block);
                 let length = block_bytes(count);
-                staged[to..to + length].copy_from_slice(&scratch[from..from + length]);
+                staged[to..to + length].copy_from_slice(&stretch[from..from + length]);
             }
-            index = end;
         }
+        let request_count = stretches.len() as u64;
         Ok((staged, request_count))
     }
 

@@ -14,7 +14,7 @@
 use proxima_device::BlockDevice;
 
 use crate::codec::{LogRecord, BLOCK_SIZE};
-use crate::destage::{DestageScope, NoDestageObserver};
+use crate::destage::{DestageScope, NoDestageObserver, StagingRelease};
 use crate::error::{DeviceRole, EngineError, Result};
 use crate::io::{block_bytes, device_error, in_memory, write_pieces, MAX_REQUEST_BLOCKS};
 use crate::layouts::{staging_is_full, Placement, WriteContext};
@@ -221,7 +221,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         if !may_progress {
             return Ok(false);
         }
-        match self.destage_unguarded(scope, &mut NoDestageObserver) {
+        match self.destage_unguarded(scope, StagingRelease::AtOnce, &mut NoDestageObserver) {
             Ok(summary) if summary.user_blocks > 0 => {
                 self.destage_stall = None;
                 Ok(true)

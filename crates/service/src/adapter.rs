@@ -143,12 +143,15 @@ impl BackgroundDestager {
                 let Some(volume) = volume.upgrade() else { return };
                 let mut draining = false;
                 while !stopping.load(Ordering::SeqCst) {
-                    draining = destage_one_step(&volume, &activity, draining);
-                    if !draining {
+                    if !destage_one_step(&volume, &activity, draining) {
                         break;
                     }
+                    draining = true;
                     // Let the clients waiting for the lock have it between steps.
                     std::thread::sleep(DESTAGE_HANDOFF);
+                }
+                if draining {
+                    release_destaged_space(&volume);
                 }
             }
         });
@@ -198,6 +201,16 @@ fn destage_one_step(volume: &RwLock<ServiceVolume>, activity: &Activity, drainin
             warn!("background destage failed: {error}");
             false
         }
+    }
+}
+
+/// Commits after the last step of a drain: each step begins with a CP that
+/// releases the staging space the step before emptied, and this one releases
+/// the last step's.
+fn release_destaged_space(volume: &RwLock<ServiceVolume>) {
+    let Ok(mut volume) = volume.write() else { return };
+    if let Err(error) = volume.commit() {
+        warn!("background destage cannot commit: {error}");
     }
 }
 
