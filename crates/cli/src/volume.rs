@@ -3,7 +3,7 @@
 //! and its configuration file. `proxima volume create ./vol` alone makes one
 //! 16 GiB sparse data file and a 1 GiB flash file with the proximal layout.
 
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -61,6 +61,11 @@ struct CreateArgs {
     /// Bypass the page cache (O_DIRECT) instead of buffered I/O with fdatasync.
     #[arg(long)]
     direct: bool,
+    /// Allocate the files created on the host file system now (fallocate)
+    /// instead of leaving them sparse: writes never find the host file
+    /// system full, and direct I/O into them skips block allocation.
+    #[arg(long)]
+    preallocate: bool,
     /// Take existing block devices (--data, --flash) that hold data — another
     /// volume's label, a partition table, a file system — all the same,
     /// overwriting it.
@@ -108,6 +113,13 @@ fn unused_flag(args: &CreateArgs, is_block_device: impl Fn(&Path) -> bool) -> Op
     if args.flash_size.is_some() && args.flash_path.as_deref().is_some_and(&is_block_device) {
         return Some("--flash-size does not apply: --flash is a block device, used whole".to_owned());
     }
+    if args.preallocate
+        && !args.data_paths.is_empty()
+        && args.data_paths.iter().all(|path| is_block_device(path))
+        && args.flash_path.as_deref().is_some_and(&is_block_device)
+    {
+        return Some("--preallocate does not apply: every device is a block device, no file is created".to_owned());
+    }
     None
 }
 
@@ -132,6 +144,7 @@ fn run_create(args: &CreateArgs) -> ExitCode {
         stripe_unit_bytes: args.stripe_unit.unwrap_or(defaults.stripe_unit_bytes),
         io_mode: if args.direct { IoMode::Direct } else { IoMode::Buffered },
         force: args.force,
+        preallocate: args.preallocate,
     };
     let message = format!("creating volume {}", args.directory.display());
     match with_spinner(&message, || create_volume(&args.directory, &spec)) {
@@ -149,13 +162,26 @@ fn run_create(args: &CreateArgs) -> ExitCode {
 fn print_created(directory: &std::path::Path, config: &VolumeConfig) {
     println!("created volume {} ({} layout, {} I/O)", directory.display(), config.layout, config.io_mode.name());
     for disk in &config.data_disks {
-        println!("  data disk {} ({})", disk.path.display(), format_size(disk.size_bytes));
+        println!("  data disk {} ({})", disk.path.display(), device_size(directory, &disk.path, disk.size_bytes));
     }
     if config.raid != RaidChoice::None {
         println!("  {} with a {} stripe unit", config.raid.name(), format_size(config.stripe_unit_bytes));
     }
-    println!("  flash {} ({})", config.flash.path.display(), format_size(config.flash.size_bytes));
+    let flash = &config.flash;
+    println!("  flash {} ({})", flash.path.display(), device_size(directory, &flash.path, flash.size_bytes));
     println!("next: proxima extent create {} lun0 --size 2G", directory.display());
+}
+
+/// A device's size and, for a regular file, how much of it the host file
+/// system has allocated (little for a sparse file, all with --preallocate).
+fn device_size(directory: &Path, path: &Path, size_bytes: u64) -> String {
+    match std::fs::metadata(VolumeConfig::resolve(directory, path)) {
+        Ok(metadata) if metadata.is_file() => {
+            let allocated = metadata.blocks().saturating_mul(512).min(size_bytes);
+            format!("{}, {} allocated", format_size(size_bytes), format_size(allocated))
+        }
+        _ => format_size(size_bytes),
+    }
 }
 
 #[cfg(test)]
@@ -191,6 +217,9 @@ mod tests {
         assert!(data_size.unwrap().starts_with("--data-size"));
         let flash_size = unused(&["--flash", "/dev/sdb", "--flash-size", "1G"], &devices);
         assert!(flash_size.unwrap().starts_with("--flash-size"));
+        let preallocate = unused(&["--data", "/dev/sdb", "--flash", "/dev/sdc", "--preallocate"], &devices);
+        assert!(preallocate.unwrap().starts_with("--preallocate"));
+        assert_eq!(unused(&["--data", "/dev/sdb", "--preallocate"], &devices), None, "flash.img is a file");
     }
 
     #[test]

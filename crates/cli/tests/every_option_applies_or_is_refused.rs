@@ -541,6 +541,14 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
         ),
         (
             "volume create",
+            "--preallocate",
+            differs(
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M"],
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M", "--preallocate"],
+            ),
+        ),
+        (
+            "volume create",
             "--json",
             differs(
                 &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M"],

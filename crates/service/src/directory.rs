@@ -60,6 +60,13 @@ pub struct CreateSpec {
     /// Take existing block devices that hold data (another volume's label, a
     /// partition table, a file system) all the same.
     pub force: bool,
+    /// Allocate the files created on the host file system at once
+    /// (`fallocate`) rather than leave them sparse: writes then never find
+    /// the host file system full, and direct I/O into them skips block
+    /// allocation (random 4 KiB O_DIRECT writes into a sparse ext4 file ran
+    /// at a sixth of the rate into an allocated one on the machine of
+    /// docs/service.md).
+    pub preallocate: bool,
 }
 
 impl Default for CreateSpec {
@@ -75,6 +82,7 @@ impl Default for CreateSpec {
             stripe_unit_bytes: proxima_device::DEFAULT_STRIPE_UNIT_BYTES,
             io_mode: IoMode::Buffered,
             force: false,
+            preallocate: false,
         }
     }
 }
@@ -250,10 +258,10 @@ fn create_locked(
     }
     let mut data_disks = Vec::new();
     for path in &data_paths {
-        data_disks.push(prepare_device(directory, path, spec.data_disk_bytes, spec.force, created)?);
+        data_disks.push(prepare_device(directory, path, spec.data_disk_bytes, spec, created)?);
     }
     let flash_path = spec.flash_path.clone().unwrap_or_else(|| PathBuf::from("flash.img"));
-    let flash = prepare_device(directory, &flash_path, spec.flash_bytes, spec.force, created)?;
+    let flash = prepare_device(directory, &flash_path, spec.flash_bytes, spec, created)?;
     let config = VolumeConfig {
         format_version: CONFIG_FORMAT_VERSION,
         volume_id: new_volume_id(),
@@ -320,7 +328,7 @@ fn prepare_device(
     directory: &Path,
     path: &Path,
     size_bytes: u64,
-    force: bool,
+    spec: &CreateSpec,
     created: &mut Vec<PathBuf>,
 ) -> Result<DeviceEntry> {
     let resolved = VolumeConfig::resolve(directory, path);
@@ -328,7 +336,7 @@ fn prepare_device(
     match std::fs::metadata(&resolved) {
         Ok(metadata) if metadata.file_type().is_block_device() => {
             let mut device = open_file(&resolved, IoMode::Buffered, TrimPolicy::Forward)?;
-            if !force {
+            if !spec.force {
                 if let Some(what) = recognisable_contents(&mut device)? {
                     return Err(ServiceError::HoldsData { path: resolved.clone(), what });
                 }
@@ -345,10 +353,26 @@ fn prepare_device(
                 .map_err(|error| refuse(format!("cannot create: {error}")))?;
             created.push(resolved.clone());
             file.set_len(size_bytes).map_err(|error| refuse(format!("cannot set the size: {error}")))?;
+            if spec.preallocate {
+                allocate(&file, size_bytes).map_err(|error| refuse(format!("cannot preallocate: {error}")))?;
+            }
             file.sync_all().map_err(|error| refuse(format!("cannot sync: {error}")))?;
             Ok(DeviceEntry { path: path.to_owned(), size_bytes })
         }
         Err(error) => Err(refuse(error.to_string())),
+    }
+}
+
+/// Allocates the first `size_bytes` of `file` on its file system (blocks that
+/// read as zeroes until written).
+fn allocate(file: &File, size_bytes: u64) -> std::io::Result<()> {
+    let length = libc::off_t::try_from(size_bytes).map_err(std::io::Error::other)?;
+    // SAFETY: fallocate reads no memory of ours; the descriptor is open for writing.
+    let outcome = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, length) };
+    if outcome == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
