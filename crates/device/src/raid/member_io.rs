@@ -11,12 +11,41 @@ use super::zone_checksums::PhysicalBlock;
 use super::RaidDevice;
 use crate::{BatchTicket, BlockDevice, DeviceError, IoOp, IoRequest};
 
-/// Data and completion time of member blocks read in a batch (keyed by member and
-/// member block), and the zone checksum blocks read (keyed by member and zone).
+/// The member blocks read in a batch, kept as the runs they were read in (a
+/// run per member request, not an entry per block), and the zone checksum
+/// blocks read (keyed by member and zone).
 #[derive(Debug, Default)]
 pub(super) struct ReadResults {
-    pub(super) blocks: BTreeMap<(usize, u64), BlockRead>,
+    /// Per member, runs of member blocks read, by first member block.
+    runs: BTreeMap<(usize, u64), ReadRun>,
+    /// Member blocks whose read failed after their run completed: a zone
+    /// checksum mismatch. Consulted before the runs.
+    failed: BTreeMap<(usize, u64), DeviceError>,
     pub(super) checksums: BTreeMap<(usize, u64), Result<Vec<u8>, DeviceError>>,
+}
+
+/// Consecutive member blocks of one member read by one request: their bytes
+/// (empty without payload) or the request's error, and when it completed.
+#[derive(Debug)]
+struct ReadRun {
+    block_count: u64,
+    data: Result<Vec<u8>, DeviceError>,
+    completed_ns: u64,
+}
+
+/// One member block read: its bytes (empty without payload) or its error,
+/// and when its read completed.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BlockRead<'a> {
+    pub(super) data: Result<&'a [u8], &'a DeviceError>,
+    pub(super) completed_ns: u64,
+}
+
+impl BlockRead<'_> {
+    /// The block's bytes, owned.
+    pub(super) fn to_owned(self) -> Result<Vec<u8>, DeviceError> {
+        self.data.map(<[u8]>::to_vec).map_err(Clone::clone)
+    }
 }
 
 impl ReadResults {
@@ -24,17 +53,60 @@ impl ReadResults {
         Self::default()
     }
 
-    pub(super) fn get(&self, key: &(usize, u64)) -> Option<&BlockRead> {
-        self.blocks.get(key)
+    /// Records `block_count` member blocks of `member` from `first_block` on,
+    /// read by one request.
+    pub(super) fn insert_run(
+        &mut self,
+        member: usize,
+        first_block: u64,
+        block_count: u64,
+        data: Result<Vec<u8>, DeviceError>,
+        completed_ns: u64,
+    ) {
+        self.runs.insert((member, first_block), ReadRun { block_count, data, completed_ns });
     }
 
-    pub(super) fn contains_key(&self, key: &(usize, u64)) -> bool {
-        self.blocks.contains_key(key)
+    /// Member block `block` of `member`, if it was read (`block_size_bytes`
+    /// per block of a run's bytes).
+    pub(super) fn get(&self, member: usize, block: u64, block_size_bytes: usize) -> Option<BlockRead<'_>> {
+        let (first, run) = self.run_holding(member, block)?;
+        let data = match self.failed.get(&(member, block)) {
+            Some(error) => Err(error),
+            None => run.data.as_ref().map(|bytes| {
+                let index = usize::try_from(block - first).expect("a run's blocks fit in memory");
+                bytes.get(index * block_size_bytes..(index + 1) * block_size_bytes).unwrap_or_default()
+            }),
+        };
+        Some(BlockRead { data, completed_ns: run.completed_ns })
+    }
+
+    /// Whether member block `block` of `member` was read.
+    pub(super) fn contains(&self, member: usize, block: u64) -> bool {
+        self.run_holding(member, block).is_some()
+    }
+
+    /// Whether member block `block` of `member` was read and failed with an
+    /// I/O error (its own, its request's, or its checksum's).
+    pub(super) fn failed_with_io_error(&self, member: usize, block: u64) -> bool {
+        let error = match self.failed.get(&(member, block)) {
+            Some(error) => Some(error),
+            None => self.run_holding(member, block).and_then(|(_, run)| run.data.as_ref().err()),
+        };
+        matches!(error, Some(DeviceError::Io { .. }))
+    }
+
+    /// The run holding member block `block` of `member`, with its first block.
+    fn run_holding(&self, member: usize, block: u64) -> Option<(u64, &ReadRun)> {
+        let (&(run_member, first), run) = self.runs.range(..=(member, block)).next_back()?;
+        (run_member == member && block < first + run.block_count).then_some((first, run))
+    }
+
+    /// Marks member block `block` of `member`, which was read, as failed.
+    pub(super) fn fail_block(&mut self, member: usize, block: u64, error: DeviceError) {
+        debug_assert!(self.contains(member, block), "only a block read can fail its check");
+        self.failed.insert((member, block), error);
     }
 }
-
-/// A member block's data (or error) and the time its read completed.
-pub(super) type BlockRead = (Result<Vec<u8>, DeviceError>, u64);
 
 /// Per member, blocks to write (member block or zone → data).
 pub(super) type MemberWrites = Vec<BTreeMap<u64, Vec<u8>>>;
@@ -64,25 +136,31 @@ impl<D: BlockDevice> RaidDevice<D> {
     ) -> Result<MemberBatches, DeviceError> {
         let mut submitted = Vec::with_capacity(self.members.len());
         for member in 0..self.members.len() {
-            let mut physical_reads: BTreeSet<u64> = BTreeSet::new();
-            let mut physical_writes: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+            // Physical blocks, sorted and without repeats before coalescing (a
+            // zone's checksum block is read once for all its blocks read).
+            let mut physical_reads: Vec<u64> = Vec::new();
+            let mut physical_writes: Vec<(u64, &[u8])> = Vec::new();
             for &block in reads.get(member).into_iter().flatten() {
-                physical_reads.insert(self.physical_block(block));
+                physical_reads.push(self.physical_block(block));
                 if let Some(zones) = self.zones {
-                    physical_reads.insert(zones.checksum_block(zones.zone_of(block)));
+                    physical_reads.push(zones.checksum_block(zones.zone_of(block)));
                 }
             }
             for (&block, data) in writes.get(member).into_iter().flatten() {
-                physical_writes.insert(self.physical_block(block), data.clone());
+                physical_writes.push((self.physical_block(block), data));
             }
             if let Some(zones) = self.zones {
                 for &zone in checksum_reads.get(member).into_iter().flatten() {
-                    physical_reads.insert(zones.checksum_block(zone));
+                    physical_reads.push(zones.checksum_block(zone));
                 }
                 for (&zone, data) in checksum_writes.get(member).into_iter().flatten() {
-                    physical_writes.insert(zones.checksum_block(zone), data.clone());
+                    physical_writes.push((zones.checksum_block(zone), data));
                 }
             }
+            physical_reads.sort_unstable();
+            physical_reads.dedup();
+            // Member blocks and checksum blocks are distinct physical blocks.
+            physical_writes.sort_unstable_by_key(|&(block, _)| block);
             let mut requests = read_runs(&physical_reads);
             requests.extend(write_runs(&physical_writes));
             requests.sort_by_key(|request| (request.block, request.op == IoOp::Write));
@@ -116,7 +194,7 @@ impl<D: BlockDevice> RaidDevice<D> {
         for (member, entry) in submitted.into_iter().enumerate() {
             let Some((ticket, runs)) = entry else { continue };
             let completions = self.members[member].wait(ticket)?;
-            let mut blocks_read = Vec::new();
+            let mut blocks_read: Vec<Range<u64>> = Vec::new();
             for (run, completion) in runs.into_iter().zip(completions) {
                 if !run.is_read {
                     writes_done_ns = writes_done_ns.max(completion.completed_ns);
@@ -127,19 +205,33 @@ impl<D: BlockDevice> RaidDevice<D> {
                     }
                     continue;
                 }
-                let physical_blocks = run.block..run.block + u64::from(run.block_count);
-                for (index, physical) in physical_blocks.enumerate() {
-                    let result = completion.result.as_ref().map_err(Clone::clone).map(|data| {
-                        let start = index * block_size;
-                        data.get(start..start + block_size).map(<[u8]>::to_vec).unwrap_or_default()
-                    });
+                // The request's physical blocks, cut into runs of member blocks
+                // at the checksum blocks between them.
+                let mut physical = run.block;
+                let end = run.block + u64::from(run.block_count);
+                while physical < end {
+                    let offset = usize::try_from(physical - run.block).expect("a request's blocks fit in memory");
                     match self.physical_content(physical) {
-                        PhysicalBlock::Data { member_block } => {
-                            blocks_read.push(member_block);
-                            read.blocks.insert((member, member_block), (result, completion.completed_ns));
-                        }
                         PhysicalBlock::Checksum { zone } => {
+                            let result = completion.result.as_ref().map_err(Clone::clone).map(|data| {
+                                data.get(offset * block_size..(offset + 1) * block_size)
+                                    .map(<[u8]>::to_vec)
+                                    .unwrap_or_default()
+                            });
                             read.checksums.insert((member, zone), result);
+                            physical += 1;
+                        }
+                        PhysicalBlock::Data { member_block } => {
+                            let count = self.member_blocks_from(physical, end);
+                            let length = usize::try_from(count).expect("a request's blocks fit in memory");
+                            let result = completion.result.as_ref().map_err(Clone::clone).map(|data| {
+                                data.get(offset * block_size..(offset + length) * block_size)
+                                    .map(<[u8]>::to_vec)
+                                    .unwrap_or_default()
+                            });
+                            blocks_read.push(member_block..member_block + count);
+                            read.insert_run(member, member_block, count, result, completion.completed_ns);
+                            physical += count;
                         }
                     }
                 }
@@ -162,6 +254,7 @@ impl<D: BlockDevice> RaidDevice<D> {
         let submitted = self.submit_to_members(&reads, &[], &[], &[])?;
         let mut read = ReadResults::new();
         self.wait_members(submitted, &mut read)?.1?;
+        let block_size = self.block_size();
         blocks
             .map(|member_block| {
                 (0..self.members.len())
@@ -169,8 +262,7 @@ impl<D: BlockDevice> RaidDevice<D> {
                         if Some(member) == skip {
                             return Ok(None);
                         }
-                        let (result, _) = read.get(&(member, member_block)).expect("planned read");
-                        result.clone().map(Some)
+                        read.get(member, member_block, block_size).expect("planned read").to_owned().map(Some)
                     })
                     .collect()
             })
@@ -188,7 +280,7 @@ impl<D: BlockDevice> RaidDevice<D> {
         let mut read = ReadResults::new();
         self.wait_members(submitted, &mut read)?.1?;
         Ok((0..self.members.len())
-            .map(|member| read.get(&(member, member_block)).expect("planned read").0.clone())
+            .map(|member| read.get(member, member_block, self.block_size()).expect("planned read").to_owned())
             .collect())
     }
 
@@ -208,8 +300,9 @@ impl<D: BlockDevice> RaidDevice<D> {
     }
 }
 
-/// Reads of `blocks`, adjacent blocks coalesced into one request, in ascending order.
-fn read_runs(blocks: &BTreeSet<u64>) -> Vec<IoRequest> {
+/// Reads of `blocks` (ascending, no repeats), adjacent blocks coalesced into
+/// one request.
+fn read_runs(blocks: &[u64]) -> Vec<IoRequest> {
     let mut runs: Vec<IoRequest> = Vec::new();
     for &block in blocks {
         match runs.last_mut() {
@@ -220,16 +313,17 @@ fn read_runs(blocks: &BTreeSet<u64>) -> Vec<IoRequest> {
     runs
 }
 
-/// Writes of `blocks`, adjacent blocks coalesced into one request, in ascending order.
-fn write_runs(blocks: &BTreeMap<u64, Vec<u8>>) -> Vec<IoRequest> {
+/// Writes of `blocks` (ascending, no repeats), adjacent blocks coalesced into
+/// one request.
+fn write_runs(blocks: &[(u64, &[u8])]) -> Vec<IoRequest> {
     let mut runs: Vec<IoRequest> = Vec::new();
-    for (&block, data) in blocks {
+    for &(block, data) in blocks {
         match runs.last_mut() {
             Some(run) if run.end_block() == block && run.block_count < u32::MAX => {
                 run.block_count += 1;
                 run.data.extend_from_slice(data);
             }
-            _ => runs.push(IoRequest::write(block, 1, data.clone())),
+            _ => runs.push(IoRequest::write(block, 1, data.to_vec())),
         }
     }
     runs
@@ -241,11 +335,11 @@ mod tests {
 
     #[test]
     fn adjacent_blocks_are_coalesced_into_one_request() {
-        let reads = read_runs(&BTreeSet::from([3, 4, 5, 7, 9, 10]));
+        let reads = read_runs(&[3, 4, 5, 7, 9, 10]);
         let spans: Vec<(u64, u32)> = reads.iter().map(|request| (request.block, request.block_count)).collect();
         assert_eq!(spans, vec![(3, 3), (7, 1), (9, 2)]);
         assert!(reads.iter().all(|request| request.op == IoOp::Read));
-        let writes = write_runs(&BTreeMap::from([(0, vec![1, 1]), (1, vec![2, 2]), (5, vec![3, 3])]));
+        let writes = write_runs(&[(0, &[1, 1][..]), (1, &[2, 2]), (5, &[3, 3])]);
         let spans: Vec<(u64, u32, &[u8])> =
             writes.iter().map(|request| (request.block, request.block_count, request.data.as_slice())).collect();
         assert_eq!(spans, vec![(0, 2, &[1, 1, 2, 2][..]), (5, 1, &[3, 3][..])]);

@@ -312,7 +312,12 @@ impl<D: BlockDevice> RaidDevice<D> {
 
     /// The planner of this array as it stands (which member has failed).
     fn planner(&self) -> Planner {
-        Planner { geometry: self.geometry, failed: self.failed, stores_payload: self.info.stores_payload }
+        Planner {
+            geometry: self.geometry,
+            failed: self.failed,
+            stores_payload: self.info.stores_payload,
+            block_size_bytes: self.block_size(),
+        }
     }
 
     /// Where member block `member_block` lies on the member.
@@ -324,6 +329,12 @@ impl<D: BlockDevice> RaidDevice<D> {
     /// checksum block of a zone.
     fn physical_content(&self, physical: u64) -> PhysicalBlock {
         self.zones.map_or(PhysicalBlock::Data { member_block: physical }, |zones| zones.physical_content(physical))
+    }
+
+    /// How many member blocks lie one after another from physical block
+    /// `physical` (a member block) up to `end` or the next checksum block.
+    fn member_blocks_from(&self, physical: u64, end: u64) -> u64 {
+        self.zones.map_or(end, |zones| end.min(zones.next_checksum_block(physical))) - physical
     }
 
     /// Classifies the outer requests: reads to sources, writes into `writes`.
@@ -360,18 +371,19 @@ impl<D: BlockDevice> RaidDevice<D> {
     }
 
     fn answer_read(&self, sources: &[ReadSource], read: &ReadResults, submitted_ns: u64) -> IoCompletion {
+        let block_size = self.block_size();
         let mut data = Vec::new();
         let mut completed_ns = submitted_ns;
-        let mut lookup = |member: usize, block: u64| -> Result<Vec<u8>, DeviceError> {
-            let (result, done_ns) = read.get(&(member, block)).expect("planned read");
-            completed_ns = completed_ns.max(*done_ns);
-            result.clone()
+        let mut lookup = |member: usize, block: u64| -> Result<&[u8], DeviceError> {
+            let read = read.get(member, block, block_size).expect("planned read");
+            completed_ns = completed_ns.max(read.completed_ns);
+            read.data.map_err(Clone::clone)
         };
         let mut assemble = || -> Result<Vec<u8>, DeviceError> {
             for source in sources {
                 match *source {
                     ReadSource::Direct { member, member_block } => match lookup(member, member_block) {
-                        Ok(block) => data.extend(block),
+                        Ok(block) => data.extend_from_slice(block),
                         Err(error @ DeviceError::Io { .. }) if self.failed.is_none() => {
                             // Recovered from the rest of the row (read by recover_failed_reads).
                             let others = (0..self.members.len())

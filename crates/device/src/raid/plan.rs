@@ -64,6 +64,8 @@ pub(super) struct Planner {
     pub(super) failed: Option<usize>,
     /// Whether members keep payload (else every block planned is empty).
     pub(super) stores_payload: bool,
+    /// Bytes of one block.
+    pub(super) block_size_bytes: usize,
 }
 
 impl Planner {
@@ -192,10 +194,9 @@ impl Planner {
     /// their methods read first, found in `read`.
     pub(super) fn member_writes(&self, rows: &[RowWrite], read: &ReadResults) -> Result<MemberWrites, DeviceError> {
         let mut writes = vec![BTreeMap::new(); self.geometry.member_count];
-        let old = |member: usize, block: u64| -> Result<&Vec<u8>, DeviceError> {
-            match read.get(&(member, block)) {
-                Some((Ok(data), _)) => Ok(data),
-                Some((Err(error), _)) => Err(error.clone()),
+        let old = |member: usize, block: u64| -> Result<&[u8], DeviceError> {
+            match read.get(member, block, self.block_size_bytes) {
+                Some(block) => block.data.map_err(Clone::clone),
                 None => unreachable!("pre-read of member {member} block {block} was planned"),
             }
         };
@@ -246,9 +247,9 @@ pub(super) fn xor_into(accumulator: &mut Option<Vec<u8>>, data: &[u8]) {
 }
 
 /// The XOR of the blocks given, `None` when there are none.
-pub(super) fn xor_all<'a>(blocks: impl IntoIterator<Item = &'a Vec<u8>>) -> Option<Vec<u8>> {
+pub(super) fn xor_all<B: AsRef<[u8]>>(blocks: impl IntoIterator<Item = B>) -> Option<Vec<u8>> {
     let mut xor = None;
-    blocks.into_iter().for_each(|data| xor_into(&mut xor, data));
+    blocks.into_iter().for_each(|data| xor_into(&mut xor, data.as_ref()));
     xor
 }
 
@@ -259,7 +260,7 @@ mod tests {
 
     /// RAID-4, 4 data members and parity on member 4, stripe units of 4 blocks.
     fn planner(failed: Option<usize>) -> Planner {
-        Planner { geometry: Geometry::new(RaidLevel::Raid4, 5, 4), failed, stores_payload: true }
+        Planner { geometry: Geometry::new(RaidLevel::Raid4, 5, 4), failed, stores_payload: true, block_size_bytes: 4 }
     }
 
     fn writes(blocks: impl IntoIterator<Item = u64>) -> BTreeMap<u64, Vec<u8>> {
@@ -306,7 +307,7 @@ mod tests {
         let old_parity = xor_all(&old[..4]).unwrap();
         let mut read = ReadResults::default();
         for (member, data) in old[..4].iter().chain([&old_parity]).enumerate() {
-            read.blocks.insert((member, 1), (Ok(data.clone()), 0));
+            read.insert_run(member, 1, 1, Ok(data.clone()), 0);
         }
         let new = |member: usize| u8::try_from(member * 4 + 1).map(|block| vec![block; 4]).unwrap();
         for written in [vec![1], vec![1, 5, 9], vec![1, 5, 9, 13]] {

@@ -123,7 +123,7 @@ impl<D: BlockDevice> RaidDevice<D> {
         let mut needed = vec![BTreeSet::new(); self.members.len()];
         for (member, member_block) in failed_direct_reads(outer, read) {
             for other in (0..self.members.len()).filter(|&other| other != member) {
-                if !read.contains_key(&(other, member_block)) {
+                if !read.contains(other, member_block) {
                     needed[other].insert(member_block);
                 }
             }
@@ -146,12 +146,10 @@ impl<D: BlockDevice> RaidDevice<D> {
         }
         let mut writes: MemberWrites = vec![BTreeMap::new(); self.members.len()];
         for (member, member_block) in failed_direct_reads(outer, read) {
-            let others: Option<Vec<&Vec<u8>>> = (0..self.members.len())
+            let block_size = self.block_size();
+            let others: Option<Vec<&[u8]>> = (0..self.members.len())
                 .filter(|&other| other != member)
-                .map(|other| match read.get(&(other, member_block)) {
-                    Some((Ok(data), _)) => Some(data),
-                    _ => None,
-                })
+                .map(|other| read.get(other, member_block, block_size).and_then(|block| block.data.ok()))
                 .collect();
             if let Some(data) = others.and_then(xor_all) {
                 writes[member].insert(member_block, data);
@@ -183,5 +181,5 @@ pub(super) fn failed_direct_reads<'a>(
             ReadSource::Direct { member, member_block } => Some((member, member_block)),
             _ => None,
         })
-        .filter(|key| matches!(read.get(key), Some((Err(DeviceError::Io { .. }), _))))
+        .filter(|&(member, member_block)| read.failed_with_io_error(member, member_block))
 }

@@ -25,6 +25,7 @@
 //! members.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 
 use super::member_io::{MemberWrites, ReadResults};
 use super::{ChecksumMismatch, RaidDevice};
@@ -114,6 +115,11 @@ impl Zones {
     /// The physical block holding the checksums of zone `zone`.
     pub(super) fn checksum_block(&self, zone: u64) -> u64 {
         zone * (self.data_blocks + 1) + self.data_blocks
+    }
+
+    /// The first checksum block at or after physical block `physical`.
+    pub(super) fn next_checksum_block(&self, physical: u64) -> u64 {
+        self.checksum_block(physical / (self.data_blocks + 1))
     }
 
     /// What physical block `physical` holds: a member block, or the checksum
@@ -250,16 +256,17 @@ impl<D: BlockDevice> RaidDevice<D> {
     /// Checks each member block of `blocks` read from `member` against its zone's
     /// checksum; one that does not match becomes an I/O error (so that it is
     /// recovered from its row), as does one whose checksum block could not be read.
-    pub(super) fn verify_read(&self, member: usize, blocks: &[u64], read: &mut ReadResults) {
+    pub(super) fn verify_read(&self, member: usize, blocks: &[Range<u64>], read: &mut ReadResults) {
         let Some(zones) = self.zones else { return };
         if !self.info.stores_payload {
             return;
         }
-        for &member_block in blocks {
+        let block_size = self.block_size();
+        for member_block in blocks.iter().flat_map(Range::clone) {
             let zone = zones.zone_of(member_block);
             let verdict = match read.checksums.get(&(member, zone)) {
-                Some(Ok(checksum_block)) => match read.blocks.get(&(member, member_block)) {
-                    Some((Ok(data), _)) => zones.mismatch(checksum_block, member_block, data),
+                Some(Ok(checksum_block)) => match read.get(member, member_block, block_size).map(|block| block.data) {
+                    Some(Ok(data)) => zones.mismatch(checksum_block, member_block, data),
                     _ => None,
                 },
                 Some(Err(error)) => Some(format!("checksum block unreadable: {error}")),
@@ -267,8 +274,7 @@ impl<D: BlockDevice> RaidDevice<D> {
             };
             if let Some(detail) = verdict {
                 let device = self.members[member].info().name;
-                let entry = read.blocks.get_mut(&(member, member_block)).expect("block read");
-                entry.0 = Err(DeviceError::Io { device, block: member_block, detail });
+                read.fail_block(member, member_block, DeviceError::Io { device, block: member_block, detail });
             }
         }
     }
