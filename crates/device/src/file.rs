@@ -265,23 +265,12 @@ impl FileDevice {
 
     fn perform(&mut self, request: &IoRequest) -> Result<Vec<u8>, DeviceError> {
         validate_request(&self.info, request)?;
-        let offset_bytes = request.block * u64::from(self.info.block_size_bytes);
-        let length_bytes = request.block_count as usize * self.info.block_size_bytes as usize;
-        match request.op {
-            IoOp::Read => {
-                self.with_direct_fallback(request.block, "read", |device| device.read_at(offset_bytes, length_bytes))
-            }
-            IoOp::Write => {
-                self.with_direct_fallback(request.block, "write", |device| {
-                    device.write_at(offset_bytes, &request.data).map(|()| Vec::new())
-                })?;
-                if request.fua {
-                    self.sync(request.block)?;
-                }
-                Ok(Vec::new())
-            }
-            IoOp::Trim => self.trim(request.block, offset_bytes, length_bytes).map(|()| Vec::new()),
+        if request.op == IoOp::Trim {
+            let offset_bytes = request.block * u64::from(self.info.block_size_bytes);
+            let length_bytes = request.block_count as usize * self.info.block_size_bytes as usize;
+            return self.trim(request.block, offset_bytes, length_bytes).map(|()| Vec::new());
         }
+        self.with_direct_fallback(request.block, op_name(request.op), |device| device.read_or_write(request))
     }
 
     /// Performs the reads and writes of `batch` on `threads` threads, each
@@ -312,12 +301,12 @@ impl FileDevice {
         outcomes
             .into_iter()
             .zip(batch)
-            .map(|((_, outcome, completed_ns), request)| {
-                let result = match outcome {
-                    SpreadOutcome::Done(result) => result,
-                    SpreadOutcome::RefusedDirect => self.perform(request),
-                };
-                IoCompletion { result, submitted_ns, completed_ns: completed_ns.max(self.now_ns()) }
+            .map(|((_, outcome, completed_ns), request)| match outcome {
+                SpreadOutcome::Done(result) => IoCompletion { result, submitted_ns, completed_ns },
+                SpreadOutcome::RefusedDirect => {
+                    let result = self.perform(request);
+                    IoCompletion { result, submitted_ns, completed_ns: self.now_ns() }
+                }
             })
             .collect()
     }
@@ -327,14 +316,15 @@ impl FileDevice {
         if let Err(error) = validate_request(&self.info, request) {
             return SpreadOutcome::Done(Err(error));
         }
-        let what = if request.op == IoOp::Read { "read" } else { "write" };
         match self.read_or_write(request) {
             Ok(data) => SpreadOutcome::Done(Ok(data)),
             Err(error) if self.direct && error.raw_os_error() == Some(libc::EINVAL) => SpreadOutcome::RefusedDirect,
-            Err(error) => SpreadOutcome::Done(Err(os_error(&self.path, request.block, what, &error))),
+            Err(error) => SpreadOutcome::Done(Err(os_error(&self.path, request.block, op_name(request.op), &error))),
         }
     }
 
+    /// A validated read or write (a FUA write is synced), with the operating
+    /// system's error as it came.
     fn read_or_write(&self, request: &IoRequest) -> std::io::Result<Vec<u8>> {
         let offset_bytes = request.block * u64::from(self.info.block_size_bytes);
         match request.op {
@@ -344,14 +334,11 @@ impl FileDevice {
             IoOp::Write => {
                 self.write_at(offset_bytes, &request.data)?;
                 if request.fua {
-                    match self.kind {
-                        FileKind::Regular => self.file.sync_data()?,
-                        FileKind::BlockDevice => self.file.sync_all()?,
-                    }
+                    self.sync_file()?;
                 }
                 Ok(Vec::new())
             }
-            IoOp::Trim => unreachable!("a batch with a trim is not spread"),
+            IoOp::Trim => unreachable!("trims are performed by `trim`"),
         }
     }
 
@@ -430,13 +417,16 @@ impl FileDevice {
     }
 
     fn sync(&self, block: u64) -> Result<(), DeviceError> {
+        self.sync_file().map_err(|error| os_error(&self.path, block, "flush", &error))
+    }
+
+    fn sync_file(&self) -> std::io::Result<()> {
         // A block device has no file metadata to spare, and fsync is what flushes
         // its volatile write cache; for a regular file fdatasync skips timestamps.
-        let outcome = match self.kind {
+        match self.kind {
             FileKind::Regular => self.file.sync_data(),
             FileKind::BlockDevice => self.file.sync_all(),
-        };
-        outcome.map_err(|error| os_error(&self.path, block, "flush", &error))
+        }
     }
 }
 
@@ -525,6 +515,15 @@ impl BlockDevice for FileDevice {
         validate_span(&self.info, block, buffer.len())?;
         let offset_bytes = block * u64::from(self.info.block_size_bytes);
         self.read_at_into(offset_bytes, buffer).map_err(|error| os_error(&self.path, block, "read", &error))
+    }
+}
+
+/// The name of an operation in an error message.
+fn op_name(op: IoOp) -> &'static str {
+    match op {
+        IoOp::Read => "read",
+        IoOp::Write => "write",
+        IoOp::Trim => "trim",
     }
 }
 

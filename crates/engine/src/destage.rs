@@ -476,22 +476,18 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             index = end;
         }
         // One batch: a device may serve its requests at once.
-        let requests = stretches
-            .iter()
-            .map(|&(first, count, _)| {
-                IoRequest::read(first, u32::try_from(count).expect("a stretch is at most MAX_REQUEST_BLOCKS"))
-            })
-            .collect();
-        let completions = self.flash.execute(requests).map_err(device_error(DeviceRole::Flash))?;
+        let pieces: Vec<(u64, u64)> = stretches.iter().map(|&(first, count, _)| (first, count)).collect();
+        let read = read_pieces(&mut self.flash, DeviceRole::Flash, &pieces)?;
         let mut staged = vec![0u8; block_bytes(buffer_block)];
-        for ((first, _, covered), completion) in stretches.iter().zip(completions) {
-            let stretch = completion.result.map_err(device_error(DeviceRole::Flash))?;
-            for &(flash_block, count, buffer_block) in &positions[covered.clone()] {
-                let from = block_bytes(flash_block - first);
+        let mut stretch_start = 0;
+        for (first, count, covered) in &stretches {
+            for &(flash_block, run_count, buffer_block) in &positions[covered.clone()] {
+                let from = stretch_start + block_bytes(flash_block - first);
                 let to = block_bytes(buffer_block);
-                let length = block_bytes(count);
-                staged[to..to + length].copy_from_slice(&stretch[from..from + length]);
+                let length = block_bytes(run_count);
+                staged[to..to + length].copy_from_slice(&read[from..from + length]);
             }
+            stretch_start += block_bytes(*count);
         }
         let request_count = stretches.len() as u64;
         Ok((staged, request_count))

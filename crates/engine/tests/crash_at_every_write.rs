@@ -187,8 +187,14 @@ fn run_operation<D: BlockDevice, F: BlockDevice>(
             volume.commit().unwrap();
             true
         }
-        88..=93 => {
+        88..=90 => {
             volume.destage().unwrap();
+            false
+        }
+        91..=93 => {
+            // A background destager's step: its staging space is released by
+            // the next CP, so crashes fall between a step and that CP too.
+            volume.destage_step(rng.gen_range(1..8)).unwrap();
             false
         }
         94..=96 => {
