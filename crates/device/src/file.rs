@@ -24,7 +24,7 @@ use std::io::{Seek, SeekFrom};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use crate::batches::CompletedBatches;
@@ -279,29 +279,13 @@ impl FileDevice {
     /// buffered).
     fn perform_spread(&mut self, batch: &[IoRequest], threads: usize) -> Vec<IoCompletion> {
         let submitted_ns = self.now_ns();
-        let next = AtomicUsize::new(0);
         let device = &*self;
-        let mut outcomes: Vec<(usize, SpreadOutcome, u64)> = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut done = Vec::new();
-                        loop {
-                            let index = next.fetch_add(1, Ordering::Relaxed);
-                            let Some(request) = batch.get(index) else { return done };
-                            let outcome = device.perform_read_or_write(request);
-                            done.push((index, outcome, device.now_ns()));
-                        }
-                    })
-                })
-                .collect();
-            workers.into_iter().flat_map(|worker| worker.join().expect("a batch thread does not panic")).collect()
-        });
-        outcomes.sort_unstable_by_key(|&(index, _, _)| index);
+        let outcomes =
+            spread(batch.iter().collect(), threads, |request| (device.perform_read_or_write(request), device.now_ns()));
         outcomes
             .into_iter()
             .zip(batch)
-            .map(|((_, outcome, completed_ns), request)| match outcome {
+            .map(|((outcome, completed_ns), request)| match outcome {
                 SpreadOutcome::Done(result) => IoCompletion { result, submitted_ns, completed_ns },
                 SpreadOutcome::RefusedDirect => {
                     let result = self.perform(request);
@@ -312,14 +296,20 @@ impl FileDevice {
     }
 
     /// A read or write through `&self` (a FUA write is synced).
-    fn perform_read_or_write(&self, request: &IoRequest) -> SpreadOutcome {
+    fn perform_read_or_write(&self, request: &IoRequest) -> SpreadOutcome<Vec<u8>> {
         if let Err(error) = validate_request(&self.info, request) {
             return SpreadOutcome::Done(Err(error));
         }
-        match self.read_or_write(request) {
-            Ok(data) => SpreadOutcome::Done(Ok(data)),
+        self.spread_outcome(request.block, op_name(request.op), self.read_or_write(request))
+    }
+
+    /// What an I/O of a spread batch came to: done, or refused by O_DIRECT
+    /// (to be performed again once the file is reopened buffered).
+    fn spread_outcome<T>(&self, block: u64, what: &str, outcome: std::io::Result<T>) -> SpreadOutcome<T> {
+        match outcome {
+            Ok(value) => SpreadOutcome::Done(Ok(value)),
             Err(error) if self.direct && error.raw_os_error() == Some(libc::EINVAL) => SpreadOutcome::RefusedDirect,
-            Err(error) => SpreadOutcome::Done(Err(os_error(&self.path, request.block, op_name(request.op), &error))),
+            Err(error) => SpreadOutcome::Done(Err(os_error(&self.path, block, what, &error))),
         }
     }
 
@@ -436,7 +426,8 @@ impl BlockDevice for FileDevice {
     }
 
     fn submit(&mut self, batch: Vec<IoRequest>) -> Result<BatchTicket, DeviceError> {
-        let threads = if self.direct { batch_threads(&batch) } else { 1 };
+        let spreads = self.direct && batch.iter().all(|request| request.op != IoOp::Trim);
+        let threads = if spreads { spread_threads(batch.len()) } else { 1 };
         let completions = if threads > 1 {
             self.perform_spread(&batch, threads)
         } else {
@@ -477,6 +468,35 @@ impl BlockDevice for FileDevice {
             }
             Err(error) => Err(os_error(&self.path, block, "read", &error)),
         }
+    }
+
+    /// With O_DIRECT and enough reads, spread over threads as a batch is.
+    fn read_many_into(&mut self, reads: &mut [(u64, &mut [u8])]) -> Result<(), DeviceError> {
+        let threads = if self.direct { spread_threads(reads.len()) } else { 1 };
+        if threads == 1 {
+            return reads.iter_mut().try_for_each(|(block, buffer)| self.read_into(*block, buffer));
+        }
+        let device = &*self;
+        let outcomes = spread(reads.iter_mut().collect(), threads, |(block, buffer)| {
+            let outcome = validate_span(&device.info, *block, buffer.len()).map(|_| {
+                let offset_bytes = *block * u64::from(device.info.block_size_bytes);
+                device.read_at_into(offset_bytes, buffer)
+            });
+            match outcome {
+                Ok(read) => device.spread_outcome(*block, "read", read),
+                Err(error) => SpreadOutcome::Done(Err(error)),
+            }
+        });
+        for (index, outcome) in outcomes.into_iter().enumerate() {
+            match outcome {
+                SpreadOutcome::Done(result) => result?,
+                SpreadOutcome::RefusedDirect => {
+                    let (block, buffer) = &mut reads[index];
+                    self.read_into(*block, buffer)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn write_blocks(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
@@ -529,20 +549,40 @@ fn op_name(op: IoOp) -> &'static str {
 
 /// What a request of a spread batch came to.
 #[derive(Debug)]
-enum SpreadOutcome {
-    Done(Result<Vec<u8>, DeviceError>),
+enum SpreadOutcome<T> {
+    Done(Result<T, DeviceError>),
     /// O_DIRECT I/O refused with EINVAL: performed again once the file is
     /// reopened buffered.
     RefusedDirect,
 }
 
-/// Threads to spread `batch` over: one (run in order here) for a batch with a
-/// trim or too few requests to gain from overlap.
-fn batch_threads(batch: &[IoRequest]) -> usize {
-    if batch.iter().any(|request| request.op == IoOp::Trim) {
-        return 1;
-    }
-    (batch.len() / BATCH_REQUESTS_PER_THREAD).clamp(1, BATCH_THREADS)
+/// Threads to spread `request_count` requests over: one (run in order here)
+/// for too few to gain from overlap.
+fn spread_threads(request_count: usize) -> usize {
+    (request_count / BATCH_REQUESTS_PER_THREAD).clamp(1, BATCH_THREADS)
+}
+
+/// Runs `work` on every item from `threads` threads, each taking the next
+/// item not yet taken; returns the results in the items' order.
+fn spread<T: Send, R: Send>(items: Vec<T>, threads: usize, work: impl Fn(T) -> R + Sync) -> Vec<R> {
+    let queue = Mutex::new(items.into_iter().enumerate());
+    let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let next = queue.lock().expect("no worker panics holding the queue").next();
+                        let Some((index, item)) = next else { return done };
+                        done.push((index, work(item)));
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|worker| worker.join().expect("a batch thread does not panic")).collect()
+    });
+    results.sort_unstable_by_key(|&(index, _)| index);
+    results.into_iter().map(|(_, result)| result).collect()
 }
 
 /// Most pieces one `pwritev` takes here (well under `IOV_MAX`, 1024 on Linux).
@@ -815,7 +855,7 @@ mod tests {
         assert!(device.is_direct(), "the test directory's file system takes O_DIRECT");
         let writes: Vec<IoRequest> =
             (0..64u8).map(|seed| IoRequest::write(u64::from(seed) * 3, 1, pattern(seed, 4096))).collect();
-        assert!(batch_threads(&writes) > 1, "spread");
+        assert!(spread_threads(writes.len()) > 1, "spread");
         let completions = device.execute(writes).unwrap();
         assert!(completions.iter().all(|completion| completion.result.is_ok()));
         // Reads, one beyond the end among them, and a FUA write of another block.
@@ -830,6 +870,17 @@ mod tests {
         }
         assert!(completions.iter().all(|completion| completion.completed_ns >= completion.submitted_ns));
         assert_eq!(device.read_blocks(200, 1).unwrap(), pattern(99, 4096));
+        // The same blocks read into the caller's buffers, spread too.
+        let mut buffers = vec![vec![0u8; 4096]; 64];
+        let mut reads: Vec<(u64, &mut [u8])> =
+            (0..).step_by(3).zip(buffers.iter_mut()).map(|(block, buffer)| (block, buffer.as_mut_slice())).collect();
+        device.read_many_into(&mut reads).unwrap();
+        for (seed, buffer) in (0..64u8).zip(&buffers) {
+            assert_eq!(buffer, &pattern(seed, 4096), "block {}", u64::from(seed) * 3);
+        }
+        let mut beyond = [0u8; 8192];
+        let error = device.read_many_into(&mut [(0, &mut [0u8; 4096][..]), (255, &mut beyond[..])]).unwrap_err();
+        assert!(matches!(error, DeviceError::OutOfRange { .. }));
     }
 
     #[test]

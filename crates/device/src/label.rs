@@ -305,6 +305,16 @@ impl<D: BlockDevice> BlockDevice for LabeledDevice<D> {
         self.inner.read_into(block + LABEL_BLOCKS, buffer)
     }
 
+    fn read_many_into(&mut self, reads: &mut [(u64, &mut [u8])]) -> Result<(), DeviceError> {
+        let info = self.info();
+        let mut shifted = Vec::with_capacity(reads.len());
+        for (block, buffer) in reads.iter_mut() {
+            crate::validate_span(&info, *block, buffer.len())?;
+            shifted.push((*block + LABEL_BLOCKS, &mut **buffer));
+        }
+        self.inner.read_many_into(&mut shifted)
+    }
+
     fn write_blocks(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
         crate::validate_span(&self.info(), block, data.len())?;
         self.inner.write_blocks(block + LABEL_BLOCKS, data)
@@ -341,6 +351,11 @@ mod tests {
         assert_eq!(device.info().block_count, 8);
         device.write_blocks(0, &[7; 4096]).unwrap();
         assert!(device.write_blocks(8, &[7; 4096]).is_err(), "past the end");
+        device.write_blocks(7, &[9; 4096]).unwrap();
+        let (mut first, mut last) = ([0u8; 4096], [0u8; 4096]);
+        device.read_many_into(&mut [(0, &mut first[..]), (7, &mut last[..])]).unwrap();
+        assert_eq!((first, last), ([7; 4096], [9; 4096]), "reads of several blocks skip the label too");
+        assert!(device.read_many_into(&mut [(8, &mut first[..])]).is_err(), "past the end");
         let inner = device.into_inner();
         assert_eq!(&inner.contents()[4096..8192], &[7; 4096][..]);
         let reopened = LabeledDevice::open(inner, label()).unwrap();

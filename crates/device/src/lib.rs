@@ -268,6 +268,14 @@ pub trait BlockDevice {
         Ok(())
     }
 
+    /// Reads each `(block, buffer)` of `reads` as [`read_into`](Self::read_into)
+    /// does, stopping at the first error. The default reads them one after
+    /// the other; a device that can have several in flight at once overrides
+    /// it.
+    fn read_many_into(&mut self, reads: &mut [(u64, &mut [u8])]) -> Result<(), DeviceError> {
+        reads.iter_mut().try_for_each(|(block, buffer)| self.read_into(*block, buffer))
+    }
+
     /// Writes `pieces` (each a whole number of blocks), one after the other,
     /// from `block` on: a gathered write, as one request. The default copies
     /// them into one request; a file device issues one `pwritev`.
@@ -380,6 +388,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
     }
     fn read_into(&mut self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
         (**self).read_into(block, buffer)
+    }
+    fn read_many_into(&mut self, reads: &mut [(u64, &mut [u8])]) -> Result<(), DeviceError> {
+        (**self).read_many_into(reads)
     }
     fn write_blocks(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
         (**self).write_blocks(block, data)

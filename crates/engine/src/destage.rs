@@ -475,9 +475,18 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             stretches.push((first, stretch_end - first, index..end));
             index = end;
         }
-        // One batch: a device may serve its requests at once.
-        let pieces: Vec<(u64, u64)> = stretches.iter().map(|&(first, count, _)| (first, count)).collect();
-        let read = read_pieces(&mut self.flash, DeviceRole::Flash, &pieces)?;
+        // Every stretch read into its own part of one buffer, all at once: a
+        // device may have them in flight together.
+        let mut scratch = std::mem::take(&mut self.destage_read_buffer);
+        scratch.resize(block_bytes(stretches.iter().map(|&(_, count, _)| count).sum()), 0);
+        let mut reads: Vec<(u64, &mut [u8])> = Vec::with_capacity(stretches.len());
+        let mut rest = scratch.as_mut_slice();
+        for &(first, count, _) in &stretches {
+            let (buffer, after) = rest.split_at_mut(block_bytes(count));
+            reads.push((first, buffer));
+            rest = after;
+        }
+        self.flash.read_many_into(&mut reads).map_err(device_error(DeviceRole::Flash))?;
         let mut staged = vec![0u8; block_bytes(buffer_block)];
         let mut stretch_start = 0;
         for (first, count, covered) in &stretches {
@@ -485,10 +494,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 let from = stretch_start + block_bytes(flash_block - first);
                 let to = block_bytes(buffer_block);
                 let length = block_bytes(run_count);
-                staged[to..to + length].copy_from_slice(&read[from..from + length]);
+                staged[to..to + length].copy_from_slice(&scratch[from..from + length]);
             }
             stretch_start += block_bytes(*count);
         }
+        self.destage_read_buffer = scratch;
         let request_count = stretches.len() as u64;
         Ok((staged, request_count))
     }

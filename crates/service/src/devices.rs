@@ -106,6 +106,9 @@ impl BlockDevice for DataDevice {
     fn read_into(&mut self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
         self.device_mut().read_into(block, buffer)
     }
+    fn read_many_into(&mut self, reads: &mut [(u64, &mut [u8])]) -> Result<(), DeviceError> {
+        self.device_mut().read_many_into(reads)
+    }
     fn write_blocks(&mut self, block: u64, data: &[u8]) -> Result<(), DeviceError> {
         self.device_mut().write_blocks(block, data)
     }
