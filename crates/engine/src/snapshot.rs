@@ -13,7 +13,7 @@ use crate::codec::{ExtentRecord, RootSet, SnapshotRecord, SnapshotState, BITS_PE
 use crate::error::{metadata_no_space, DeviceRole, EngineError, Result};
 use crate::extents::Extents;
 use crate::io::{in_memory, FlashReader};
-use crate::map::{self, ExtentMap};
+use crate::map::{self, ExtentMap, Segment};
 use crate::read::{fill_from_segments, map_block_status, request_segments};
 use crate::room::MetadataOperation;
 use crate::space::YoungestScan;
@@ -491,9 +491,28 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         Ok((snapshot_id, id))
     }
 
-    fn read_snapshot_range(&mut self, snapshot_id: u64, id: u64, offset_bytes: u64, buffer: &mut [u8]) -> Result<()> {
+    /// The segments of a byte range of an extent as of a snapshot, where its
+    /// blocks are now.
+    pub(crate) fn snapshot_segments(
+        &mut self,
+        snapshot: &str,
+        extent: &str,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<Vec<Segment>> {
+        let (snapshot_id, id) = self.snapshot_range(snapshot, extent, offset_bytes, length_bytes)?;
+        Ok(self.segments_as_of(snapshot_id, id, offset_bytes, length_bytes))
+    }
+
+    /// The segments of a byte range of snapshot `snapshot_id`'s extent `id`
+    /// (loaded), where its blocks are now.
+    fn segments_as_of(&self, snapshot_id: u64, id: u64, offset_bytes: u64, length_bytes: u64) -> Vec<Segment> {
         let map = &self.snapshot_caches.views[&snapshot_id].maps[&id];
-        let segments = request_segments(map, offset_bytes, buffer.len() as u64);
+        request_segments(map, offset_bytes, length_bytes)
+    }
+
+    fn read_snapshot_range(&mut self, snapshot_id: u64, id: u64, offset_bytes: u64, buffer: &mut [u8]) -> Result<()> {
+        let segments = self.segments_as_of(snapshot_id, id, offset_bytes, buffer.len() as u64);
         let data_payload = self.data_payload;
         fill_from_segments(&segments, offset_bytes, buffer, data_payload, &mut self.exclusive_source())
     }

@@ -98,16 +98,43 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub fn read_blocks_synthetic(&mut self, id: u64, first_block: u64, block_count: u64) -> Result<ReadReport> {
         self.check_usable()?;
         self.check_block_range(id, first_block, block_count)?;
+        let segments = map::segments(self.extents.map(id), first_block, block_count);
+        self.read_segments_synthetic(block_count, &segments)
+    }
+
+    /// Reads `block_count` blocks from `first_block` of extent `extent` as of
+    /// snapshot `snapshot`, without returning data, as
+    /// [`Volume::read_blocks_synthetic`] reads the live extent (blocks copied
+    /// out of their frames are read where the copies are).
+    pub fn read_snapshot_blocks_synthetic(
+        &mut self,
+        snapshot: &str,
+        extent: &str,
+        first_block: u64,
+        block_count: u64,
+    ) -> Result<ReadReport> {
+        let block = BLOCK_SIZE as u64;
+        let length_bytes = block_count
+            .checked_mul(block)
+            .ok_or_else(|| EngineError::InvalidRange(format!("{block_count} blocks exceed {extent}@{snapshot}")))?;
+        let offset_bytes = first_block
+            .checked_mul(block)
+            .ok_or_else(|| EngineError::InvalidRange(format!("block {first_block} exceeds {extent}@{snapshot}")))?;
+        let segments = self.snapshot_segments(snapshot, extent, offset_bytes, length_bytes)?;
+        self.read_segments_synthetic(block_count, &segments)
+    }
+
+    /// One batch to the data device and one to the flash device for
+    /// `segments` (in logical order, holes included).
+    fn read_segments_synthetic(&mut self, block_count: u64, segments: &[map::Segment]) -> Result<ReadReport> {
         let mut report = ReadReport { block_count, ..ReadReport::default() };
         let mut data_pieces = Vec::new();
         let mut flash_pieces = Vec::new();
-        if block_count > 0 {
-            for segment in map::segments(self.extents.map(id), first_block, block_count) {
-                match segment.location {
-                    Some(Location::Data(block)) => coalesce(&mut data_pieces, block, segment.block_count),
-                    Some(Location::Flash(block)) => coalesce(&mut flash_pieces, block, segment.block_count),
-                    None => report.hole_block_count += segment.block_count,
-                }
+        for segment in segments {
+            match segment.location {
+                Some(Location::Data(block)) => coalesce(&mut data_pieces, block, segment.block_count),
+                Some(Location::Flash(block)) => coalesce(&mut flash_pieces, block, segment.block_count),
+                None => report.hole_block_count += segment.block_count,
             }
         }
         report.data_run_count = data_pieces.len() as u64;
