@@ -27,6 +27,11 @@ fn age<D: BlockDevice, F: BlockDevice>(volume: &mut Volume<D, F>, updates: u64, 
         let id = volume.create_extent(&format!("e{extent}"), EXTENT_BLOCKS * 4096).unwrap();
         volume.write_blocks_synthetic(id, 0, EXTENT_BLOCKS, false).unwrap();
     }
+    age_existing(volume, updates, seed);
+}
+
+/// Seeded 1-block synthetic updates of the extents `age` created.
+fn age_existing<D: BlockDevice, F: BlockDevice>(volume: &mut Volume<D, F>, updates: u64, seed: u64) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     for _ in 0..updates {
         let id = rng.gen_range(1..=EXTENTS);
@@ -94,6 +99,29 @@ fn synthetic_reads_report_runs_and_requests_and_the_volume_recovers_from_a_crash
     volume.destage().unwrap();
     let report = volume.read_blocks_synthetic(1, 0, EXTENT_BLOCKS).unwrap();
     assert_eq!(report.run_count(), 1, "after destage the extent is sequential again: {report:?}");
+    assert_clean(&mut volume);
+}
+
+#[test]
+fn a_snapshot_is_read_without_data_where_its_blocks_are() {
+    let mut volume =
+        Volume::format(Recorder::new(NullDevice::new(DATA_BLOCKS)), MemoryDevice::new(4096, 8192), 1, payload_less())
+            .unwrap();
+    age(&mut volume, 0, 1);
+    volume.create_snapshot("fresh").unwrap();
+    age_existing(&mut volume, 2000, 3);
+    volume.destage().unwrap();
+    let snapshot = volume.read_snapshot_blocks_synthetic("fresh", "e1", 0, EXTENT_BLOCKS).unwrap();
+    assert_eq!(snapshot.block_count, EXTENT_BLOCKS);
+    assert_eq!(snapshot.run_count(), 1, "the snapshot still sees the fresh, sequential extent: {snapshot:?}");
+    let batch = volume.data_device().batches.last().unwrap().clone();
+    assert_eq!(batch.len() as u64, snapshot.data_request_count, "one data batch of the snapshot's runs");
+    let live = volume.read_blocks_synthetic(1, 0, EXTENT_BLOCKS).unwrap();
+    assert!(live.run_count() > 1, "the live extent moved where its updates were destaged: {live:?}");
+    let past_end = volume.read_snapshot_blocks_synthetic("fresh", "e1", EXTENT_BLOCKS - 1, 2);
+    assert!(matches!(past_end, Err(EngineError::InvalidRange(_))), "{past_end:?}");
+    let unknown = volume.read_snapshot_blocks_synthetic("none", "e1", 0, 1);
+    assert!(matches!(unknown, Err(EngineError::NoSuchSnapshot(_))), "{unknown:?}");
     assert_clean(&mut volume);
 }
 
