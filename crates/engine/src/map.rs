@@ -57,6 +57,10 @@ pub type ExtentMap = PersistentTree<Run>;
 
 /// The segments covering `[start, start + count)`, holes included, in order.
 pub fn segments(map: &ExtentMap, start: u64, count: u64) -> Vec<Segment> {
+    if count == 0 {
+        // Not even the run holding `start`: a segment of no blocks is none.
+        return Vec::new();
+    }
     let end = start + count;
     let mut result = Vec::new();
     let mut cursor = start;
@@ -172,6 +176,7 @@ mod tests {
         assert_eq!(pieces[1], Segment { logical_block: 10, block_count: 5, location: Some(Location::Flash(7)) });
         assert_eq!(pieces[2].location, Some(Location::Data(1015)));
         assert_eq!(pieces[3], Segment { logical_block: 100, block_count: 20, location: None });
+        assert_eq!(segments(&map, 50, 0), Vec::new(), "no blocks, no segment, inside a run too");
         let displaced = punch(&mut map, 5, 50);
         assert_eq!(displaced.iter().map(|(_, count)| count).sum::<u64>(), 50);
         assert_eq!(mapped_block_count(&map), 50);

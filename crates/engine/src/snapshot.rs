@@ -491,8 +491,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         Ok((snapshot_id, id))
     }
 
-    /// The segments of a byte range of an extent as of a snapshot, where its
-    /// blocks are now.
+    /// The segments of a byte range of an extent as of a snapshot.
     pub(crate) fn snapshot_segments(
         &mut self,
         snapshot: &str,
@@ -505,7 +504,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     /// The segments of a byte range of snapshot `snapshot_id`'s extent `id`
-    /// (loaded), where its blocks are now.
+    /// (loaded): the one place a snapshot's reads find its blocks.
     fn segments_as_of(&self, snapshot_id: u64, id: u64, offset_bytes: u64, length_bytes: u64) -> Vec<Segment> {
         let map = &self.snapshot_caches.views[&snapshot_id].maps[&id];
         request_segments(map, offset_bytes, length_bytes)

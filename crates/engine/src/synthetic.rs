@@ -104,8 +104,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// Reads `block_count` blocks from `first_block` of extent `extent` as of
     /// snapshot `snapshot`, without returning data, as
-    /// [`Volume::read_blocks_synthetic`] reads the live extent (blocks copied
-    /// out of their frames are read where the copies are).
+    /// [`Volume::read_blocks_synthetic`] reads the live extent.
     pub fn read_snapshot_blocks_synthetic(
         &mut self,
         snapshot: &str,

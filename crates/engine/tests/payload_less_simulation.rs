@@ -20,6 +20,12 @@ fn payload_less() -> VolumeOptions {
     VolumeOptions { payload: false, staging_capacity_blocks: 300, ..VolumeOptions::default() }
 }
 
+/// A payload-less volume whose data device records its batches.
+fn recorded_payload_less_volume() -> Volume<Recorder<NullDevice>, MemoryDevice> {
+    Volume::format(Recorder::new(NullDevice::new(DATA_BLOCKS)), MemoryDevice::new(4096, 8192), 1, payload_less())
+        .unwrap()
+}
+
 /// Fills the extents with one synthetic write each, then applies seeded
 /// 1-block synthetic updates.
 fn age<D: BlockDevice, F: BlockDevice>(volume: &mut Volume<D, F>, updates: u64, seed: u64) {
@@ -76,9 +82,7 @@ fn synthetic_writes_place_blocks_exactly_as_real_ones() {
 
 #[test]
 fn synthetic_reads_report_runs_and_requests_and_the_volume_recovers_from_a_crash() {
-    let mut volume =
-        Volume::format(Recorder::new(NullDevice::new(DATA_BLOCKS)), MemoryDevice::new(4096, 8192), 1, payload_less())
-            .unwrap();
+    let mut volume = recorded_payload_less_volume();
     age(&mut volume, 500, 9);
     volume.flush().unwrap();
     let staged = volume.staging_fill().used_blocks;
@@ -104,9 +108,7 @@ fn synthetic_reads_report_runs_and_requests_and_the_volume_recovers_from_a_crash
 
 #[test]
 fn a_snapshot_is_read_without_data_where_its_blocks_are() {
-    let mut volume =
-        Volume::format(Recorder::new(NullDevice::new(DATA_BLOCKS)), MemoryDevice::new(4096, 8192), 1, payload_less())
-            .unwrap();
+    let mut volume = recorded_payload_less_volume();
     age(&mut volume, 0, 1);
     volume.create_snapshot("fresh").unwrap();
     age_existing(&mut volume, 2000, 3);
@@ -118,6 +120,10 @@ fn a_snapshot_is_read_without_data_where_its_blocks_are() {
     assert_eq!(batch.len() as u64, snapshot.data_request_count, "one data batch of the snapshot's runs");
     let live = volume.read_blocks_synthetic(1, 0, EXTENT_BLOCKS).unwrap();
     assert!(live.run_count() > 1, "the live extent moved where its updates were destaged: {live:?}");
+    let empty = volume.read_snapshot_blocks_synthetic("fresh", "e1", 5, 0).unwrap();
+    assert_eq!((empty.run_count(), empty.data_request_count), (0, 0), "{empty:?}");
+    let empty = volume.read_blocks_synthetic(1, 5, 0).unwrap();
+    assert_eq!((empty.run_count(), empty.data_request_count), (0, 0), "{empty:?}");
     let past_end = volume.read_snapshot_blocks_synthetic("fresh", "e1", EXTENT_BLOCKS - 1, 2);
     assert!(matches!(past_end, Err(EngineError::InvalidRange(_))), "{past_end:?}");
     let unknown = volume.read_snapshot_blocks_synthetic("none", "e1", 0, 1);
