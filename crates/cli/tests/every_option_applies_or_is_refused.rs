@@ -432,6 +432,83 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
                 &["reproduce", "proximal-srarw", "--scale", "0.0001", "--out", "{tmp}/out", "--jobs", "2"],
             ),
         ),
+        // proximal-snapshots: twelve runs, so at the smallest scale that leaves
+        // room for a few extents beside the snapshot reserve.
+        (
+            "reproduce proximal-snapshots",
+            "--count",
+            refused(&["reproduce", "proximal-snapshots", "--count", "5", "--out", "{tmp}/out"]),
+        ),
+        (
+            "reproduce proximal-snapshots",
+            "--out",
+            differs(
+                &["reproduce", "proximal-snapshots", "--scale", "0.00004", "--out", "{tmp}/a"],
+                &["reproduce", "proximal-snapshots", "--scale", "0.00004", "--out", "{tmp}/b"],
+            ),
+        ),
+        (
+            "reproduce proximal-snapshots",
+            "--seed",
+            differs(
+                &["reproduce", "proximal-snapshots", "--scale", "0.00004", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-snapshots", "--scale", "0.00004", "--out", "{tmp}/out", "--seed", "2"],
+            ),
+        ),
+        (
+            "reproduce proximal-snapshots",
+            "--model",
+            differs(
+                &["reproduce", "proximal-snapshots", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &[
+                    "reproduce",
+                    "proximal-snapshots",
+                    "--scale",
+                    "0.0001",
+                    "--out",
+                    "{tmp}/out",
+                    "--model",
+                    "cheetah15k5",
+                ],
+            ),
+        ),
+        (
+            "reproduce proximal-snapshots",
+            "--scale",
+            differs(
+                &["reproduce", "proximal-snapshots", "--scale", "0.00004", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-snapshots", "--scale", "0.00005", "--out", "{tmp}/out"],
+            ),
+        ),
+        (
+            "reproduce proximal-snapshots",
+            "--jobs",
+            differs(
+                &["reproduce", "proximal-snapshots", "--scale", "0.00004", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-snapshots", "--scale", "0.00004", "--out", "{tmp}/out", "--jobs", "2"],
+            ),
+        ),
+        (
+            "reproduce proximal-snapshots",
+            "--keep",
+            differs(
+                &["reproduce", "proximal-snapshots", "--scale", "0.00004", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-snapshots", "--scale", "0.00004", "--out", "{tmp}/out", "--keep", "1"],
+            ),
+        ),
+        (
+            "reproduce proximal-snapshots",
+            "--keep",
+            refused(&["reproduce", "proximal-snapshots", "--keep", "0", "--out", "{tmp}/out"]),
+        ),
+        (
+            "reproduce proximal-snapshots",
+            "--reserve",
+            differs(
+                &["reproduce", "proximal-snapshots", "--scale", "0.00004", "--out", "{tmp}/out"],
+                &["reproduce", "proximal-snapshots", "--scale", "0.00004", "--out", "{tmp}/out", "--reserve", "end"],
+            ),
+        ),
         // volume create
         (
             "volume create",

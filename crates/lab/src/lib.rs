@@ -20,7 +20,8 @@
 //!   memory).
 //! - One module per seed paper, holding that paper's figures and its
 //!   experiments: [`seed000_proximal`] (proximal I/O: `proximal-disk`,
-//!   `proximal-table2`, `proximal-table3`, `proximal-srarw`).
+//!   `proximal-table2`, `proximal-table3`, `proximal-srarw`,
+//!   `proximal-snapshots`).
 //! - [`progress`]: how a long experiment reports its progress to whoever runs it.
 //!
 //! [`EXPERIMENTS`] lists every experiment `proxima reproduce` can run; adding
@@ -45,6 +46,7 @@ pub const EXPERIMENTS: &[&dyn Registered] = &[
     &Registration::<seed000_proximal::table2::ProximalTable2>::NEW,
     &Registration::<seed000_proximal::table3::ProximalTable3>::NEW,
     &Registration::<seed000_proximal::srarw::ProximalSrarw>::NEW,
+    &Registration::<seed000_proximal::snapshots::ProximalSnapshots>::NEW,
 ];
 
 /// The experiment named `name`.

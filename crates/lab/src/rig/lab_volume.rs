@@ -3,7 +3,9 @@
 //! the simulated [`testbed`](crate::rig::testbed), filled, aged and read.
 //!
 //! 1. **Fill**: 16 MiB extents written serially, one whole-extent write each,
-//!    until 89 % of the array's capacity is used.
+//!    until 89 % of the array's capacity is used — by the extents and, in a
+//!    run that keeps snapshots, a reserve of free blocks per extent for what
+//!    they hold ([`RunSpec::snapshot_reserve_blocks_per_extent`]).
 //! 2. **Age**: 2000 random 4 KiB updates per extent on average, each to a
 //!    uniformly random block of a uniformly random extent. With a staging area,
 //!    the updates are staged and destaged each time the area fills; every destage
@@ -12,10 +14,14 @@
 //!    the end is destaged too, unmeasured, so reads find the aged layout on disk.
 //!    A frame array without a cache writes each update at once to its fixed
 //!    place; the heads are moved to random positions before each such update.
+//!    Whatever else the aging does between updates (taking and deleting
+//!    snapshots) is a [`BetweenUpdates`]; its disk I/O counts in the aging's
+//!    figures.
 //! 3. **Read**: every extent, in random order, in requests of up to 974 blocks
 //!    (the paper's indirect-block fan-out); the heads are moved to random
 //!    positions before each extent, as a full-size array read in random extent
-//!    order would find them.
+//!    order would find them. The extents as of a snapshot are read the same
+//!    way ([`LabVolume::read_every_extent_of_snapshot`]).
 //!
 //! What is issued (the extents, the updates, the read orders and requests)
 //! comes from the workload crate; this module is the rig: the volume, the
@@ -32,9 +38,11 @@
 
 use std::sync::Arc;
 
-use proxima_device::BlockDevice;
+use proxima_device::{BlockDevice, IoOp};
 use proxima_disk::DiskModel;
-use proxima_engine::{DestageBatchReport, DestageObserver, EngineError, Layout, Volume, VolumeOptions};
+use proxima_engine::{
+    DestageBatchReport, DestageObserver, EngineError, Layout, ReadReport, SnapshotInfo, Volume, VolumeOptions,
+};
 use proxima_workload::srarw::{
     extent_count_for, read_requests, SrarwReadOrders, SrarwUpdates, EXTENT_BLOCKS, UPDATES_PER_EXTENT,
 };
@@ -134,6 +142,39 @@ pub struct RunSpec {
     pub scale: f64,
     /// Seed of the drives, the updates, the arm positions and the read order.
     pub seed: u64,
+    /// Snapshots the volume holds at once at most, those being deleted
+    /// included (0: the run takes none). The flash gets room for what they
+    /// hold and keeps the metadata's bytes, which snapshot reads and deletion
+    /// scans read back.
+    pub snapshots_at_once_max: u64,
+    /// Blocks per extent set aside for what snapshots hold (0: none): the
+    /// extents and this reserve together fill the workload's fill fraction
+    /// ([`RunSpec::extent_count`]), so the live data keeps the free space it
+    /// has without snapshots.
+    pub snapshot_reserve_blocks_per_extent: u64,
+    /// Fraction of each allocation range a first write leaves free for later
+    /// updates (the engine's `range_reserve_fraction`; 0 in the paper's runs).
+    pub range_reserve_fraction: f64,
+}
+
+impl RunSpec {
+    /// Extents the run fills: as many as, with the snapshot reserve, fill the
+    /// workload's fraction of the array.
+    pub fn extent_count(&self) -> Result<u64, LabError> {
+        let window = self.shape.window_blocks_per_disk(self.scale)?;
+        let capacity_blocks = self.shape.capacity_blocks(window);
+        let shares = EXTENT_BLOCKS + self.snapshot_reserve_blocks_per_extent;
+        let extent_count = extent_count_for(capacity_blocks * EXTENT_BLOCKS / shares);
+        if extent_count < 2 {
+            let message = format!(
+                "{} leaves room for {extent_count} extents of 16 MiB with a snapshot reserve of {} blocks per \
+                 extent; at least 2 are needed",
+                self.scale, self.snapshot_reserve_blocks_per_extent
+            );
+            return Err(LabError::InvalidParameter { parameter: "scale", message });
+        }
+        Ok(extent_count)
+    }
 }
 
 /// The observer that moves the heads before each destage batch and measures it.
@@ -183,12 +224,18 @@ pub struct AgingFigures {
     pub all_io: BatchSummary,
     /// Virtual time the aging took, staging writes included.
     pub elapsed_ns: u64,
+    /// Member-disk reads of the aging (all of them, the final destage included).
+    pub member_read_count: u64,
+    /// Member-disk writes of the aging.
+    pub member_write_count: u64,
 }
 
 impl AgingFigures {
     fn absorb(&mut self, logs: &[Vec<MemberIo>]) {
         let all: Vec<MemberIo> = logs.iter().flatten().copied().collect();
         self.array_busy_ns += crate::rig::measure::busy_ns(&all);
+        self.member_read_count += all.iter().filter(|io| io.op == IoOp::Read).count() as u64;
+        self.member_write_count += all.iter().filter(|io| io.op == IoOp::Write).count() as u64;
         if let Some(measurement) = BatchMeasurement::from_logs(0, logs) {
             self.all_io.add(&measurement);
         }
@@ -276,7 +323,7 @@ impl LabVolume {
             return Err(LabError::InvalidParameter { parameter: "staging", message });
         }
         let capacity_blocks = spec.shape.capacity_blocks(window);
-        let extent_count = extent_count_for(capacity_blocks);
+        let extent_count = spec.extent_count()?;
         let staging_blocks = (capacity_blocks as f64 * spec.staging_percent / 100.0) as u64;
         let config = TestbedConfig {
             model: Arc::clone(&spec.shape.model),
@@ -285,7 +332,13 @@ impl LabVolume {
             window_blocks_per_disk: window,
             zone_data_blocks: ZONE_DATA_BLOCKS,
             drive_queue_depth: DRIVE_QUEUE_DEPTH,
-            flash_block_count: flash_block_count(staging_blocks, extent_count, capacity_blocks),
+            flash_block_count: flash_block_count(
+                staging_blocks,
+                extent_count,
+                capacity_blocks,
+                spec.snapshots_at_once_max,
+            ),
+            flash_keeps_metadata: spec.snapshots_at_once_max > 0,
             seed: spec.seed,
         };
         let testbed = config.build()?;
@@ -337,7 +390,7 @@ impl LabVolume {
     fn fill(&mut self, extent_count: u64, progress: &mut dyn Progress) -> Result<(), LabError> {
         progress.start_phase("filling extents", extent_count);
         for index in 0..extent_count {
-            let id = self.volume.create_extent(&format!("extent{index}"), EXTENT_BLOCKS * BLOCK_SIZE_BYTES)?;
+            let id = self.volume.create_extent(&extent_name(index), EXTENT_BLOCKS * BLOCK_SIZE_BYTES)?;
             self.volume.write_blocks_synthetic(id, 0, EXTENT_BLOCKS, false)?;
             self.extent_ids.push(id);
             take_member_logs(self.volume.data_device_mut());
@@ -350,12 +403,24 @@ impl LabVolume {
 
     /// Issues the random updates, destaging whenever the staging area fills.
     pub fn age(&mut self, progress: &mut dyn Progress) -> Result<AgingFigures, LabError> {
+        self.age_with(&mut NothingBetweenUpdates, progress)
+    }
+
+    /// Issues the random updates as [`LabVolume::age`] does, with what
+    /// `between` does before each of them; the disk I/O that causes is part
+    /// of the aging's figures.
+    pub fn age_with(
+        &mut self,
+        between: &mut dyn BetweenUpdates,
+        progress: &mut dyn Progress,
+    ) -> Result<AgingFigures, LabError> {
         let update_count = self.extent_count() * UPDATES_PER_EXTENT;
         progress.start_phase(&format!("aging ({})", self.label()), update_count);
         let mut aging = AgingFigures { update_count, ..AgingFigures::default() };
         let started_ns = self.now_ns();
         take_member_logs(self.volume.data_device_mut());
         for update in 0..update_count {
+            between.before_update(self, update, update_count)?;
             let (extent_index, block) = self.updates.next().expect("updates are endless");
             self.update(self.extent_ids[extent_index], block, &mut aging)?;
             if (update + 1) % UPDATES_PER_LOG_DRAIN == 0 {
@@ -421,15 +486,44 @@ impl LabVolume {
 
     /// Reads every extent in random order, in requests of up to 974 blocks.
     pub fn read_every_extent(&mut self, progress: &mut dyn Progress) -> Result<ReadFigures, LabError> {
-        let mut order = self.extent_ids.clone();
+        let phase = format!("reading every extent ({})", self.label());
+        let extent_ids = self.extent_ids.clone();
+        self.read_extents(&phase, progress, |volume, index, first_block, block_count| {
+            volume.read_blocks_synthetic(extent_ids[index], first_block, block_count)
+        })
+    }
+
+    /// Reads every extent as of snapshot `snapshot` as [`LabVolume::read_every_extent`]
+    /// reads the live extents (the next read order, the same requests).
+    pub fn read_every_extent_of_snapshot(
+        &mut self,
+        snapshot: &str,
+        progress: &mut dyn Progress,
+    ) -> Result<ReadFigures, LabError> {
+        let phase = format!("reading every extent of snapshot {snapshot} ({})", self.label());
+        self.read_extents(&phase, progress, |volume, index, first_block, block_count| {
+            volume.read_snapshot_blocks_synthetic(snapshot, &extent_name(index as u64), first_block, block_count)
+        })
+    }
+
+    /// Reads every extent in the next random order, in requests of up to 974
+    /// blocks, each request with `read(volume, extent index, first block,
+    /// block count)`.
+    fn read_extents(
+        &mut self,
+        phase: &str,
+        progress: &mut dyn Progress,
+        mut read: impl FnMut(&mut Volume<Array, FlashDisk>, usize, u64, u64) -> Result<ReadReport, EngineError>,
+    ) -> Result<ReadFigures, LabError> {
+        let mut order: Vec<usize> = (0..self.extent_ids.len()).collect();
         self.reads.shuffle(&mut order);
-        progress.start_phase(&format!("reading every extent ({})", self.label()), order.len() as u64);
+        progress.start_phase(phase, order.len() as u64);
         let mut figures = ReadFigures::default();
         take_member_logs(self.volume.data_device_mut());
-        for id in order {
+        for index in order {
             randomise_arms(self.volume.data_device_mut(), &mut self.arms);
             for (first_block, block_count) in read_requests(EXTENT_BLOCKS) {
-                let report = self.volume.read_blocks_synthetic(id, first_block, block_count)?;
+                let report = read(&mut self.volume, index, first_block, block_count)?;
                 let logs = take_member_logs(self.volume.data_device_mut());
                 figures.request_count += 1;
                 figures.block_count += block_count;
@@ -447,6 +541,60 @@ impl LabVolume {
     pub fn label(&self) -> String {
         label(&self.spec)
     }
+
+    /// Takes a snapshot of every extent, named `name`.
+    ///
+    /// # Errors
+    /// [`LabError::InvalidParameter`] if the run was not made to hold snapshots
+    /// ([`RunSpec::snapshots_at_once_max`] is 0); the engine's refusal otherwise.
+    pub fn create_snapshot(&mut self, name: &str) -> Result<(), LabError> {
+        if self.volume.snapshots().len() as u64 + self.volume.pending_deletions() as u64
+            >= self.spec.snapshots_at_once_max
+        {
+            let message = format!("the run holds at most {} at once", self.spec.snapshots_at_once_max);
+            return Err(LabError::InvalidParameter { parameter: "snapshots", message });
+        }
+        self.volume.create_snapshot(name)?;
+        Ok(())
+    }
+
+    /// Deletes snapshot `name` and runs its deletion scan to the end.
+    pub fn delete_snapshot(&mut self, name: &str) -> Result<(), LabError> {
+        self.volume.delete_snapshot(name)?;
+        self.volume.finish_deletions()?;
+        Ok(())
+    }
+
+    /// The volume's snapshots, oldest first.
+    pub fn snapshots(&self) -> Vec<SnapshotInfo> {
+        self.volume.snapshots()
+    }
+
+    /// Snapshot deletions whose scan has not finished.
+    pub fn pending_deletions(&self) -> usize {
+        self.volume.pending_deletions()
+    }
+}
+
+/// What an aging does besides its updates (for example take snapshots).
+pub trait BetweenUpdates {
+    /// Called before update `update_index` (from 0) of `update_count`.
+    fn before_update(&mut self, volume: &mut LabVolume, update_index: u64, update_count: u64) -> Result<(), LabError>;
+}
+
+/// Nothing between updates: the plain SRARW aging.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NothingBetweenUpdates;
+
+impl BetweenUpdates for NothingBetweenUpdates {
+    fn before_update(&mut self, _: &mut LabVolume, _: u64, _: u64) -> Result<(), LabError> {
+        Ok(())
+    }
+}
+
+/// The name of the extent created `index`-th.
+pub fn extent_name(index: u64) -> String {
+    format!("extent{index}")
 }
 
 /// `layout, staging S %`.
@@ -468,7 +616,7 @@ fn volume_options(spec: &RunSpec, staging_blocks: u64) -> VolumeOptions {
         staging_capacity_blocks: staging_blocks.max(1),
         allocation_range_blocks: spec.shape.allocation_range_blocks,
         proximal_span_ranges: PROXIMAL_SPAN_RANGES,
-        range_reserve_fraction: 0.0,
+        range_reserve_fraction: spec.range_reserve_fraction,
         auto_destage: false,
         payload: false,
         // The paper's array keeps parity consistent through its NVRAM: no
@@ -480,11 +628,16 @@ fn volume_options(spec: &RunSpec, staging_blocks: u64) -> VolumeOptions {
 
 /// Flash blocks for the staging area plus the metadata: room for every extent's
 /// map fully fragmented (4096 runs) three times over (current, last CP, log),
-/// both data bitmaps and their copies, and a fixed reserve.
-fn flash_block_count(staging_blocks: u64, extent_count: u64, capacity_blocks: u64) -> u64 {
+/// both data bitmaps and their copies, and a fixed reserve; and, for each
+/// snapshot held at once, one more of each (a snapshot holds the staged
+/// blocks, maps and bitmaps of its CP).
+fn flash_block_count(staging_blocks: u64, extent_count: u64, capacity_blocks: u64, snapshots: u64) -> u64 {
     let map_blocks_per_extent = 64;
     let bitmap_blocks = capacity_blocks.div_ceil(8 * BLOCK_SIZE_BYTES);
-    staging_blocks + extent_count * map_blocks_per_extent * 3 + bitmap_blocks * 4 + 65_536
+    staging_blocks * (1 + snapshots)
+        + extent_count * map_blocks_per_extent * (3 + snapshots)
+        + bitmap_blocks * (4 + 2 * snapshots)
+        + 65_536
 }
 
 #[cfg(test)]

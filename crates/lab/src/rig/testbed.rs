@@ -188,12 +188,21 @@ impl BlockDevice for MemberDisk {
 /// device remembers, one bit per block, which blocks hold bytes it did not
 /// keep: reading one of them is refused with an I/O error rather than answered
 /// with wrong bytes; every other block reads as zeroes (staged data).
+///
+/// Snapshots are the exception: reading a snapshot's extent loads its maps
+/// from flash, and a deletion scan loads the snapmaps of the deleted snapshot
+/// and its neighbours. A device made with [`FlashDisk::keeping_metadata`]
+/// keeps the bytes of every block written with a non-zero byte (until it is
+/// overwritten with zeroes or trimmed), so those reads are answered; the
+/// memory is that of the metadata on flash.
 #[derive(Debug)]
 pub struct FlashDisk {
     device: SimulatedDevice,
     info: DeviceInfo,
     /// One bit per block: its last write carried some non-zero byte.
     unkept: Vec<u64>,
+    /// The bytes of the blocks marked in `unkept`, when the device keeps them.
+    kept: Option<std::collections::HashMap<u64, Box<[u8]>>>,
     /// Per outstanding ticket, what each read returns (`None` for other requests).
     reads: std::collections::BTreeMap<u64, Vec<Option<ReadAnswer>>>,
 }
@@ -208,14 +217,21 @@ fn is_zero(block: &[u8]) -> bool {
 }
 
 impl FlashDisk {
-    /// Wraps a metadata-only simulated flash device.
+    /// Wraps a metadata-only simulated flash device; metadata is not kept.
     pub fn new(device: SimulatedDevice) -> Self {
         let info = DeviceInfo { stores_payload: true, ..device.info() };
         let unkept = vec![0; info.block_count.div_ceil(64) as usize];
-        FlashDisk { device, info, unkept, reads: Default::default() }
+        FlashDisk { device, info, unkept, kept: None, reads: Default::default() }
     }
 
-    /// Blocks whose last write carried bytes the device did not keep (metadata).
+    /// Wraps a metadata-only simulated flash device that keeps the bytes of
+    /// the metadata written to it, so that they can be read back.
+    pub fn keeping_metadata(device: SimulatedDevice) -> Self {
+        FlashDisk { kept: Some(Default::default()), ..FlashDisk::new(device) }
+    }
+
+    /// Blocks whose last write carried non-zero bytes (metadata), whether or
+    /// not the device keeps them.
     pub fn unkept_block_count(&self) -> u64 {
         self.unkept.iter().map(|word| u64::from(word.count_ones())).sum()
     }
@@ -224,35 +240,59 @@ impl FlashDisk {
         self.unkept[(block / 64) as usize] & (1 << (block % 64)) != 0
     }
 
-    fn set_unkept(&mut self, block: u64, unkept: bool) {
+    /// Marks `block` as holding `bytes` (`None`: zeroes), keeping them if
+    /// the device keeps metadata.
+    fn set_block(&mut self, block: u64, bytes: Option<&[u8]>) {
         let word = &mut self.unkept[(block / 64) as usize];
-        if unkept {
+        if bytes.is_some() {
             *word |= 1 << (block % 64);
         } else {
             *word &= !(1 << (block % 64));
         }
+        if let Some(kept) = &mut self.kept {
+            match bytes {
+                Some(bytes) => kept.insert(block, bytes.into()),
+                None => kept.remove(&block),
+            };
+        }
+    }
+
+    /// What a valid read of `request`'s blocks answers: their bytes, or a
+    /// refusal naming the first block holding bytes not kept.
+    fn read(&self, request: &IoRequest) -> ReadAnswer {
+        let block_size = self.info.block_size_bytes as usize;
+        let mut bytes = vec![0; request.block_count as usize * block_size];
+        for (block, destination) in (request.block..request.end_block()).zip(bytes.chunks_mut(block_size)) {
+            if !self.is_unkept(block) {
+                continue;
+            }
+            match self.kept.as_ref().and_then(|kept| kept.get(&block)) {
+                Some(kept) => destination.copy_from_slice(kept),
+                None => {
+                    return Err(DeviceError::Io {
+                        device: self.info.name.clone(),
+                        block,
+                        detail: "the block holds metadata, whose bytes the laboratory's flash does not keep".into(),
+                    })
+                }
+            }
+        }
+        Ok(bytes)
     }
 
     /// Applies a valid request to the bit map; returns what a read answers.
     fn apply(&mut self, request: &IoRequest) -> Option<ReadAnswer> {
         let block_size = self.info.block_size_bytes as usize;
         match request.op {
-            IoOp::Read => Some(match (request.block..request.end_block()).find(|&block| self.is_unkept(block)) {
-                Some(block) => Err(DeviceError::Io {
-                    device: self.info.name.clone(),
-                    block,
-                    detail: "the block holds metadata, whose bytes the laboratory's flash does not keep".into(),
-                }),
-                None => Ok(vec![0; request.block_count as usize * block_size]),
-            }),
+            IoOp::Read => Some(self.read(request)),
             IoOp::Write => {
                 for (index, chunk) in request.data.chunks(block_size).enumerate() {
-                    self.set_unkept(request.block + index as u64, !is_zero(chunk));
+                    self.set_block(request.block + index as u64, (!is_zero(chunk)).then_some(chunk));
                 }
                 None
             }
             IoOp::Trim => {
-                (request.block..request.end_block()).for_each(|block| self.set_unkept(block, false));
+                (request.block..request.end_block()).for_each(|block| self.set_block(block, None));
                 None
             }
         }
@@ -337,6 +377,9 @@ pub struct TestbedConfig {
     pub drive_queue_depth: usize,
     /// Blocks of the flash device.
     pub flash_block_count: u64,
+    /// Whether the flash device keeps the metadata's bytes (needed to read
+    /// snapshots and to delete them; see [`FlashDisk`]).
+    pub flash_keeps_metadata: bool,
     /// Seed of the drives' initial rotational positions.
     pub seed: u64,
 }
@@ -415,7 +458,8 @@ impl TestbedConfig {
         assert_eq!(array.info().block_count, self.array_block_count(), "the array's layout as computed");
         let flash_device = FlashDevice::new(staging_flash_params(self.flash_block_count));
         let flash = SimulatedDevice::flash(&handle, flash_device, SimulatedOptions::named("flash").metadata_only())?;
-        Ok(Testbed { handle, array, flash: FlashDisk::new(flash) })
+        let flash = if self.flash_keeps_metadata { FlashDisk::keeping_metadata(flash) } else { FlashDisk::new(flash) };
+        Ok(Testbed { handle, array, flash })
     }
 }
 
@@ -446,6 +490,7 @@ mod tests {
             zone_data_blocks: None,
             drive_queue_depth: 8,
             flash_block_count: 4096,
+            flash_keeps_metadata: false,
             seed: 3,
         }
     }
@@ -508,6 +553,22 @@ mod tests {
         assert_eq!(flash.unkept_block_count(), 0, "a trimmed block reads as zeroes again");
         let beyond = flash.info().block_count;
         assert!(matches!(flash.read_blocks(beyond, 1), Err(DeviceError::OutOfRange { .. })));
+    }
+
+    #[test]
+    fn flash_keeping_metadata_reads_it_back_until_overwritten_or_trimmed() {
+        let mut testbed = TestbedConfig { flash_keeps_metadata: true, ..small_config() }.build().unwrap();
+        let flash = &mut testbed.flash;
+        let mut data = vec![0u8; 3 * 4096];
+        data[4096] = 5;
+        data[2 * 4096 + 17] = 9;
+        flash.write_blocks(20, &data).unwrap();
+        assert_eq!(flash.unkept_block_count(), 2);
+        assert_eq!(flash.read_blocks(20, 3).unwrap(), data, "metadata and staged zeroes read back");
+        flash.write_blocks(21, &[0; 4096]).unwrap();
+        flash.execute(vec![IoRequest::trim(22, 1)]).unwrap();
+        assert_eq!(flash.read_blocks(20, 3).unwrap(), vec![0; 3 * 4096], "overwritten with zeroes, then trimmed");
+        assert_eq!(flash.unkept_block_count(), 0);
     }
 
     #[test]

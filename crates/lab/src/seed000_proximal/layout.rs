@@ -67,7 +67,16 @@ impl LayoutSettings {
     /// The run of `layout` with a staging area of `staging_percent` on this
     /// array, scale and seed.
     pub fn run_spec(&self, layout: Layout, staging_percent: f64) -> RunSpec {
-        RunSpec { shape: self.shape.clone(), layout, staging_percent, scale: self.scale, seed: self.seed }
+        RunSpec {
+            shape: self.shape.clone(),
+            layout,
+            staging_percent,
+            scale: self.scale,
+            seed: self.seed,
+            snapshots_at_once_max: 0,
+            snapshot_reserve_blocks_per_extent: 0,
+            range_reserve_fraction: 0.0,
+        }
     }
 
     /// Resolves the model and checks the scale.
@@ -103,6 +112,17 @@ impl LayoutSettings {
 
 /// The report's opening: title, what runs, command, seed, scale.
 pub fn report_header(title: &str, settings: &LayoutSettings, command: &str, extent_count: u64) -> String {
+    report_header_filling(title, settings, command, extent_count, proxima_workload::srarw::FILL_FRACTION)
+}
+
+/// The report's opening for extents filling `fill_fraction` of the array.
+pub fn report_header_filling(
+    title: &str,
+    settings: &LayoutSettings,
+    command: &str,
+    extent_count: u64,
+    fill_fraction: f64,
+) -> String {
     let model = &settings.shape.model;
     let mut text = String::new();
     let _ = writeln!(text, "# {title}\n");
@@ -124,11 +144,12 @@ pub fn report_header(title: &str, settings: &LayoutSettings, command: &str, exte
     let _ = writeln!(text, "Command: `{command}`  ");
     let _ = writeln!(
         text,
-        "Seed: {}; scale {} ({extent_count} extents of 16 MiB filling 89 % of a {:.1} GB array; the paper's \
+        "Seed: {}; scale {} ({extent_count} extents of 16 MiB filling {:.0} % of a {:.1} GB array; the paper's \
          full size is scale 1).\n",
         settings.seed,
         settings.scale,
-        extent_count as f64 * 16.0 * 1.048_576 / 0.89 / 1000.0
+        fill_fraction * 100.0,
+        extent_count as f64 * 16.0 * 1.048_576 / fill_fraction / 1000.0
     );
     text
 }

@@ -16,6 +16,9 @@
 //!   writes, proximal and write-anywhere).
 //! - [`srarw`]: `proximal-srarw` (Sections 5.3–5.4: proximal against in-place
 //!   and write-anywhere, cost per IOPS).
+//! - [`snapshots`]: `proximal-snapshots` (Sections 1 and 6: what snapshots
+//!   taken during the aging cost each layout per update, and how fast the
+//!   live data and the oldest kept snapshot read afterwards).
 //! - [`paper`]: the paper's figures, quoted beside ours.
 
 pub mod birthday;
@@ -23,6 +26,7 @@ pub mod closed_loop;
 pub mod disk;
 pub mod layout;
 pub mod placement;
+pub mod snapshots;
 pub mod srarw;
 pub mod strands;
 pub mod table2;
@@ -78,4 +82,12 @@ pub mod paper {
     pub const DISK_DOLLARS: f64 = 130.0;
     /// Section 5.4: price of flash, dollars per GB.
     pub const FLASH_DOLLARS_PER_GB: f64 = 3.13;
+    /// Section 1: disk I/Os per random update of a frame array with RAID-5 and
+    /// a non-volatile write cache.
+    pub const FRAME_ARRAY_IOS_PER_UPDATE: f64 = 4.0;
+    /// Section 1: the same with copy-on-write snapshots ("this number doubles").
+    pub const FRAME_ARRAY_SNAPSHOT_IOS_PER_UPDATE: f64 = 8.0;
+    /// Section 1: "about one disk I/O at the back end" per random update for
+    /// proximal I/O with RAID and copy-on-write.
+    pub const PROXIMAL_SNAPSHOT_IOS_PER_UPDATE: f64 = 1.0;
 }

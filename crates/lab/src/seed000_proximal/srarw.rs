@@ -49,13 +49,17 @@ pub const STAGING_PERCENT: f64 = 1.0;
 
 /// One compared configuration.
 #[derive(Debug, Clone, Copy)]
-struct Candidate {
-    key: &'static str,
-    layout: Layout,
-    staging_percent: f64,
+pub(crate) struct Candidate {
+    /// Its name in the rows and the report.
+    pub(crate) key: &'static str,
+    /// The layout.
+    pub(crate) layout: Layout,
+    /// Its staging area (or the frame array's cache), percent of capacity.
+    pub(crate) staging_percent: f64,
 }
 
-const CANDIDATES: [Candidate; 4] = [
+/// The compared configurations, in the order of the report.
+pub(crate) const CANDIDATES: [Candidate; 4] = [
     Candidate { key: "proximal", layout: Layout::Proximal, staging_percent: STAGING_PERCENT },
     Candidate { key: "in_place", layout: Layout::InPlace, staging_percent: 0.0 },
     Candidate { key: "in_place_cached", layout: Layout::InPlace, staging_percent: STAGING_PERCENT },

@@ -20,7 +20,7 @@ use crate::report::cost::{SimulatedWork, WallCost};
 use crate::report::markdown::{Artifact, Rendered};
 use crate::report::plot::GroupedBarChart;
 use crate::report::table::Table;
-use crate::rig::lab_volume::{AgingFigures, LabVolume, ReadFigures, RunSpec};
+use crate::rig::lab_volume::{AgingFigures, BetweenUpdates, LabVolume, NothingBetweenUpdates, ReadFigures, RunSpec};
 use crate::rig::measure::ratio;
 use crate::rig::parallel::{run_all, Task};
 use crate::seed000_proximal::layout::{report_header, LayoutParams, LayoutSettings, DEFAULT_MODEL, DEFINITIONS};
@@ -105,10 +105,20 @@ impl AgedReads {
 /// Fills a volume, reads it, ages it and reads it again.
 pub fn fresh_and_aged_reads(spec: &RunSpec, progress: &mut dyn Progress) -> Result<AgedReads, LabError> {
     let mut volume = LabVolume::create(spec, progress)?;
+    read_age_and_read(&mut volume, &mut NothingBetweenUpdates, progress)
+}
+
+/// Reads a filled volume, ages it with `between` doing its part before each
+/// update, and reads it again.
+pub(crate) fn read_age_and_read(
+    volume: &mut LabVolume,
+    between: &mut dyn BetweenUpdates,
+    progress: &mut dyn Progress,
+) -> Result<AgedReads, LabError> {
     let fresh = volume.read_every_extent(progress)?;
-    let aging = volume.age(progress)?;
+    let aging = volume.age_with(between, progress)?;
     let aged = volume.read_every_extent(progress)?;
-    let reads = LayoutReads { layout: spec.layout, fresh, aged };
+    let reads = LayoutReads { layout: volume.spec().layout, fresh, aged };
     Ok(AgedReads { reads, aging, extent_count: volume.extent_count() })
 }
 
