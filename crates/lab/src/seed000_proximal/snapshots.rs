@@ -22,7 +22,8 @@
 //! aging and the share of an extent's blocks updated between two of them do
 //! not depend on the scale:
 //!
-//! - `none`: no snapshot (the `proximal-srarw` run);
+//! - `none`: no snapshot (`proximal-srarw`'s workload, on the same array as
+//!   the other intervals: see the reserve below);
 //! - `rare`, the "hourly-like" interval: `N` = 500, a quarter of the aging, 4
 //!   snapshots;
 //! - `frequent`: `N` = 50, a fortieth of the aging, 40 snapshots.
@@ -47,7 +48,8 @@
 //! as empty ranges after the extents.
 //!
 //! For the `none` rows the snapshot figures are absent: `null` in the JSON
-//! headline, `—` in the tables and plots (no bar).
+//! headline, an empty cell in the CSV, `—` in the report's tables, no bar in
+//! the reads plot.
 //!
 //! Writes `snapshots.csv`, `snapshots_ios_per_update.svg`,
 //! `snapshots_throughput.svg`, `snapshots_reads.svg` and `report.md`. The JSON
@@ -276,8 +278,9 @@ impl BetweenUpdates for SnapshotTaker {
         volume.create_snapshot(&name)?;
         self.taken.push(TakenSnapshot { name, after_updates: update_index });
         let kept = usize::try_from(self.plan.keep).expect("at most KEEP_MAX");
-        for oldest in volume.snapshots().iter().rev().skip(kept) {
-            volume.delete_snapshot(&oldest.name)?;
+        // Youngest first: the first `kept` stay, the older ones go.
+        for older in volume.snapshots().iter().rev().skip(kept) {
+            volume.delete_snapshot(&older.name)?;
             self.deleted_count += 1;
         }
         Ok(())
@@ -428,7 +431,7 @@ impl Experiment for ProximalSnapshots {
     fn render(settings: &SnapshotSettings, rows: &Rows, cost: &WallCost) -> Rendered<Headline> {
         let extent_count = rows.runs.first().map_or(0, |run| run.run.extent_count);
         let files = vec![
-            ("snapshots.csv", Artifact::Csv(table(&rows.runs))),
+            ("snapshots.csv", Artifact::Csv(table(&rows.runs, ""))),
             ("snapshots_ios_per_update.svg", Artifact::BarChart(ios_chart(&rows.runs, settings))),
             ("snapshots_throughput.svg", Artifact::BarChart(throughput_chart(&rows.runs, settings))),
             ("snapshots_reads.svg", Artifact::BarChart(reads_chart(&rows.runs, settings))),
@@ -443,7 +446,7 @@ impl Experiment for ProximalSnapshots {
 
     fn describe(params: &SnapshotParams) -> String {
         format!(
-            "{}, keeping {} snapshot(s), snapshot reserve in {}",
+            "{}, keeping {} snapshot(s), snapshot reserve: {}",
             params.layout.describe(),
             params.keep,
             params.reserve.name()
@@ -492,12 +495,22 @@ fn run_one(
     Ok(SnapshotRun { layout_key: candidate.key.to_string(), interval, run, snapshots: Some(snapshots) })
 }
 
+/// What the tables of the report show for an absent figure.
+const ABSENT: &str = "—";
+
 /// `value` with `decimals` decimals, or `—` when absent.
 fn optional(value: Option<f64>, decimals: usize) -> String {
-    value.map_or_else(|| "—".to_string(), |value| format!("{value:.decimals$}"))
+    optional_or(value, decimals, ABSENT)
 }
 
-fn table(runs: &[SnapshotRun]) -> Table {
+/// `value` with `decimals` decimals, or `absent`.
+fn optional_or(value: Option<f64>, decimals: usize, absent: &str) -> String {
+    value.map_or_else(|| absent.to_string(), |value| format!("{value:.decimals$}"))
+}
+
+/// Every run's figures, `absent` where a run has none (the snapshot figures
+/// of the `none` rows): empty in the CSV, `—` in the report.
+fn table(runs: &[SnapshotRun], absent: &str) -> Table {
     let mut table = Table::new(&[
         "layout",
         "staging_percent",
@@ -532,10 +545,10 @@ fn table(runs: &[SnapshotRun]) -> Table {
             run.layout_key.clone(),
             format!("{}", run.candidate().staging_percent),
             run.interval.key().to_string(),
-            row.snapshot_every.map_or_else(|| "—".to_string(), |every| every.to_string()),
+            row.snapshot_every.map_or_else(|| absent.to_string(), |every| every.to_string()),
             row.snapshots_taken.to_string(),
             snapshots.map_or(0, |snapshots| snapshots.deleted_count).to_string(),
-            optional(updates_behind, 0),
+            optional_or(updates_behind, 0, absent),
             format!("{:.1}", row.random_update_iops),
             format!("{:.3}", row.disk_ios_per_update),
             format!("{:.3}", ios_over_none(runs, run)),
@@ -545,9 +558,9 @@ fn table(runs: &[SnapshotRun]) -> Table {
             format!("{:.2}", run.run.reads.aged.mb_s_per_disk()),
             format!("{:.3}", row.live_aged_to_fresh),
             format!("{:.2}", run.run.reads.aged.runs_per_request()),
-            optional(run.snapshot_mb_s_per_disk(), 2),
-            optional(row.snapshot_aged_to_fresh, 3),
-            optional(snapshots.map(|snapshots| snapshots.oldest_kept_reads.runs_per_request()), 2),
+            optional_or(run.snapshot_mb_s_per_disk(), 2, absent),
+            optional_or(row.snapshot_aged_to_fresh, 3, absent),
+            optional_or(snapshots.map(|snapshots| snapshots.oldest_kept_reads.runs_per_request()), 2, absent),
         ]);
     }
     table
@@ -646,7 +659,7 @@ fn render_summary(runs: &[SnapshotRun], settings: &SnapshotSettings, cost_line: 
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "{NAME} on {} (scale {}, seed {}, keep {}, reserve in {}): snapshots during the SRARW aging",
+        "{NAME} on {} (scale {}, seed {}, keep {}, reserve: {}): snapshots during the SRARW aging",
         layout.shape.model.name(),
         layout.scale,
         layout.seed,
@@ -665,7 +678,7 @@ fn render_summary(runs: &[SnapshotRun], settings: &SnapshotSettings, cost_line: 
             "{:<16} {:>9} {:>6} {:>6} {:>11.1} {:>12.2} {:>7.2} {:>10.3} {:>13}",
             row.layout,
             row.interval,
-            row.snapshot_every.map_or_else(|| "—".to_string(), |every| every.to_string()),
+            row.snapshot_every.map_or_else(|| ABSENT.to_string(), |every| every.to_string()),
             row.snapshots_taken,
             row.random_update_iops,
             row.disk_ios_per_update,
@@ -852,7 +865,8 @@ fn render_report(runs: &[SnapshotRun], settings: &SnapshotSettings, extent_count
     let _ = writeln!(
         text,
         "**Without snapshots there is no snapshot figure**: the `none` rows show `—` for every snapshot \
-         column (`null` in the JSON headline) and have no snapshot bar in the reads plot.\n"
+         column (an empty cell in `snapshots.csv`, `null` in the JSON headline) and have no snapshot bar in \
+         the reads plot.\n"
     );
     let _ = writeln!(text, "## Summary (as printed)\n\n```text\n{summary}```\n");
     let _ = writeln!(text, "## The paper's statements beside our figures\n\n{}", statements(runs).to_markdown());
@@ -865,7 +879,7 @@ fn render_report(runs: &[SnapshotRun], settings: &SnapshotSettings, extent_count
          none`. What a layout does with a block a snapshot holds is the engine's: the split of \
          `disk_ios_per_update` into reads and writes below, and which version's reads degrade, show it.\n"
     );
-    let _ = writeln!(text, "## Results\n\n{}", table(runs).to_markdown());
+    let _ = writeln!(text, "## Results\n\n{}", table(runs, ABSENT).to_markdown());
     let _ = writeln!(
         text,
         "![Disk I/Os per update](snapshots_ios_per_update.svg)\n\n![Throughput](snapshots_throughput.svg)\n\n\
