@@ -199,6 +199,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut store = CheckpointStore { flash_space: &mut self.flash_space, writes, generation, volume_id };
         let extent_table = self.extents.table_mut().persist(&mut store)?;
         let snapshot_table = self.snapshots.persist(&mut store)?;
+        let copy_outs = self.copy_outs.tree_mut().persist(&mut store)?;
         let (data_checksums, flash_checksums) = match &mut self.checksums {
             Some(checksums) => (
                 persist_checksums(&mut checksums.data, &mut self.flash_space, writes, volume_id, generation)?,
@@ -226,7 +227,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 pointers.push(pointer);
             }
         }
-        Ok(RootSet {
+        let roots = RootSet {
             extent_table,
             snapshot_table,
             data_active: pointers[0],
@@ -235,6 +236,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             flash_summary: pointers[3],
             data_checksums,
             flash_checksums,
-        })
+            copy_outs,
+        };
+        Ok(roots)
     }
 }

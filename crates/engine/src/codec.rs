@@ -11,7 +11,7 @@ pub const BODY_SIZE: usize = BLOCK_SIZE - HEADER_SIZE;
 /// `PXMB` read as a little-endian u32.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"PXMB");
 /// The format version this code reads and writes.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// Bit 63 of a location: the block is on the flash device (staged).
 pub const FLASH_LOCATION_BIT: u64 = 1 << 63;
 /// Longest extent or snapshot name, in bytes.
@@ -46,6 +46,8 @@ pub enum BlockKind {
     ChecksumPage = 8,
     /// An index node of a checksum table.
     ChecksumIndexNode = 9,
+    /// A node of the copy-out table.
+    CopyOutTableNode = 10,
 }
 
 impl BlockKind {
@@ -60,6 +62,7 @@ impl BlockKind {
             7 => Self::LogBlock,
             8 => Self::ChecksumPage,
             9 => Self::ChecksumIndexNode,
+            10 => Self::CopyOutTableNode,
             _ => return None,
         })
     }
@@ -76,6 +79,7 @@ impl BlockKind {
             Self::LogBlock => "log record block",
             Self::ChecksumPage => "checksum page",
             Self::ChecksumIndexNode => "checksum index node",
+            Self::CopyOutTableNode => "copy-out table node",
         }
     }
 }
@@ -245,11 +249,14 @@ pub struct RootSet {
     pub data_checksums: TreePointer,
     /// The flash checksum table (staged data).
     pub flash_checksums: TreePointer,
+    /// The copy-out table: where the in-place layout put the versions of
+    /// frame blocks that snapshots read (empty unless it copied one out).
+    pub copy_outs: TreePointer,
 }
 
 impl RootSet {
     /// Number of pointers.
-    const POINTER_COUNT: usize = 8;
+    const POINTER_COUNT: usize = 9;
     /// Encoded size.
     pub const SIZE: usize = Self::POINTER_COUNT * TreePointer::SIZE;
 
@@ -264,6 +271,7 @@ impl RootSet {
             self.flash_summary,
             self.data_checksums,
             self.flash_checksums,
+            self.copy_outs,
         ]
     }
 
@@ -286,6 +294,7 @@ impl RootSet {
             flash_summary: pointer(5),
             data_checksums: pointer(6),
             flash_checksums: pointer(7),
+            copy_outs: pointer(8),
         }
     }
 }
@@ -605,6 +614,10 @@ pub struct SnapshotRecord {
     pub roots: RootSet,
 }
 
+/// Where a snapshot record's name begins: after its root set.
+const SNAPSHOT_NAME_OFFSET: usize = 48 + RootSet::SIZE;
+const _: () = assert!(SNAPSHOT_NAME_OFFSET + NAME_CAPACITY <= <SnapshotRecord as TreeEntry>::SIZE);
+
 impl TreeEntry for SnapshotRecord {
     const SIZE: usize = 256;
     const KIND: BlockKind = BlockKind::SnapshotTableNode;
@@ -613,7 +626,7 @@ impl TreeEntry for SnapshotRecord {
         put_u64(out, 0, key);
         put_u64(out, 8, self.generation);
         out[16] = self.state as u8;
-        encode_name(&self.name, out, 17, 176);
+        encode_name(&self.name, out, 17, SNAPSHOT_NAME_OFFSET);
         put_u64(out, 24, self.scan_cursor);
         self.log_head.encode(out, 32);
         self.roots.encode(out, 48);
@@ -628,7 +641,7 @@ impl TreeEntry for SnapshotRecord {
         Ok((
             get_u64(bytes, 0),
             Self {
-                name: decode_name(bytes, 17, 176)?,
+                name: decode_name(bytes, 17, SNAPSHOT_NAME_OFFSET)?,
                 generation: get_u64(bytes, 8),
                 state,
                 scan_cursor: get_u64(bytes, 24),
@@ -639,8 +652,39 @@ impl TreeEntry for SnapshotRecord {
     }
 }
 
-const _: () = assert!(48 + RootSet::SIZE <= 176);
-const _: () = assert!(176 + NAME_CAPACITY <= <SnapshotRecord as TreeEntry>::SIZE);
+
+/// An entry of the copy-out table (key: the copy block): the version of
+/// `frame` that snapshots with ids up to `watermark` (and above the frame's
+/// previous watermark) see lives at the copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyOutRecord {
+    /// The frame block the copy was taken of.
+    pub frame: u64,
+    /// The youngest snapshot id the copy serves.
+    pub watermark: u64,
+}
+
+impl TreeEntry for CopyOutRecord {
+    const SIZE: usize = 24;
+    const KIND: BlockKind = BlockKind::CopyOutTableNode;
+
+    fn encode(&self, key: u64, out: &mut [u8]) {
+        put_u64(out, 0, key);
+        put_u64(out, 8, self.frame);
+        put_u64(out, 16, self.watermark);
+    }
+
+    fn decode(bytes: &[u8]) -> Result<(u64, Self), String> {
+        let (copy, frame, watermark) = (get_u64(bytes, 0), get_u64(bytes, 8), get_u64(bytes, 16));
+        if copy == frame {
+            return Err(format!("copy-out of block {frame} onto itself"));
+        }
+        if watermark == 0 {
+            return Err(format!("copy-out of block {frame} for no snapshot"));
+        }
+        Ok((copy, Self { frame, watermark }))
+    }
+}
 
 /// Bits in one bitmap page.
 pub const BITS_PER_PAGE: u64 = (BODY_SIZE * 8) as u64;
@@ -721,6 +765,17 @@ pub enum LogRecord {
         /// Number of regions.
         region_count: u32,
     },
+    /// The in-place layout copied frame block `frame` out to `copy` for the
+    /// snapshots up to `watermark` before overwriting it (a copy-out-table
+    /// entry; the copy's checksum record precedes it).
+    CopyOut {
+        /// The frame block.
+        frame: u64,
+        /// The block holding the copy.
+        copy: u64,
+        /// The youngest snapshot id the copy serves.
+        watermark: u64,
+    },
 }
 
 /// Size of one encoded log record.
@@ -742,6 +797,7 @@ mod record_tags {
     pub const CHECKSUMS: u8 = 4;
     pub const DESTAGED: u8 = 5;
     pub const WRITE_INTENT: u8 = 6;
+    pub const COPY_OUT: u8 = 7;
 }
 
 impl LogRecord {
@@ -793,6 +849,12 @@ impl LogRecord {
                 put_u32(out, 4, region_count);
                 put_u64(out, 8, first_region);
             }
+            LogRecord::CopyOut { frame, copy, watermark } => {
+                out[0] = tag::COPY_OUT;
+                put_u64(out, 8, frame);
+                put_u64(out, 16, copy);
+                put_u64(out, 24, watermark);
+            }
         }
     }
 
@@ -815,6 +877,13 @@ impl LogRecord {
             }
             tag::CHECKSUMS => decode_checksums(bytes),
             tag::WRITE_INTENT => Ok(LogRecord::WriteIntent { first_region: extent_id, region_count: nonzero_count()? }),
+            tag::COPY_OUT => {
+                let (frame, copy, watermark) = (extent_id, logical_block, target);
+                if frame == copy || watermark == 0 {
+                    return Err(format!("copy-out record of block {frame} to {copy} for snapshot {watermark}"));
+                }
+                Ok(LogRecord::CopyOut { frame, copy, watermark })
+            }
             other => Err(format!("unknown log record tag {other}")),
         }
     }
@@ -972,6 +1041,7 @@ mod tests {
             roots: RootSet {
                 extent_table: TreePointer { block: 3, crc: 0xdead, height: 1 },
                 flash_checksums: TreePointer { block: 9, crc: 0xbeef, height: 2 },
+                copy_outs: TreePointer { block: 11, crc: 0xfeed, height: 1 },
                 ..RootSet::default()
             },
         };
@@ -999,10 +1069,11 @@ mod tests {
             LogRecord::Unmap { extent_id: 2, logical_block: 0, block_count: 7 },
             LogRecord::Destaged { extent_id: 3, logical_block: 5, block_count: 2, data_block: 40 },
             LogRecord::WriteIntent { first_region: 6, region_count: 2 },
+            LogRecord::CopyOut { frame: 40, copy: 900, watermark: 3 },
         ];
         let mut records = records;
         records.extend(LogRecord::checksums(500, &[1, 2, 3, 4, 5, 6, 7]));
-        assert_eq!(records.len(), 7, "seven checksums take two records");
+        assert_eq!(records.len(), 8, "seven checksums take two records");
         let next = LogSlot { primary: 77, mirror: 78 };
         let block = encode_log_block(&header, next, Some(2), &records);
         let decoded = decode_log_block(&block).unwrap();

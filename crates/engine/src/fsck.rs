@@ -13,9 +13,10 @@ use serde::Serialize;
 
 use crate::bitmap::{Bitmap, PersistentBitmap};
 use crate::checksums::PersistentChecksums;
+use crate::copy_out::CopyOuts;
 use crate::codec::{
-    ExtentRecord, LogRecord, LogSlot, RootSet, SnapshotRecord, SnapshotState, Superblock, BLOCK_SIZE, SUPERBLOCK_SLOTS,
-    WORDS_PER_PAGE,
+    CopyOutRecord, ExtentRecord, LogRecord, LogSlot, RootSet, SnapshotRecord, SnapshotState, Superblock, TreePointer,
+    BLOCK_SIZE, SUPERBLOCK_SLOTS, WORDS_PER_PAGE,
 };
 use crate::error::{DeviceRole, EngineError, Result, Unsuitable};
 use crate::io::{read_pieces, FlashReader};
@@ -121,6 +122,8 @@ struct Walk {
     data_summary: Option<Bitmap>,
     flash_summary: Option<Bitmap>,
     extent_count: u64,
+    /// The tree's copy-out table (the active tree's redirects snapshot reads).
+    copy_outs: Option<CopyOuts>,
 }
 
 struct Checker<'a, F> {
@@ -151,6 +154,7 @@ impl<F: BlockDevice> Checker<'_, F> {
             data_summary: None,
             flash_summary: None,
             extent_count: 0,
+            copy_outs: None,
         };
         let mut flash_used = Bitmap::new(self.flash_count);
         for slot in SUPERBLOCK_SLOTS {
@@ -160,6 +164,7 @@ impl<F: BlockDevice> Checker<'_, F> {
             self.mark(&mut flash_used, DeviceRole::Flash, block, tree, "log head");
         }
         self.walk_extents(roots, tree, &mut walk, &mut flash_used);
+        walk.copy_outs = self.walk_copy_outs(roots.copy_outs, tree, &mut flash_used);
         if let Some(keep) = checksums {
             walk.checksums = self.walk_checksums(roots, tree, keep, &mut flash_used);
         }
@@ -198,6 +203,38 @@ impl<F: BlockDevice> Checker<'_, F> {
         walk.flash_summary = loaded.next().flatten();
         walk.flash_used = flash_used;
         walk
+    }
+
+    /// Marks a copy-out table's nodes as its tree's (the copies are the
+    /// snapshots', in the summary) and returns the table.
+    fn walk_copy_outs(&mut self, pointer: TreePointer, tree: &str, flash_used: &mut Bitmap) -> Option<CopyOuts> {
+        match PersistentTree::<CopyOutRecord>::load(pointer, 0, &mut self.reader) {
+            Ok(table) => {
+                for block in table.blocks() {
+                    self.mark(flash_used, DeviceRole::Flash, block, tree, "copy-out table");
+                }
+                for (copy, record) in table.iter() {
+                    if copy >= self.data_count || record.frame >= self.data_count {
+                        let what = format!("copy of data block {} for snapshots up to #{}", record.frame, record.watermark);
+                        self.report.add(
+                            FindingKind::OutOfRange,
+                            format!("{tree}: {what} names data block {copy}, beyond the device"),
+                        );
+                    }
+                }
+                match CopyOuts::try_from_tree(table) {
+                    Ok(table) => Some(table),
+                    Err(error) => {
+                        self.report.add(FindingKind::CorruptMetadata, format!("{tree}: copy-out table: {error}"));
+                        None
+                    }
+                }
+            }
+            Err(error) => {
+                self.report.add(FindingKind::CorruptMetadata, format!("{tree}: copy-out table: {error}"));
+                None
+            }
+        }
     }
 
     fn walk_extents(&mut self, roots: &RootSet, tree: &str, walk: &mut Walk, flash_used: &mut Bitmap) {
@@ -390,10 +427,11 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F, scope:
     for (id, record) in &snapshots {
         let name = format!("snapshot {:?} (#{id})", record.name);
         let keep = superblock.has_data_checksums().then_some(Keep::MarksOnly);
-        let walk = checker.walk(&record.roots, record.log_head, keep, &name);
+        let mut walk = checker.walk(&record.roots, record.log_head, keep, &name);
         if record.state == SnapshotState::Live {
             checker.compare(&walk.data_used, walk.data_active.as_ref(), DeviceRole::Data, &name);
             checker.compare(&walk.flash_used, walk.flash_active.as_ref(), DeviceRole::Flash, &name);
+            redirect_to_copies(&mut walk, active.copy_outs.as_ref(), *id);
             live_walks.push(walk);
         } else {
             checker.report.pending_deletions += 1;
@@ -401,6 +439,14 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F, scope:
         }
     }
     checker.report.snapshot_count = live_walks.len() as u64;
+    // A copy is kept while a snapshot, live or being deleted, has an id in
+    // its range, whether or not that snapshot's tree maps the frame.
+    let snapshot_ids: Vec<u64> = snapshots.iter().map(|(id, _)| *id).collect();
+    for copy in active.copy_outs.iter().flat_map(|table| table.read_copies(&snapshot_ids)) {
+        if copy < checker.data_count {
+            pending.data.put(copy, true);
+        }
+    }
     for role in [DeviceRole::Data, DeviceRole::Flash] {
         check_summary(&mut checker.report, &active, &live_walks, &pending, role);
         check_010(&mut checker.report, &active, &live_walks, role);
@@ -467,6 +513,18 @@ fn check_data<D: BlockDevice>(
 struct Pending {
     data: Bitmap,
     flash: Bitmap,
+}
+
+/// What snapshot `id` holds, for the free-space rules: its tree's blocks,
+/// with every frame block it reads at a copy replaced by the copy (the active
+/// tree's copy-out table says which).
+fn redirect_to_copies(walk: &mut Walk, table: Option<&CopyOuts>, id: u64) {
+    for (frame, copy) in table.into_iter().flat_map(|table| table.redirects(id)) {
+        if walk.data_used.get(frame) {
+            walk.data_used.put(frame, false);
+            walk.data_used.put(copy, true);
+        }
+    }
 }
 
 impl Pending {

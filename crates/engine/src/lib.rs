@@ -12,6 +12,7 @@ mod checkpoint;
 mod checksums;
 pub mod chunked;
 pub mod codec;
+mod copy_out;
 mod destage;
 mod error;
 mod extents;

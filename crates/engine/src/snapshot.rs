@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::bitmap::{Bitmap, PersistentBitmap};
 use crate::checksums::{Checksums, PersistentChecksums};
-use crate::codec::{ExtentRecord, RootSet, SnapshotRecord, SnapshotState, BITS_PER_PAGE, BLOCK_SIZE, WORDS_PER_PAGE};
+use crate::codec::{CopyOutRecord, ExtentRecord, RootSet, SnapshotRecord, SnapshotState, BITS_PER_PAGE, BLOCK_SIZE, WORDS_PER_PAGE};
 use crate::error::{metadata_no_space, DeviceRole, EngineError, Result};
 use crate::extents::Extents;
 use crate::io::{in_memory, FlashReader};
@@ -304,7 +304,21 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.snapshots.remove(target_id);
         self.snapshot_caches.forget(target_id);
         self.snapshot_caches.scan = None;
-        self.refresh_youngest()
+        self.refresh_youngest()?;
+        self.release_unread_copies();
+        Ok(())
+    }
+
+    /// Releases the copies of frame blocks that no remaining snapshot reads
+    /// from the summary (only snapshots hold copies).
+    fn release_unread_copies(&mut self) {
+        if self.copy_outs.is_empty() {
+            return;
+        }
+        let remaining: Vec<u64> = self.snapshots.iter().map(|(id, _)| id).collect();
+        for copy in self.copy_outs.release_unread(&remaining) {
+            self.data_space.release_from_summary(copy);
+        }
     }
 
     /// Blocks on pages `[first_page, end_page)` that the scanned snapshot holds,
@@ -319,20 +333,26 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         end_page: u64,
     ) -> Vec<u64> {
         let scan = self.snapshot_caches.scan.as_ref().expect("scan in progress");
-        let pick = |maps: &Snapmaps| match role {
-            DeviceRole::Data => maps.0.clone(),
-            DeviceRole::Flash => maps.1.clone(),
-        };
-        let target = pick(&scan.target);
-        let older = older.map(|id| pick(&scan.neighbours[&id]));
+        fn pick(maps: &Snapmaps, role: DeviceRole) -> &Bitmap {
+            match role {
+                DeviceRole::Data => &maps.0,
+                DeviceRole::Flash => &maps.1,
+            }
+        }
+        let target = pick(&scan.target, role);
+        let older_map = older.map(|id| pick(&scan.neighbours[&id], role));
         let space = match role {
             DeviceRole::Data => &self.data_space,
             DeviceRole::Flash => &self.flash_space,
         };
         let younger = match younger {
-            Some(id) => pick(&scan.neighbours[&id]),
-            None => space.active().bits().clone(),
+            Some(id) => pick(&scan.neighbours[&id], role),
+            None => space.active().bits(),
         };
+        // A snapshot that reads a frame block at its copy does not hold the
+        // frame's current version (docs/layouts.md, "Copy-out of snapshot
+        // blocks"); only the older neighbour and the target can.
+        let reads_frame = |id: u64, block: u64| role == DeviceRole::Flash || self.copy_outs.resolve(block, id) == block;
         let summary = space.summary().bits();
         let mut blocks = Vec::new();
         for page in in_memory(first_page)..in_memory(end_page) {
@@ -340,13 +360,16 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 continue;
             }
             for word in 0..WORDS_PER_PAGE {
-                let held_elsewhere =
-                    older.as_ref().map_or(0, |older| older.word(page, word)) | younger.word(page, word);
-                let mut exclusive = target.word(page, word) & !held_elsewhere & summary.word(page, word);
-                while exclusive != 0 {
-                    let bit = u64::from(exclusive.trailing_zeros());
-                    blocks.push(page as u64 * BITS_PER_PAGE + word as u64 * 64 + bit);
-                    exclusive &= exclusive - 1;
+                let mut candidates = target.word(page, word) & !younger.word(page, word) & summary.word(page, word);
+                let older_word = older_map.map_or(0, |older| older.word(page, word));
+                while candidates != 0 {
+                    let bit = u64::from(candidates.trailing_zeros());
+                    candidates &= candidates - 1;
+                    let block = page as u64 * BITS_PER_PAGE + word as u64 * 64 + bit;
+                    let older_holds = older_word & (1 << bit) != 0 && older.is_some_and(|id| reads_frame(id, block));
+                    if !older_holds && reads_frame(scan.target_id, block) {
+                        blocks.push(block);
+                    }
                 }
             }
         }
@@ -507,7 +530,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// (loaded): the one place a snapshot's reads find its blocks.
     fn segments_as_of(&self, snapshot_id: u64, id: u64, offset_bytes: u64, length_bytes: u64) -> Vec<Segment> {
         let map = &self.snapshot_caches.views[&snapshot_id].maps[&id];
-        request_segments(map, offset_bytes, length_bytes)
+        self.copy_outs.translate(request_segments(map, offset_bytes, length_bytes), snapshot_id)
     }
 
     fn read_snapshot_range(&mut self, snapshot_id: u64, id: u64, offset_bytes: u64, buffer: &mut [u8]) -> Result<()> {
@@ -543,10 +566,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             let mut done = 0;
             while done < segment.block_count {
                 let count = (segment.block_count - done).min(256);
-                let piece = map::segments(
-                    &self.snapshot_caches.views[&snapshot_id].maps[&snapshot_extent_id],
-                    segment.logical_block + done,
-                    count,
+                let piece = self.segments_as_of(
+                    snapshot_id,
+                    snapshot_extent_id,
+                    (segment.logical_block + done) * block,
+                    count * block,
                 );
                 let data = self.read_segments(&piece)?;
                 self.write(id, offset + done * block, &data, false)?;
@@ -572,13 +596,13 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             if volume.snapshot_caches.scan.as_ref().is_some_and(|scan| volume.snapshots.get(scan.target_id).is_none()) {
                 volume.snapshot_caches.scan = None;
             }
-            volume.adopt_snapshot_tree(&record)?;
+            volume.adopt_snapshot_tree(snapshot_id, &record)?;
             volume.commit()
         })
     }
 
     /// Makes the snapshot's tree the active one (see `restore_volume`).
-    fn adopt_snapshot_tree(&mut self, record: &SnapshotRecord) -> Result<()> {
+    fn adopt_snapshot_tree(&mut self, snapshot_id: u64, record: &SnapshotRecord) -> Result<()> {
         let roots = record.roots;
         let data_count = self.data_space.block_count();
         let flash_count = self.flash_space.block_count();
@@ -591,8 +615,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
         let data_active = PersistentBitmap::load(roots.data_active, data_count, &mut reader)?;
         let flash_active = PersistentBitmap::load(roots.flash_active, flash_count, &mut reader)?;
+        let adopted_copy_outs = PersistentTree::<CopyOutRecord>::load(roots.copy_outs, 0, &mut reader)?;
         // Blocks the snapshot's tree used for structures the active tree
-        // rebuilds (its snapshot table, its summaries) and its log head.
+        // rebuilds (its snapshot table, its summaries, its copy-out table)
+        // and its log head.
         let snapshot_table = PersistentTree::<SnapshotRecord>::load(roots.snapshot_table, 0, &mut reader)?;
         let data_summary_old = PersistentBitmap::load(roots.data_summary, data_count, &mut reader)?;
         let flash_summary_old = PersistentBitmap::load(roots.flash_summary, flash_count, &mut reader)?;
@@ -600,6 +626,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         orphaned.extend(data_summary_old.blocks());
         orphaned.extend(flash_summary_old.blocks());
         orphaned.extend(record.log_head.blocks());
+        orphaned.extend(adopted_copy_outs.blocks());
         // The active tree goes on keeping checksums if it kept them; the
         // snapshot's tables cover every block it and older snapshots use.
         let checksums = match keeps_checksums {
@@ -638,6 +665,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.refresh_youngest()?;
         // The log of the current epoch is empty (just committed); its blocks are
         // not in the adopted activemap and stay protected by the safe copies.
+        // The live copies' checksums, which the snapshot's tables lack for
+        // copies made after it.
+        let copy_crcs: Vec<(u64, u32)> = match &self.checksums {
+            Some(tables) => self.copy_outs.tree().iter().map(|(copy, _)| (copy, tables.data.get(copy))).collect(),
+            None => Vec::new(),
+        };
         self.checksums = checksums;
         self.log = crate::log::LogState::new(self.reserve_log_head().map_err(metadata_no_space)?);
         for block in orphaned {
@@ -650,6 +683,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .filter(|(_, run)| matches!(map::Location::from_raw(run.location()), map::Location::Flash(_)))
             .map(|(_, run)| run.count())
             .sum();
-        Ok(())
+        // Staging-time decisions of the tree left behind no longer apply.
+        self.layout = self.options.layout.strategy();
+        self.keep_copy_outs_after_restore(snapshot_id, &copy_crcs)
     }
 }

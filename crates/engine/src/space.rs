@@ -253,6 +253,42 @@ impl SpaceMap {
         Some((first, count))
     }
 
+    /// Whether the summary holds `block`: a snapshot holds it, the active
+    /// tree does not.
+    pub fn in_summary(&self, block: u64) -> bool {
+        self.summary.get(block)
+    }
+
+    /// Allocates the first allocatable block at or below `hint`, searching
+    /// down and wrapping at the first usable block to the top of the device.
+    pub fn allocate_below(&mut self, hint: u64) -> Option<u64> {
+        let page_count = self.allocatable_per_page.len();
+        let hint = hint.min(self.block_count().checked_sub(1)?);
+        let hint_page = (hint / BITS_PER_PAGE) as usize;
+        for step in 0..=page_count {
+            let page = (hint_page + page_count - step % page_count) % page_count;
+            if self.allocatable_per_page[page] == 0 {
+                continue;
+            }
+            let last_word = if step == 0 { ((hint % BITS_PER_PAGE) / 64) as usize } else { WORDS_PER_PAGE - 1 };
+            for word in (0..=last_word).rev() {
+                let mut free = self.allocatable_word(page, word);
+                let word_first_bit = page as u64 * BITS_PER_PAGE + word as u64 * 64;
+                if step == 0 && word == last_word {
+                    // Only bits at or below the hint.
+                    let keep = hint - word_first_bit;
+                    free &= if keep >= 63 { u64::MAX } else { (1u64 << (keep + 1)) - 1 };
+                }
+                if free != 0 {
+                    let block = word_first_bit + 63 - u64::from(free.leading_zeros());
+                    self.take(block);
+                    return Some(block);
+                }
+            }
+        }
+        None
+    }
+
     /// Whether a snapshot holds `block` (it would move to the summary if the
     /// active tree freed it).
     pub fn held_by_snapshot(&self, block: u64) -> bool {
@@ -352,6 +388,21 @@ impl SpaceMap {
         } else {
             self.pinned.put(block, true);
         }
+    }
+
+    /// Only snapshots hold `block` from now on (a copy-out's copy): it moves
+    /// from the activemap to the summary if just allocated, or enters the
+    /// summary if neither map has it (restore keeping a copy the adopted maps
+    /// lack), whether or not it is allocatable now (the safe copies keep
+    /// protecting the durable CP's blocks).
+    pub fn hold_for_snapshots(&mut self, block: u64) {
+        assert!(!self.summary.get(block), "{}: block {block} already in the summary", self.role);
+        if self.active.get(block) {
+            self.record(MapKind::Active, block, false);
+        } else if self.is_allocatable(block) {
+            self.allocatable_per_page[(block / BITS_PER_PAGE) as usize] -= 1;
+        }
+        self.record(MapKind::Summary, block, true);
     }
 
     /// The snapshot deletion scan found `block` held by no snapshot any more.
@@ -516,5 +567,23 @@ mod tests {
         space.checkpoint_durable();
         assert_eq!(space.allocate_within(500, 256, 512, 3), Some((260, 1)));
         assert_eq!(space.allocatable_in(990, 1200), 10);
+    }
+
+    #[test]
+    fn allocation_below_searches_down_and_wraps_to_the_top() {
+        let block_count = 3 * BITS_PER_PAGE + 100;
+        let mut space = space(block_count);
+        assert_eq!(space.allocate_below(u64::MAX), Some(block_count - 1), "from the top");
+        assert_eq!(space.allocate_below(block_count - 1), Some(block_count - 2));
+        assert_eq!(space.allocate_below(BITS_PER_PAGE + 64), Some(BITS_PER_PAGE + 64));
+        assert_eq!(space.allocate_below(BITS_PER_PAGE + 64), Some(BITS_PER_PAGE + 63), "across a word");
+        space.allocate_near(0, BITS_PER_PAGE + 1).unwrap();
+        assert_eq!(space.allocate_below(BITS_PER_PAGE), Some(block_count - 3), "wraps past the bottom");
+        space.checkpoint_durable();
+        space.free(5);
+        assert_eq!(space.allocate_below(10), Some(block_count - 4), "a block freed since the CP waits");
+        space.checkpoint_durable();
+        assert_eq!(space.allocate_below(10), Some(5));
+        space.audit().unwrap();
     }
 }

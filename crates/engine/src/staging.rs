@@ -363,6 +363,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             let displaced = self.apply_mapping(id, logical_block, 1, Location::Flash(block));
             let previous = displaced.first().map(|&(location, _)| location);
             self.layout.staged(id, logical_block, previous);
+            if let Some(Location::Data(frame)) = previous {
+                self.decide_copy_out(id, logical_block, frame);
+            }
             self.push_record(record)?;
         }
         Ok(())
@@ -370,7 +373,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// Writes to fresh data-device blocks in allocation ranges, continuing the
     /// logical predecessor's run when its range has room.
-    fn write_in_ranges(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
+    pub(crate) fn write_in_ranges(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
         let count = payload.block_count();
         let mut hint = match logical.checked_sub(1).and_then(|before| map::lookup(self.extents.map(id), before)) {
             Some(Location::Data(block)) => Some(block + 1),
@@ -402,20 +405,23 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     /// Overwrites data-device blocks where they are (a frame array without a
-    /// write cache). Blocks a snapshot holds are never overwritten: such a
-    /// write is copied on write into ranges instead.
+    /// write cache). A block a snapshot reads is copied out first (the copy
+    /// and its entry durable before the block changes); a write that also
+    /// covers holes goes to fresh blocks in ranges instead.
     fn write_in_place(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
         let count = payload.block_count();
         let segments = map::segments(self.extents.map(id), logical, count);
-        let held = segments.iter().any(|segment| match segment.location {
-            Some(Location::Data(block)) => {
-                (block..block + segment.block_count).any(|block| self.data_space.held_by_snapshot(block))
-            }
-            _ => true,
-        });
-        if held {
+        if segments.iter().any(|segment| !matches!(segment.location, Some(Location::Data(_)))) {
             return self.write_in_ranges(id, logical, payload);
         }
+        let frames: Vec<u64> = segments
+            .iter()
+            .flat_map(|segment| match segment.location {
+                Some(Location::Data(block)) => block..block + segment.block_count,
+                _ => unreachable!("checked above"),
+            })
+            .collect();
+        let copied = self.copy_out_before_overwrite(&frames)?;
         let stores = self.data_stores_payload();
         let mut pieces = Vec::new();
         let mut written = Vec::new();
@@ -432,6 +438,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             for (block, piece) in written {
                 self.log_data_checksums(block, piece)?;
             }
+        }
+        if self.checksums.is_some() || copied {
             self.flush_pending_records()?;
         }
         self.write_data_pieces(pieces)?;

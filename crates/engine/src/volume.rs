@@ -16,6 +16,7 @@ use crate::checksums::{Checksums, PersistentChecksums};
 use crate::codec::{
     ExtentRecord, LogRecord, LogSlot, RootSet, SnapshotRecord, Superblock, BLOCK_SIZE, NAME_CAPACITY, SUPERBLOCK_SLOTS,
 };
+use crate::copy_out::CopyOuts;
 use crate::error::{DeviceRole, EngineError, Result, Unsuitable};
 use crate::extents::Extents;
 use crate::health::Health;
@@ -191,6 +192,9 @@ pub struct EngineStats {
     pub direct_blocks_written: u64,
     /// Blocks overwritten in place (in-place layout without a write cache).
     pub in_place_blocks_written: u64,
+    /// Frame blocks copied out to the snapshot area before their overwrite
+    /// (in-place layout with snapshots).
+    pub copied_out_blocks: u64,
     /// Destage passes.
     pub destage_count: u64,
     /// Blocks moved from flash to the data device by destage.
@@ -244,6 +248,9 @@ pub struct SpaceReport {
     pub flash: DeviceSpace,
     /// Flash blocks holding staged data.
     pub staged_blocks: u64,
+    /// Data blocks holding copies of frame blocks for snapshots (in-place
+    /// layout; counted in the data device's used blocks).
+    pub copied_out_blocks: u64,
     /// Generation of the last durable CP.
     pub generation: u64,
 }
@@ -302,6 +309,11 @@ pub struct Volume<D: BlockDevice, F: BlockDevice> {
     pub(crate) extents: Extents,
     /// The snapshot table.
     pub(crate) snapshots: PersistentTree<SnapshotRecord>,
+    /// Where the in-place layout copied out frame blocks snapshots hold.
+    pub(crate) copy_outs: CopyOuts,
+    /// Where the next copy-out's search for a free block starts, going down
+    /// from the top of the data device (the frame array's snapshot reserve).
+    pub(crate) copy_out_cursor: u64,
     /// Loaded snapshot views, the deletion scan, the youngest snapmaps.
     pub(crate) snapshot_caches: SnapshotCaches,
     /// Free space of the data device.
@@ -417,6 +429,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             roots: RootSet::default(),
             extents: Extents::new(),
             snapshots: PersistentTree::new(0),
+            copy_outs: CopyOuts::new(),
+            copy_out_cursor: u64::MAX,
             data_space,
             flash_space,
             log: LogState::new(LogSlot::default()),
@@ -490,6 +504,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         };
         let extents = PersistentTree::<ExtentRecord>::load(roots.extent_table, 0, &mut reader)?;
         let snapshots = PersistentTree::<SnapshotRecord>::load(roots.snapshot_table, 0, &mut reader)?;
+        let copy_outs = CopyOuts::try_from_tree(PersistentTree::load(roots.copy_outs, 0, &mut reader)?)
+            .map_err(|detail| EngineError::Corrupt { block: roots.copy_outs.block, what: "copy-out table".into(), detail })?;
         let mut maps = HashMap::new();
         for (id, record) in extents.iter() {
             maps.insert(id, ExtentMap::load(record.map, id, &mut reader)?);
@@ -514,6 +530,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         volume.roots = roots;
         volume.extents = Extents::loaded(extents, maps, superblock.next_extent_id);
         volume.snapshots = snapshots;
+        volume.copy_outs = copy_outs;
         volume.checksums = checksums;
         volume.staged_block_count = volume.count_staged_blocks();
         volume.refresh_youngest()?;
@@ -991,7 +1008,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub(crate) fn free_location(&mut self, location: Location, count: u64) {
         for offset in 0..count {
             match location.offset(offset) {
-                Location::Data(block) => self.data_space.free(block),
+                Location::Data(block) => {
+                    self.data_space.free(block);
+                    // A frame whose holders all read copies is held by none.
+                    self.release_frame_if_copied(block);
+                }
                 Location::Flash(block) => {
                     self.flash_space.free(block);
                     self.staged_block_count -= 1;
@@ -1054,7 +1075,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// bitmaps and the checksum tables rewritten whole.
     pub fn checkpoint_bound_blocks(&self) -> u64 {
         let maps: u64 = self.extents.maps().map(|(_, map)| map).map(ExtentMap::persist_bound_blocks).sum();
-        let tables = self.extents.table().persist_bound_blocks() + self.snapshots.persist_bound_blocks();
+        let tables = self.extents.table().persist_bound_blocks()
+            + self.snapshots.persist_bound_blocks()
+            + self.copy_outs.tree().persist_bound_blocks();
         let bitmaps: u64 = self.data_space.tree_block_count() + self.flash_space.tree_block_count();
         let checksums = self.checksums.as_ref().map_or(0, Checksums::tree_block_count);
         maps + tables + bitmaps + checksums
@@ -1073,6 +1096,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             data: device(&self.data_space),
             flash: device(&self.flash_space),
             staged_blocks: self.staged_block_count,
+            copied_out_blocks: self.copy_outs.len() as u64,
             generation: self.generation,
         }
     }

@@ -75,21 +75,73 @@ fn in_place_with_its_write_cache_writes_every_block_back_to_its_frame() {
 #[test]
 fn in_place_without_a_cache_overwrites_in_place_and_copies_out_what_a_snapshot_holds() {
     let options = VolumeOptions { layout: Layout::InPlace, staging_threshold_bytes: 0, ..VolumeOptions::default() };
-    let mut volume = filled(options, 2, 8192);
+    let mut volume = filled(options.clone(), 2, 8192);
     let frames = locations(&volume, 1);
     volume.write(1, 5 * BLOCK as u64, &pattern(55, BLOCK), false).unwrap();
     assert_eq!(volume.stats().in_place_blocks_written, 1);
     assert_eq!(volume.staging_fill().used_blocks, 0);
     assert_eq!(locations(&volume, 1), frames);
-    // A snapshot holds the frame: the overwrite must not destroy its block.
+    // A snapshot holds the frame: its block is copied out, then overwritten.
     volume.create_snapshot("s").unwrap();
     volume.write(1, 6 * BLOCK as u64, &pattern(66, BLOCK), false).unwrap();
-    assert_eq!(volume.stats().in_place_blocks_written, 1);
-    assert_ne!(volume.block_location(1, 6).unwrap(), frames[6]);
-    let old = volume.read_snapshot("s", "e0", 6 * BLOCK as u64, BLOCK as u64).unwrap();
-    assert!(old == pattern(0, 256 * BLOCK)[6 * BLOCK..7 * BLOCK], "the snapshot's block was overwritten");
-    assert!(volume.read(1, 6 * BLOCK as u64, BLOCK as u64).unwrap() == pattern(66, BLOCK));
+    volume.write(1, 6 * BLOCK as u64, &pattern(67, BLOCK), false).unwrap();
+    assert_eq!(volume.stats().in_place_blocks_written, 3);
+    assert_eq!(volume.stats().copied_out_blocks, 1, "copied once for the snapshot, not per overwrite");
+    assert_eq!(locations(&volume, 1), frames, "the live extent stays in its frames");
+    let original = pattern(0, 256 * BLOCK)[6 * BLOCK..7 * BLOCK].to_vec();
+    assert!(volume.read_snapshot("s", "e0", 6 * BLOCK as u64, BLOCK as u64).unwrap() == original);
+    assert!(volume.read(1, 6 * BLOCK as u64, BLOCK as u64).unwrap() == pattern(67, BLOCK));
+    assert_clean(&mut volume);
+    // The copy is durable: after a restart without a CP the snapshot still
+    // reads it, and a second snapshot gets a copy of its own.
+    let (data, flash) = volume.into_devices();
+    let mut volume = Volume::open(data, flash, options).unwrap();
+    assert!(volume.read_snapshot("s", "e0", 6 * BLOCK as u64, BLOCK as u64).unwrap() == original);
+    volume.create_snapshot("t").unwrap();
+    volume.write(1, 6 * BLOCK as u64, &pattern(68, BLOCK), false).unwrap();
+    assert_eq!(volume.space().copied_out_blocks, 2);
+    assert!(volume.read_snapshot("t", "e0", 6 * BLOCK as u64, BLOCK as u64).unwrap() == pattern(67, BLOCK));
+    assert!(volume.read_snapshot("s", "e0", 6 * BLOCK as u64, BLOCK as u64).unwrap() == original);
+    assert_clean(&mut volume);
+    // Restoring the older snapshot brings its version back as the live one.
+    volume.restore_volume("s").unwrap();
+    assert!(volume.read(1, 6 * BLOCK as u64, BLOCK as u64).unwrap() == original);
     assert!(volume.read(1, 5 * BLOCK as u64, BLOCK as u64).unwrap() == pattern(55, BLOCK));
+    assert_clean(&mut volume);
+    // Deleting the last snapshot frees every copy.
+    volume.delete_snapshot("s").unwrap();
+    volume.finish_deletions().unwrap();
+    assert_eq!(volume.space().copied_out_blocks, 0);
+    assert_clean(&mut volume);
+}
+
+#[test]
+fn in_place_with_its_write_cache_copies_out_at_destage_and_keeps_every_block_in_its_frame() {
+    let options = VolumeOptions { layout: Layout::InPlace, staging_capacity_blocks: 64, ..VolumeOptions::default() };
+    let mut volume = filled(options.clone(), 2, 16_384);
+    let frames: Vec<_> = (1..=2).map(|id| locations(&volume, id)).collect();
+    let before: Vec<Vec<u8>> = (1..=2).map(|id| volume.read(id, 0, EXTENT_BLOCKS * BLOCK as u64).unwrap()).collect();
+    volume.create_snapshot("old").unwrap();
+    let last = update(&mut volume, 2, 200, 3);
+    volume.destage().unwrap();
+    for id in 1..=2 {
+        assert_eq!(locations(&volume, id), frames[id as usize - 1], "extent {id} left its frame");
+        let old = volume.read_snapshot("old", &format!("e{}", id - 1), 0, EXTENT_BLOCKS * BLOCK as u64).unwrap();
+        assert!(old == before[id as usize - 1], "snapshot of extent {id} changed");
+    }
+    let distinct = last.len() as u64;
+    assert_eq!(volume.stats().copied_out_blocks, distinct, "one copy per distinct block overwritten");
+    check(&mut volume, &last);
+    assert_clean(&mut volume);
+    // Copies of a restarted volume stay; deleting the snapshot frees them.
+    let (data, flash) = volume.into_devices();
+    let mut volume = Volume::open(data, flash, options).unwrap();
+    assert_eq!(volume.space().copied_out_blocks, distinct);
+    volume.delete_snapshot("old").unwrap();
+    volume.finish_deletions().unwrap();
+    volume.commit().unwrap();
+    assert_eq!(volume.space().copied_out_blocks, 0);
+    check(&mut volume, &last);
     assert_clean(&mut volume);
 }
 

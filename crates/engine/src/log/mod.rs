@@ -89,6 +89,9 @@ pub(crate) fn metadata_blocks_bound(record: &LogRecord, checksums: bool) -> u64 
         LogRecord::Unmap { block_count, .. } => 6 + further_bitmap_pages(block_count),
         LogRecord::Checksums { count, .. } => checksum_pages(u32::from(count)),
         LogRecord::WriteIntent { .. } => 0,
+        // A copy-out-table leaf with its ancestors, and the copy's bitmap
+        // page with its index node.
+        LogRecord::CopyOut { .. } => 6,
     }
 }
 

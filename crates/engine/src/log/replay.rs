@@ -244,6 +244,18 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 }
             }
             LogRecord::WriteIntent { .. } => {}
+            LogRecord::CopyOut { frame, copy, watermark } => {
+                let data_block_count = self.data_space.block_count();
+                if frame >= data_block_count || copy >= data_block_count {
+                    return Err(corrupt(copy, "copy-out record", "names blocks beyond the data device"));
+                }
+                self.copy_outs.check_insert(frame, copy, watermark).map_err(|detail| corrupt(copy, "copy-out record", detail))?;
+                if !self.data_space.allocate_exact(copy) {
+                    return Err(corrupt(copy, "copy-out record", "names a copy block already in use"));
+                }
+                self.data_space.hold_for_snapshots(copy);
+                self.copy_outs.insert(frame, copy, watermark);
+            }
         }
         Ok(Replayed::Applied)
     }
