@@ -652,7 +652,6 @@ impl TreeEntry for SnapshotRecord {
     }
 }
 
-
 /// An entry of the copy-out table (key: the copy block): the version of
 /// `frame` that snapshots with ids up to `watermark` (and above the frame's
 /// previous watermark) see lives at the copy.

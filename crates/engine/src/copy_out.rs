@@ -284,11 +284,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// every restored block whose version is a copy is rewritten from it to
     /// fresh blocks (the durable CP's blocks stay untouched until the CP that
     /// ends the restore).
-    pub(crate) fn keep_copy_outs_after_restore(
-        &mut self,
-        snapshot_id: u64,
-        copy_crcs: &[(u64, u32)],
-    ) -> Result<()> {
+    pub(crate) fn keep_copy_outs_after_restore(&mut self, snapshot_id: u64, copy_crcs: &[(u64, u32)]) -> Result<()> {
         let remaining: Vec<u64> = self.snapshots.iter().map(|(id, _)| id).collect();
         self.copy_outs.release_unread(&remaining);
         self.copy_outs = self.copy_outs.unpersisted();
@@ -369,7 +365,13 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         frames.sort_unstable();
         let mut copies = Vec::with_capacity(frames.len());
         for _ in &frames {
-            let Some(copy) = self.data_space.allocate_below(self.copy_out_cursor) else { break };
+            // Never a frame: not one with copies (a copy is no frame), not one
+            // a staged block goes back to.
+            let (table, layout) = (&self.copy_outs, &self.layout);
+            let is_frame = |block| table.last_watermark(block).is_some() || layout.is_frame_home(block);
+            let Some(copy) = self.data_space.allocate_below(self.copy_out_cursor, |block| !is_frame(block)) else {
+                break;
+            };
             // Only the snapshots reading it hold a copy.
             self.data_space.hold_for_snapshots(copy);
             self.copy_out_cursor = copy.saturating_sub(1);

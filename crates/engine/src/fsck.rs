@@ -13,11 +13,11 @@ use serde::Serialize;
 
 use crate::bitmap::{Bitmap, PersistentBitmap};
 use crate::checksums::PersistentChecksums;
-use crate::copy_out::CopyOuts;
 use crate::codec::{
     CopyOutRecord, ExtentRecord, LogRecord, LogSlot, RootSet, SnapshotRecord, SnapshotState, Superblock, TreePointer,
     BLOCK_SIZE, SUPERBLOCK_SLOTS, WORDS_PER_PAGE,
 };
+use crate::copy_out::CopyOuts;
 use crate::error::{DeviceRole, EngineError, Result, Unsuitable};
 use crate::io::{read_pieces, FlashReader};
 use crate::log::walk::{walk_log, ChainEnd, LogIdentity};
@@ -215,7 +215,8 @@ impl<F: BlockDevice> Checker<'_, F> {
                 }
                 for (copy, record) in table.iter() {
                     if copy >= self.data_count || record.frame >= self.data_count {
-                        let what = format!("copy of data block {} for snapshots up to #{}", record.frame, record.watermark);
+                        let what =
+                            format!("copy of data block {} for snapshots up to #{}", record.frame, record.watermark);
                         self.report.add(
                             FindingKind::OutOfRange,
                             format!("{tree}: {what} names data block {copy}, beyond the device"),

@@ -9,7 +9,9 @@ use serde::Serialize;
 
 use crate::bitmap::{Bitmap, PersistentBitmap};
 use crate::checksums::{Checksums, PersistentChecksums};
-use crate::codec::{CopyOutRecord, ExtentRecord, RootSet, SnapshotRecord, SnapshotState, BITS_PER_PAGE, BLOCK_SIZE, WORDS_PER_PAGE};
+use crate::codec::{
+    CopyOutRecord, ExtentRecord, RootSet, SnapshotRecord, SnapshotState, BITS_PER_PAGE, BLOCK_SIZE, WORDS_PER_PAGE,
+};
 use crate::error::{metadata_no_space, DeviceRole, EngineError, Result};
 use crate::extents::Extents;
 use crate::io::{in_memory, FlashReader};

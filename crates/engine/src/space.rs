@@ -259,9 +259,10 @@ impl SpaceMap {
         self.summary.get(block)
     }
 
-    /// Allocates the first allocatable block at or below `hint`, searching
-    /// down and wrapping at the first usable block to the top of the device.
-    pub fn allocate_below(&mut self, hint: u64) -> Option<u64> {
+    /// Allocates the first allocatable block at or below `hint` that `accept`
+    /// accepts, searching down and wrapping at the first usable block to the
+    /// top of the device.
+    pub fn allocate_below(&mut self, hint: u64, accept: impl Fn(u64) -> bool) -> Option<u64> {
         let page_count = self.allocatable_per_page.len();
         let hint = hint.min(self.block_count().checked_sub(1)?);
         let hint_page = (hint / BITS_PER_PAGE) as usize;
@@ -279,10 +280,14 @@ impl SpaceMap {
                     let keep = hint - word_first_bit;
                     free &= if keep >= 63 { u64::MAX } else { (1u64 << (keep + 1)) - 1 };
                 }
-                if free != 0 {
-                    let block = word_first_bit + 63 - u64::from(free.leading_zeros());
-                    self.take(block);
-                    return Some(block);
+                while free != 0 {
+                    let bit = 63 - u64::from(free.leading_zeros());
+                    free &= !(1u64 << bit);
+                    let block = word_first_bit + bit;
+                    if accept(block) {
+                        self.take(block);
+                        return Some(block);
+                    }
                 }
             }
         }
@@ -573,17 +578,18 @@ mod tests {
     fn allocation_below_searches_down_and_wraps_to_the_top() {
         let block_count = 3 * BITS_PER_PAGE + 100;
         let mut space = space(block_count);
-        assert_eq!(space.allocate_below(u64::MAX), Some(block_count - 1), "from the top");
-        assert_eq!(space.allocate_below(block_count - 1), Some(block_count - 2));
-        assert_eq!(space.allocate_below(BITS_PER_PAGE + 64), Some(BITS_PER_PAGE + 64));
-        assert_eq!(space.allocate_below(BITS_PER_PAGE + 64), Some(BITS_PER_PAGE + 63), "across a word");
+        assert_eq!(space.allocate_below(u64::MAX, |_| true), Some(block_count - 1), "from the top");
+        assert_eq!(space.allocate_below(block_count - 1, |_| true), Some(block_count - 2));
+        assert_eq!(space.allocate_below(BITS_PER_PAGE + 64, |_| true), Some(BITS_PER_PAGE + 64));
+        assert_eq!(space.allocate_below(BITS_PER_PAGE + 64, |_| true), Some(BITS_PER_PAGE + 63), "across a word");
         space.allocate_near(0, BITS_PER_PAGE + 1).unwrap();
-        assert_eq!(space.allocate_below(BITS_PER_PAGE), Some(block_count - 3), "wraps past the bottom");
+        assert_eq!(space.allocate_below(BITS_PER_PAGE, |_| true), Some(block_count - 3), "wraps past the bottom");
         space.checkpoint_durable();
         space.free(5);
-        assert_eq!(space.allocate_below(10), Some(block_count - 4), "a block freed since the CP waits");
+        assert_eq!(space.allocate_below(10, |_| true), Some(block_count - 4), "a block freed since the CP waits");
         space.checkpoint_durable();
-        assert_eq!(space.allocate_below(10), Some(5));
+        assert_eq!(space.allocate_below(10, |block| block != 5), Some(block_count - 5), "refused");
+        assert_eq!(space.allocate_below(10, |_| true), Some(5));
         space.audit().unwrap();
     }
 }

@@ -504,8 +504,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         };
         let extents = PersistentTree::<ExtentRecord>::load(roots.extent_table, 0, &mut reader)?;
         let snapshots = PersistentTree::<SnapshotRecord>::load(roots.snapshot_table, 0, &mut reader)?;
-        let copy_outs = CopyOuts::try_from_tree(PersistentTree::load(roots.copy_outs, 0, &mut reader)?)
-            .map_err(|detail| EngineError::Corrupt { block: roots.copy_outs.block, what: "copy-out table".into(), detail })?;
+        let copy_outs =
+            CopyOuts::try_from_tree(PersistentTree::load(roots.copy_outs, 0, &mut reader)?).map_err(|detail| {
+                EngineError::Corrupt { block: roots.copy_outs.block, what: "copy-out table".into(), detail }
+            })?;
         let mut maps = HashMap::new();
         for (id, record) in extents.iter() {
             maps.insert(id, ExtentMap::load(record.map, id, &mut reader)?);

@@ -11,7 +11,7 @@
 //! falls back to the logical neighbour, copy-on-write, which keeps every
 //! snapshot's version where it is).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::{DestageRule, Layout, LayoutParameters, LayoutStrategy, Placement, WriteContext};
 use crate::map::Location;
@@ -21,6 +21,8 @@ use crate::map::Location;
 pub struct InPlace {
     /// `(extent, logical block)` → the data block its staged copy overwrote.
     frame_homes: HashMap<(u64, u64), FrameHome>,
+    /// The blocks of `frame_homes`.
+    home_blocks: HashSet<u64>,
 }
 
 /// Where a staged block goes back to, and for which snapshots its frame is
@@ -68,6 +70,10 @@ impl LayoutStrategy for InPlace {
         true
     }
 
+    fn is_frame_home(&self, block: u64) -> bool {
+        self.home_blocks.contains(&block)
+    }
+
     fn copy_out_decided(&mut self, extent_id: u64, logical_block: u64, watermark: u64) {
         let home = self.frame_homes.get_mut(&(extent_id, logical_block));
         home.expect("a copy-out is decided for a staged overwrite of a frame").copy_for = Some(watermark);
@@ -80,21 +86,31 @@ impl LayoutStrategy for InPlace {
     fn staged(&mut self, extent_id: u64, logical_block: u64, previous: Option<Location>) {
         match previous {
             Some(Location::Data(block)) => {
-                self.frame_homes.insert((extent_id, logical_block), FrameHome { block, copy_for: None });
+                let home = FrameHome { block, copy_for: None };
+                if let Some(old) = self.frame_homes.insert((extent_id, logical_block), home) {
+                    self.home_blocks.remove(&old.block);
+                }
+                self.home_blocks.insert(block);
             }
             // Restaged: the frame home, and any copy-out decided, stay.
             Some(Location::Flash(_)) => {}
-            None => {
-                self.frame_homes.remove(&(extent_id, logical_block));
-            }
+            None => self.forget(extent_id, logical_block),
         }
     }
 
     fn destaged(&mut self, extent_id: u64, logical_block: u64, block_count: u64) {
         if !self.frame_homes.is_empty() {
             for block in logical_block..logical_block + block_count {
-                self.frame_homes.remove(&(extent_id, block));
+                self.forget(extent_id, block);
             }
+        }
+    }
+}
+
+impl InPlace {
+    fn forget(&mut self, extent_id: u64, logical_block: u64) {
+        if let Some(home) = self.frame_homes.remove(&(extent_id, logical_block)) {
+            self.home_blocks.remove(&home.block);
         }
     }
 }
@@ -134,6 +150,7 @@ mod tests {
         in_place.staged(1, 11, Some(Location::Flash(3)));
         in_place.staged(1, 12, None);
         assert_eq!(in_place.frame_home(1, 10), Some(500));
+        assert!(in_place.is_frame_home(500));
         assert_eq!(in_place.frame_home(1, 11), None);
         assert_eq!(in_place.frame_home(2, 10), None);
         assert_eq!(in_place.copy_out_watermark(1, 10), None);
@@ -144,6 +161,7 @@ mod tests {
         in_place.destaged(1, 9, 3);
         assert_eq!(in_place.copy_out_watermark(1, 10), None);
         assert_eq!(in_place.frame_home(1, 10), None);
+        assert!(!in_place.is_frame_home(500));
         assert_eq!(in_place.destage_rule(), DestageRule::FrameHomes);
     }
 }

@@ -105,6 +105,13 @@ pub trait LayoutStrategy: fmt::Debug + Send + Sync {
         false
     }
 
+    /// [`DestageRule::FrameHomes`]: whether `block` is the frame home of a
+    /// staged block (free until its destage, but kept for it).
+    fn is_frame_home(&self, block: u64) -> bool {
+        let _ = block;
+        false
+    }
+
     /// [`LayoutStrategy::copies_out`]: the staged block `logical_block` of
     /// extent `extent_id` overwrote a frame that snapshots up to `watermark`
     /// read; destage copies the frame out before writing it back.

@@ -249,7 +249,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 if frame >= data_block_count || copy >= data_block_count {
                     return Err(corrupt(copy, "copy-out record", "names blocks beyond the data device"));
                 }
-                self.copy_outs.check_insert(frame, copy, watermark).map_err(|detail| corrupt(copy, "copy-out record", detail))?;
+                self.copy_outs
+                    .check_insert(frame, copy, watermark)
+                    .map_err(|detail| corrupt(copy, "copy-out record", detail))?;
                 if !self.data_space.allocate_exact(copy) {
                     return Err(corrupt(copy, "copy-out record", "names a copy block already in use"));
                 }
