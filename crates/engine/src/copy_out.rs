@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use proxima_device::BlockDevice;
 
 use crate::codec::{CopyOutRecord, LogRecord, SnapshotState};
-use crate::error::{DeviceRole, EngineError, Result};
+use crate::error::{DeviceRole, Result};
 use crate::io::{block_bytes, read_pieces};
 use crate::map::{Location, Segment};
 use crate::staging::Payload;
@@ -234,7 +234,7 @@ fn runs_of(blocks: &[u64]) -> Vec<(u64, u64)> {
 impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// The youngest live snapshot's id. Snapshots being deleted are never
     /// read again, so no copy is made for them alone.
-    fn youngest_live_snapshot_id(&self) -> Option<u64> {
+    pub(crate) fn youngest_live_snapshot_id(&self) -> Option<u64> {
         self.snapshots.iter().rev().find(|(_, record)| record.state == SnapshotState::Live).map(|(id, _)| id)
     }
 
@@ -256,23 +256,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             && !self.copy_outs.needs_copy(block, self.youngest_live_snapshot_id())
         {
             self.data_space.release_from_summary(block);
-        }
-    }
-
-    /// Staging block `logical` of extent `id` let frame `frame` go: with a
-    /// layout that copies out, decide now (while the frame's version is the
-    /// one the snapshots holding it see) whether destage must copy it out,
-    /// and for which snapshots (up to the youngest live one); if no live
-    /// snapshot would read the copy, the frame leaves the summary at once.
-    pub(crate) fn decide_copy_out(&mut self, id: u64, logical: u64, frame: u64) {
-        if !self.layout.copies_out() || !self.data_space.in_summary(frame) {
-            return;
-        }
-        match self.youngest_live_snapshot_id() {
-            Some(watermark) if self.copy_would_be_read(frame, watermark) => {
-                self.layout.copy_out_decided(id, logical, watermark)
-            }
-            _ => self.data_space.release_from_summary(frame),
         }
     }
 
@@ -325,42 +308,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         Ok(())
     }
 
-    /// The destage's copy-out phase, before the CP it begins with: the frames
-    /// the staged blocks of `selection` go back to and that snapshots still
-    /// read are read, written to the snapshot area and entered in the table,
-    /// and leave the summary, so that the CP makes them allocatable for their
-    /// own blocks. A frame the data device has no room to copy stays in the
-    /// summary: its block is then destaged near it, copy-on-write.
-    pub(crate) fn copy_out_staged_frames(&mut self, selection: &[(u64, Vec<(u64, u64)>)]) -> Result<()> {
-        if !self.layout.copies_out() {
-            return Ok(());
-        }
-        let mut frames: Vec<(u64, u64)> = Vec::new();
-        for (id, runs) in selection {
-            for &(first, count) in runs {
-                for logical in first..first + count {
-                    let Some(watermark) = self.layout.copy_out_watermark(*id, logical) else { continue };
-                    let frame = self.layout.frame_home(*id, logical).expect("a copy-out is decided for a frame");
-                    if !self.data_space.in_summary(frame) {
-                        continue; // A finished deletion let it go meanwhile.
-                    }
-                    if self.copy_would_be_read(frame, watermark) {
-                        frames.push((frame, watermark));
-                    } else {
-                        // The snapshots it was decided for are being deleted.
-                        self.data_space.release_from_summary(frame);
-                    }
-                }
-            }
-        }
-        self.copy_out(frames).map(drop)
-    }
-
     /// Copies each `(frame, watermark)` out: reads the frames, writes them to
     /// blocks allocated down from the copy-out cursor, in frame order, and
     /// enters the copies in the table. Returns after as many as the data
     /// device has room for, with the `(frame, copy, watermark)` entries made.
-    /// The caller makes the entries durable before it overwrites a frame.
+    /// The caller logs the entries, durable before it overwrites a frame.
     fn copy_out(&mut self, mut frames: Vec<(u64, u64)>) -> Result<Vec<(u64, u64, u64)>> {
         frames.sort_unstable();
         let mut copies = Vec::with_capacity(frames.len());
@@ -412,35 +364,32 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         Ok(made)
     }
 
-    /// Before an uncached overwrite in place of `frames` (live blocks): copies
-    /// out those a snapshot reads, logging each copy (its checksum record,
-    /// then its entry) to be flushed with the overwrite's checksums, before
-    /// the frames change; returns whether it copied any. Fails, copying
-    /// nothing, if the data device has no room for every copy.
-    pub(crate) fn copy_out_before_overwrite(&mut self, frames: &[u64]) -> Result<bool> {
-        let Some(youngest) = self.youngest_live_snapshot_id() else { return Ok(false) };
+    /// Before an overwrite of `frames` (live blocks) — in place, or staged
+    /// to go back to them — copies out those a live snapshot reads, and logs
+    /// each copy (its checksum record, then its entry) ahead of the records
+    /// of the overwrite. Returns `(copied, wanted)`: the copies made, of
+    /// those needed (fewer when the data device has no room for all).
+    pub(crate) fn copy_out_before_overwrite(&mut self, frames: &[u64]) -> Result<(usize, usize)> {
+        let Some(youngest) = self.youngest_live_snapshot_id() else { return Ok((0, 0)) };
         let needed: Vec<(u64, u64)> = frames
             .iter()
             .filter(|&&frame| self.data_space.held_by_snapshot(frame) && self.copy_would_be_read(frame, youngest))
             .map(|&frame| (frame, youngest))
             .collect();
-        if needed.is_empty() {
-            return Ok(false);
+        let wanted = needed.len();
+        if wanted == 0 {
+            return Ok((0, 0));
         }
-        if (self.data_space.allocatable_count() as usize) < needed.len() {
-            return Err(EngineError::NoSpace {
-                role: DeviceRole::Data,
-                detail: format!("no room to copy out {} blocks snapshots hold before overwriting them", needed.len()),
-            });
-        }
-        for (frame, copy, watermark) in self.copy_out(needed)? {
+        let made = self.copy_out(needed)?;
+        let copied = made.len();
+        for (frame, copy, watermark) in made {
             if let Some(checksums) = &self.checksums {
                 let records = LogRecord::checksums(copy, &[checksums.data.get(copy)]);
                 self.push_records(records)?;
             }
             self.push_record(LogRecord::CopyOut { frame, copy, watermark })?;
         }
-        Ok(true)
+        Ok((copied, wanted))
     }
 }
 

@@ -289,13 +289,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         if selection.is_empty() {
             return Ok(DestageSummary::default());
         }
-        // Frames snapshots still read are copied out first, so that the CP
-        // makes the copies durable before the frames are overwritten.
-        let staged_runs: Vec<(u64, Vec<(u64, u64)>)> = selection
-            .iter()
-            .map(|(id, runs)| (*id, runs.iter().map(|run| (run.logical_block, run.block_count)).collect()))
-            .collect();
-        self.copy_out_staged_frames(&staged_runs)?;
         // Blocks the staged writes freed become allocatable once a CP is
         // durable: commit first, so staged blocks can return to their holes.
         self.commit()?;

@@ -351,8 +351,22 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     /// Maps staged blocks `[logical, logical + blocks.len())` of extent `id`
-    /// to their (written) flash blocks and logs a staged record for each.
+    /// to their (written) flash blocks and logs a staged record for each;
+    /// with a layout that copies out, first copies out the frames they
+    /// overwrite that snapshots read (one that finds no room stays where it
+    /// is, and its block is destaged next to it).
     fn map_staged_blocks(&mut self, id: u64, logical: u64, blocks: &[u64], payload: Payload<'_>) -> Result<()> {
+        if self.layout.copies_out() && self.youngest_live_snapshot_id().is_some() {
+            let frames: Vec<u64> = map::segments(self.extents.map(id), logical, blocks.len() as u64)
+                .iter()
+                .filter_map(|segment| match segment.location {
+                    Some(Location::Data(first)) => Some(first..first + segment.block_count),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            self.copy_out_before_overwrite(&frames)?;
+        }
         for (index, &block) in blocks.iter().enumerate() {
             let logical_block = logical + index as u64;
             let data_crc = payload.block_crc(index as u64);
@@ -363,9 +377,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             let displaced = self.apply_mapping(id, logical_block, 1, Location::Flash(block));
             let previous = displaced.first().map(|&(location, _)| location);
             self.layout.staged(id, logical_block, previous);
-            if let Some(Location::Data(frame)) = previous {
-                self.decide_copy_out(id, logical_block, frame);
-            }
             self.push_record(record)?;
         }
         Ok(())
@@ -421,7 +432,14 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 _ => unreachable!("checked above"),
             })
             .collect();
-        let copied = self.copy_out_before_overwrite(&frames)?;
+        let (copied, wanted) = self.copy_out_before_overwrite(&frames)?;
+        if copied < wanted {
+            // The copies made are valid and logged; no frame is overwritten.
+            return Err(EngineError::NoSpace {
+                role: DeviceRole::Data,
+                detail: format!("no room to copy out {} of {wanted} blocks snapshots hold", wanted - copied),
+            });
+        }
         let stores = self.data_stores_payload();
         let mut pieces = Vec::new();
         let mut written = Vec::new();
@@ -439,7 +457,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 self.log_data_checksums(block, piece)?;
             }
         }
-        if self.checksums.is_some() || copied {
+        if self.checksums.is_some() || copied > 0 {
             self.flush_pending_records()?;
         }
         self.write_data_pieces(pieces)?;

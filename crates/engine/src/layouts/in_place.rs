@@ -5,11 +5,11 @@
 //! (staging threshold 0) overwrites go in place.
 //!
 //! State: the frame home of each staged block that overwrote a data-device
-//! block, and whether destage must copy that frame out first because a
-//! snapshot reads it (docs/layouts.md, "Copy-out of snapshot blocks") — kept
-//! in memory only and rebuilt as blocks are staged (after a restart, destage
-//! falls back to the logical neighbour, copy-on-write, which keeps every
-//! snapshot's version where it is).
+//! block — a placement hint, kept in memory only and rebuilt as blocks are
+//! staged (after a restart, destage falls back to the logical neighbour).
+//! A frame a snapshot holds is copied out when its overwrite arrives
+//! ([`LayoutStrategy::copies_out`]; docs/layouts.md, "Copy-out of snapshot
+//! blocks"), so destage finds it free for its block.
 
 use std::collections::{HashMap, HashSet};
 
@@ -20,18 +20,9 @@ use crate::map::Location;
 #[derive(Debug, Clone, Default)]
 pub struct InPlace {
     /// `(extent, logical block)` → the data block its staged copy overwrote.
-    frame_homes: HashMap<(u64, u64), FrameHome>,
+    frame_homes: HashMap<(u64, u64), u64>,
     /// The blocks of `frame_homes`.
     home_blocks: HashSet<u64>,
-}
-
-/// Where a staged block goes back to, and for which snapshots its frame is
-/// copied out first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FrameHome {
-    block: u64,
-    /// The watermark of the copy-out decided at staging time, if any.
-    copy_for: Option<u64>,
 }
 
 impl LayoutStrategy for InPlace {
@@ -63,7 +54,7 @@ impl LayoutStrategy for InPlace {
     }
 
     fn frame_home(&self, extent_id: u64, logical_block: u64) -> Option<u64> {
-        self.frame_homes.get(&(extent_id, logical_block)).map(|home| home.block)
+        self.frame_homes.get(&(extent_id, logical_block)).copied()
     }
 
     fn copies_out(&self) -> bool {
@@ -74,25 +65,15 @@ impl LayoutStrategy for InPlace {
         self.home_blocks.contains(&block)
     }
 
-    fn copy_out_decided(&mut self, extent_id: u64, logical_block: u64, watermark: u64) {
-        let home = self.frame_homes.get_mut(&(extent_id, logical_block));
-        home.expect("a copy-out is decided for a staged overwrite of a frame").copy_for = Some(watermark);
-    }
-
-    fn copy_out_watermark(&self, extent_id: u64, logical_block: u64) -> Option<u64> {
-        self.frame_homes.get(&(extent_id, logical_block)).and_then(|home| home.copy_for)
-    }
-
     fn staged(&mut self, extent_id: u64, logical_block: u64, previous: Option<Location>) {
         match previous {
             Some(Location::Data(block)) => {
-                let home = FrameHome { block, copy_for: None };
-                if let Some(old) = self.frame_homes.insert((extent_id, logical_block), home) {
-                    self.home_blocks.remove(&old.block);
+                if let Some(old) = self.frame_homes.insert((extent_id, logical_block), block) {
+                    self.home_blocks.remove(&old);
                 }
                 self.home_blocks.insert(block);
             }
-            // Restaged: the frame home, and any copy-out decided, stay.
+            // Restaged: the frame home stays.
             Some(Location::Flash(_)) => {}
             None => self.forget(extent_id, logical_block),
         }
@@ -110,7 +91,7 @@ impl LayoutStrategy for InPlace {
 impl InPlace {
     fn forget(&mut self, extent_id: u64, logical_block: u64) {
         if let Some(home) = self.frame_homes.remove(&(extent_id, logical_block)) {
-            self.home_blocks.remove(&home.block);
+            self.home_blocks.remove(&home);
         }
     }
 }
@@ -153,13 +134,9 @@ mod tests {
         assert!(in_place.is_frame_home(500));
         assert_eq!(in_place.frame_home(1, 11), None);
         assert_eq!(in_place.frame_home(2, 10), None);
-        assert_eq!(in_place.copy_out_watermark(1, 10), None);
-        in_place.copy_out_decided(1, 10, 4);
         in_place.staged(1, 10, Some(Location::Flash(9)));
-        assert_eq!(in_place.copy_out_watermark(1, 10), Some(4), "a restaged block keeps its frame's decision");
-        assert_eq!(in_place.frame_home(1, 10), Some(500));
+        assert_eq!(in_place.frame_home(1, 10), Some(500), "a restaged block keeps its frame");
         in_place.destaged(1, 9, 3);
-        assert_eq!(in_place.copy_out_watermark(1, 10), None);
         assert_eq!(in_place.frame_home(1, 10), None);
         assert!(!in_place.is_frame_home(500));
         assert_eq!(in_place.destage_rule(), DestageRule::FrameHomes);

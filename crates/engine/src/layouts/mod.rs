@@ -112,20 +112,6 @@ pub trait LayoutStrategy: fmt::Debug + Send + Sync {
         false
     }
 
-    /// [`LayoutStrategy::copies_out`]: the staged block `logical_block` of
-    /// extent `extent_id` overwrote a frame that snapshots up to `watermark`
-    /// read; destage copies the frame out before writing it back.
-    fn copy_out_decided(&mut self, extent_id: u64, logical_block: u64, watermark: u64) {
-        let _ = (extent_id, logical_block, watermark);
-    }
-
-    /// The watermark of the copy-out decided for staged block `logical_block`
-    /// of extent `extent_id`, if one was.
-    fn copy_out_watermark(&self, extent_id: u64, logical_block: u64) -> Option<u64> {
-        let _ = (extent_id, logical_block);
-        None
-    }
-
     /// [`Placement::PlugHoles`]: where the search for the next hole starts.
     fn hole_cursor(&self) -> u64 {
         0
