@@ -116,7 +116,7 @@ fn in_place_without_a_cache_overwrites_in_place_and_copies_out_what_a_snapshot_h
 }
 
 #[test]
-fn in_place_with_its_write_cache_copies_out_at_destage_and_keeps_every_block_in_its_frame() {
+fn in_place_with_its_write_cache_copies_out_on_first_write_and_keeps_every_block_in_its_frame() {
     let options = VolumeOptions { layout: Layout::InPlace, staging_capacity_blocks: 64, ..VolumeOptions::default() };
     let mut volume = filled(options.clone(), 2, 16_384);
     let frames: Vec<_> = (1..=2).map(|id| locations(&volume, id)).collect();
