@@ -40,7 +40,11 @@ fn print_report(directory: &std::path::Path, report: &Value, venue: Venue) {
     println!("  capacity            {}", bytes(report, "capacity_bytes"));
     println!("  committed           {} (the extents' sizes)", bytes(report, "committed_bytes"));
     println!("  used                {}", bytes(report, "used_bytes"));
-    println!("  held by snapshots   {}", bytes(report, "held_by_snapshots_bytes"));
+    println!(
+        "  held by snapshots   {} ({} of it copied out of frames)",
+        bytes(report, "held_by_snapshots_bytes"),
+        bytes(report, "copied_out_bytes")
+    );
     println!("  free                {}", bytes(report, "free_bytes"));
     println!(
         "  flash used          {} of {}",

@@ -65,6 +65,7 @@ fn extents_snapshots_status_and_restore() {
     for key in [
         "used_bytes",
         "held_by_snapshots_bytes",
+        "copied_out_bytes",
         "fragmentation",
         "staging",
         "checkpoint_generation",
