@@ -9,8 +9,8 @@
 //! Invariants (asserted): a copy block is in one entry; a frame's watermarks
 //! strictly increase with its entries; a copy is never a frame of the table.
 //! The table decides; the volume does the I/O and keeps the space maps
-//! (below the table: the decision at staging time, the destage's copy-out
-//! phase and the uncached overwrite's copy).
+//! (below the table: the copy on first write, before an overwrite is staged
+//! or written in place; the frame's release; restore).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -18,7 +18,7 @@ use proxima_device::BlockDevice;
 
 use crate::codec::{CopyOutRecord, LogRecord, SnapshotState};
 use crate::error::{DeviceRole, Result};
-use crate::io::{block_bytes, read_pieces};
+use crate::io::{block_bytes, coalesce, read_pieces};
 use crate::map::{Location, Segment};
 use crate::staging::Payload;
 use crate::tree::PersistentTree;
@@ -221,12 +221,9 @@ fn any_in(ids: &[u64], after: u64, up_to: u64) -> bool {
 
 /// Consecutive blocks of `blocks` (ascending) as `(first, count)` runs.
 fn runs_of(blocks: &[u64]) -> Vec<(u64, u64)> {
-    let mut runs: Vec<(u64, u64)> = Vec::new();
+    let mut runs = Vec::new();
     for &block in blocks {
-        match runs.last_mut() {
-            Some((first, count)) if *first + *count == block => *count += 1,
-            _ => runs.push((block, 1)),
-        }
+        coalesce(&mut runs, block, 1);
     }
     runs
 }
@@ -236,15 +233,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// read again, so no copy is made for them alone.
     pub(crate) fn youngest_live_snapshot_id(&self) -> Option<u64> {
         self.snapshots.iter().rev().find(|(_, record)| record.state == SnapshotState::Live).map(|(id, _)| id)
-    }
-
-    /// Whether a live snapshot would read a copy of `frame` made for
-    /// `watermark`: one with an id above the frame's last watermark and up
-    /// to `watermark`.
-    fn copy_would_be_read(&self, frame: u64, watermark: u64) -> bool {
-        let after = self.copy_outs.last_watermark(frame).unwrap_or(0);
-        after < watermark
-            && self.snapshots.range(after + 1..=watermark).any(|(_, record)| record.state == SnapshotState::Live)
     }
 
     /// Data block `block` just left the active tree: if it went to the
@@ -308,9 +296,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         Ok(())
     }
 
-    /// Copies each `(frame, watermark)` out: reads the frames, writes them to
-    /// blocks allocated down from the copy-out cursor, in frame order, and
-    /// enters the copies in the table. Returns after as many as the data
+    /// Copies each `(frame, watermark)` out (live blocks): reads the frames,
+    /// writes them to blocks allocated down from the copy-out cursor, in
+    /// frame order, and enters the copies in the table. Returns after as many as the data
     /// device has room for, with the `(frame, copy, watermark)` entries made.
     /// The caller logs the entries, durable before it overwrites a frame.
     fn copy_out(&mut self, mut frames: Vec<(u64, u64)>) -> Result<Vec<(u64, u64, u64)>> {
@@ -356,9 +344,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 checksums.data.set(copy, crc);
             }
             self.copy_outs.insert(frame, copy, watermark);
-            if self.data_space.in_summary(frame) {
-                self.data_space.release_from_summary(frame);
-            }
         }
         self.stats.copied_out_blocks += made.len() as u64;
         Ok(made)
@@ -373,7 +358,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let Some(youngest) = self.youngest_live_snapshot_id() else { return Ok((0, 0)) };
         let needed: Vec<(u64, u64)> = frames
             .iter()
-            .filter(|&&frame| self.data_space.held_by_snapshot(frame) && self.copy_would_be_read(frame, youngest))
+            .filter(|&&frame| {
+                self.data_space.held_by_snapshot(frame) && self.copy_outs.needs_copy(frame, Some(youngest))
+            })
             .map(|&frame| (frame, youngest))
             .collect();
         let wanted = needed.len();

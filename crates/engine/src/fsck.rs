@@ -8,6 +8,8 @@
 //! every data and staged block a live tree uses and checks it against its
 //! checksum.
 
+use std::collections::BTreeMap;
+
 use proxima_device::BlockDevice;
 use serde::Serialize;
 
@@ -404,7 +406,7 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F, scope:
         }));
     }
     report.generation = superblock.generation;
-    check_log(&mut report, flash, &superblock)?;
+    let logged_crcs = check_log(&mut report, flash, &superblock)?;
     let mut checker = Checker {
         reader: FlashReader { flash, volume_id: superblock.volume_id, flash_block_count: superblock.flash_block_count },
         data_count: superblock.data_block_count,
@@ -460,20 +462,22 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F, scope:
             data_in_use.or_with(&walk.data_used);
             staged_in_use.or_with(&walk.staged_used);
         }
-        check_data(&mut report, data, DeviceRole::Data, &data_in_use, &data_table)?;
-        check_data(&mut report, flash, DeviceRole::Flash, &staged_in_use, &flash_table)?;
+        check_data(&mut report, data, DeviceRole::Data, &data_in_use, &data_table, &logged_crcs)?;
+        check_data(&mut report, flash, DeviceRole::Flash, &staged_in_use, &flash_table, &LoggedCrcs::new())?;
     }
     Ok(report)
 }
 
 /// Reads every block set in `in_use` (in runs of consecutive blocks) and
-/// reports those that do not match their checksum or cannot be read.
+/// reports those that match neither their checksum nor one the log carries
+/// for them, or cannot be read.
 fn check_data<D: BlockDevice>(
     report: &mut FsckReport,
     device: &mut D,
     role: DeviceRole,
     in_use: &Bitmap,
     table: &PersistentChecksums,
+    logged: &LoggedCrcs,
 ) -> Result<()> {
     const RUN_BLOCKS_MAX: u64 = 256;
     let mut damaged = Vec::new();
@@ -489,7 +493,8 @@ fn check_data<D: BlockDevice>(
         match read_pieces(device, role, &[(first, count)]) {
             Ok(bytes) => {
                 for (block, block_bytes) in (first..).zip(bytes.chunks(BLOCK_SIZE)) {
-                    if crc32c::crc32c(block_bytes) != table.get(block) {
+                    let crc = crc32c::crc32c(block_bytes);
+                    if crc != table.get(block) && !logged.get(&block).is_some_and(|crcs| crcs.contains(&crc)) {
                         damaged.push(block);
                     }
                 }
@@ -506,10 +511,11 @@ fn check_data<D: BlockDevice>(
     Ok(())
 }
 
-/// What snapshots being deleted may still hold in the summary: a deletion
+/// What may still be in the summary without a live tree using it: a deletion
 /// scan releases a data block when it reaches the block's page, so a deleting
 /// snapshot accounts for its data blocks on the pages its scan has not passed,
-/// and for all its flash blocks (released in the CP that drops its record).
+/// and for all its flash blocks (released in the CP that drops its record);
+/// and a copy-out's copy stays while a snapshot has an id in its range.
 /// Anything else in the summary and used by nothing has leaked for ever.
 struct Pending {
     data: Bitmap,
@@ -566,7 +572,13 @@ fn check_slot_generations(report: &mut FsckReport, slot_a: u64, slot_b: u64) {
 /// Walks the log after the CP without replaying it: whether there is one,
 /// damage to the copies of acknowledged blocks and to the staged data their
 /// records name (findings), and what a crash left at its end (notes).
-fn check_log<F: BlockDevice>(report: &mut FsckReport, flash: &mut F, superblock: &Superblock) -> Result<()> {
+/// Data-device checksums the log carries past the CP, per block: replay
+/// settles a block overwritten in place on whichever of its checksums it
+/// matches.
+type LoggedCrcs = BTreeMap<u64, Vec<u32>>;
+
+/// Checks the log after the CP; returns the data checksums its records carry.
+fn check_log<F: BlockDevice>(report: &mut FsckReport, flash: &mut F, superblock: &Superblock) -> Result<LoggedCrcs> {
     let identity = LogIdentity {
         volume_id: superblock.volume_id,
         generation: superblock.generation,
@@ -576,11 +588,19 @@ fn check_log<F: BlockDevice>(report: &mut FsckReport, flash: &mut F, superblock:
         Ok(walk) => walk,
         Err(EngineError::Corrupt { block, what, detail }) => {
             report.add(FindingKind::CorruptMetadata, format!("log: {what} at flash block {block}: {detail}"));
-            return Ok(());
+            return Ok(LoggedCrcs::new());
         }
         Err(other) => return Err(other),
     };
     report.log_pending = !walk.blocks.is_empty();
+    let mut logged = LoggedCrcs::new();
+    for record in walk.blocks.iter().flat_map(|walked| &walked.block.records) {
+        if let LogRecord::Checksums { first_data_block, count, crcs } = *record {
+            for (block, &crc) in (first_data_block..).zip(&crcs[..usize::from(count)]) {
+                logged.entry(block).or_default().push(crc);
+            }
+        }
+    }
     let acknowledged_through = walk.acknowledged_through();
     for walked in &walk.blocks {
         let acknowledged = acknowledged_through.is_some_and(|through| walked.sequence <= through);
@@ -618,7 +638,7 @@ fn check_log<F: BlockDevice>(report: &mut FsckReport, flash: &mut F, superblock:
              will not be replayed"
         ));
     }
-    Ok(())
+    Ok(logged)
 }
 
 /// A walk's used blocks, activemap and summary map of the device `role`.

@@ -50,6 +50,15 @@ pub(crate) fn read_pieces<D: BlockDevice>(device: &mut D, role: DeviceRole, piec
     Ok(bytes)
 }
 
+/// Appends the run `(block, count)` to `pieces`, merging it into the last one
+/// when it continues it physically.
+pub(crate) fn coalesce(pieces: &mut Vec<(u64, u64)>, block: u64, count: u64) {
+    match pieces.last_mut() {
+        Some((start, length)) if *start + *length == block => *length += count,
+        _ => pieces.push((block, count)),
+    }
+}
+
 /// Writes `(first block, bytes)` pieces to one device in one batch.
 pub(crate) fn write_pieces<D: BlockDevice>(
     device: &mut D,

@@ -353,8 +353,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         };
         // A snapshot that reads a frame block at its copy does not hold the
         // frame's current version (docs/layouts.md, "Copy-out of snapshot
-        // blocks"); only the older neighbour and the target can.
-        let reads_frame = |id: u64, block: u64| role == DeviceRole::Flash || self.copy_outs.resolve(block, id) == block;
+        // blocks"): the older neighbour and the target are asked per block,
+        // and only when the table has copies (data blocks alone can be
+        // frames); otherwise the word operations decide.
+        let copies = role == DeviceRole::Data && !self.copy_outs.is_empty();
+        let reads_frame = |id: u64, block: u64| self.copy_outs.resolve(block, id) == block;
         let summary = space.summary().bits();
         let mut blocks = Vec::new();
         for page in in_memory(first_page)..in_memory(end_page) {
@@ -362,14 +365,22 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 continue;
             }
             for word in 0..WORDS_PER_PAGE {
-                let mut candidates = target.word(page, word) & !younger.word(page, word) & summary.word(page, word);
+                let candidates = target.word(page, word) & !younger.word(page, word) & summary.word(page, word);
                 let older_word = older_map.map_or(0, |older| older.word(page, word));
-                while candidates != 0 {
-                    let bit = u64::from(candidates.trailing_zeros());
-                    candidates &= candidates - 1;
-                    let block = page as u64 * BITS_PER_PAGE + word as u64 * 64 + bit;
-                    let older_holds = older_word & (1 << bit) != 0 && older.is_some_and(|id| reads_frame(id, block));
-                    if !older_holds && reads_frame(scan.target_id, block) {
+                let mut exclusive = candidates & !older_word;
+                let mut older_too = if copies { candidates & older_word } else { 0 };
+                let first_block = page as u64 * BITS_PER_PAGE + word as u64 * 64;
+                while older_too != 0 {
+                    let bit = older_too.trailing_zeros();
+                    older_too &= older_too - 1;
+                    if older.is_some_and(|id| !reads_frame(id, first_block + u64::from(bit))) {
+                        exclusive |= 1 << bit;
+                    }
+                }
+                while exclusive != 0 {
+                    let block = first_block + u64::from(exclusive.trailing_zeros());
+                    exclusive &= exclusive - 1;
+                    if !copies || reads_frame(scan.target_id, block) {
                         blocks.push(block);
                     }
                 }

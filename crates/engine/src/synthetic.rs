@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::codec::BLOCK_SIZE;
 use crate::error::{DeviceRole, EngineError, Result};
-use crate::io::{device_error, MAX_REQUEST_BLOCKS};
+use crate::io::{coalesce, device_error, MAX_REQUEST_BLOCKS};
 use crate::map::{self, Location};
 use crate::staging::Payload;
 use crate::volume::Volume;
@@ -57,14 +57,6 @@ fn read_requests(pieces: &[(u64, u64)]) -> Vec<IoRequest> {
         }
     }
     requests
-}
-
-/// Merges physically consecutive pieces (in logical order).
-fn coalesce(pieces: &mut Vec<(u64, u64)>, block: u64, count: u64) {
-    match pieces.last_mut() {
-        Some((start, length)) if *start + *length == block => *length += count,
-        _ => pieces.push((block, count)),
-    }
 }
 
 impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {

@@ -306,11 +306,17 @@ fn offline_fsck_is_clean(data: &mut MemoryDevice, flash: &mut MemoryDevice) -> R
     }
 }
 
-fn crash_images(recording: &Recording, global: u64, variant: u64) -> (MemoryDevice, MemoryDevice) {
+fn crash_images(
+    recording: &Recording,
+    global: u64,
+    variant: u64,
+    data_tears: DataTears,
+) -> (MemoryDevice, MemoryDevice) {
     let [data_boundary, flash_boundary] = boundaries(&recording.order, global);
     let in_flight = recording.order.get(global as usize).copied();
     let point = |boundary: u64, device: usize| {
-        let tear = (in_flight == Some(device)).then_some(Tear::Seeded { seed: global ^ variant });
+        let tears = device == 1 || data_tears == DataTears::Sectors;
+        let tear = (tears && in_flight == Some(device)).then_some(Tear::Seeded { seed: global ^ variant });
         let pending =
             if variant == 0 { PendingWrites::DropAll } else { PendingWrites::KeepSeeded { seed: variant ^ global } };
         CrashPoint { boundary, pending, tear }
@@ -355,7 +361,22 @@ fn seeds_from_environment(divisor: u64) -> u64 {
     (seeds / divisor).max(1)
 }
 
+/// How a data-device write in flight at the crash is left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DataTears {
+    /// Torn at sector granularity, like every flash write.
+    Sectors,
+    /// Written whole or not at all: a frame array without a write cache
+    /// overwrites in place and cannot survive a torn block (docs/layouts.md),
+    /// so its crash points assume block-atomic data writes.
+    WholeBlocks,
+}
+
 fn crash_every_point(name: &str, seeds: u64, options: &VolumeOptions) {
+    crash_every_point_with(name, seeds, options, DataTears::Sectors);
+}
+
+fn crash_every_point_with(name: &str, seeds: u64, options: &VolumeOptions, data_tears: DataTears) {
     let mut crash_points = 0;
     let mut recovery_crash_points = 0;
     let mut continued = 0;
@@ -366,7 +387,7 @@ fn crash_every_point(name: &str, seeds: u64, options: &VolumeOptions) {
         let total = recording.order.len() as u64;
         for global in 0..=total {
             for variant in [0, 1 + seed] {
-                let (data, flash) = crash_images(&recording, global, variant);
+                let (data, flash) = crash_images(&recording, global, variant, data_tears);
                 if global % 23 == 0 && variant == 0 {
                     recovery_crash_points += crash_recovery(data, flash, &recording.points, global, options)
                         .unwrap_or_else(|error| panic!("{name}: seed {seed}, point {global}: {error}"));
@@ -419,6 +440,11 @@ fn crashes_during_destage_recover_to_an_acknowledged_state() {
 fn every_crash_point_of_the_baseline_layouts_recovers() {
     let in_place = VolumeOptions { layout: Layout::InPlace, staging_capacity_blocks: 16, ..options() };
     crash_every_point("in-place", seeds_from_environment(4), &in_place);
+    // Without the cache the copy-out of a snapshot's block must be durable
+    // before the frame is overwritten: crashes fall between the copy, its
+    // log record and the overwrite.
+    let uncached = VolumeOptions { layout: Layout::InPlace, staging_threshold_bytes: 0, ..options() };
+    crash_every_point_with("in-place without a cache", seeds_from_environment(4), &uncached, DataTears::WholeBlocks);
     let anywhere = VolumeOptions { layout: Layout::WriteAnywhere, ..options() };
     crash_every_point("write-anywhere", seeds_from_environment(4), &anywhere);
 }
