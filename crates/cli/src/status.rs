@@ -71,6 +71,13 @@ fn print_report(directory: &std::path::Path, report: &Value, venue: Venue) {
         report["fragmentation"].as_f64().unwrap_or(0.0),
         report["mean_run_blocks"].as_f64().unwrap_or(0.0)
     );
+    if report["read_realloc"].as_bool() == Some(true) {
+        println!(
+            "  read reallocation   on: {} rewritten since open ({} found no contiguous room)",
+            bytes(report, "reallocated_bytes_since_open"),
+            bytes(report, "reallocation_skipped_bytes_since_open")
+        );
+    }
     let extents = report["extents"].as_array().map_or(0, Vec::len);
     let snapshots = report["snapshots"].as_array().map_or(0, Vec::len);
     println!("  extents {extents}, snapshots {snapshots}, deletions pending {}", report["pending_deletions"]);

@@ -66,6 +66,10 @@ struct CreateArgs {
     /// system full, and direct I/O into them skips block allocation.
     #[arg(long)]
     preallocate: bool,
+    /// Reads rewrite the scattered spans they read as one contiguous run
+    /// each (reallocate-on-read): on or off.
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "off")]
+    read_realloc: bool,
     /// Take existing block devices (--data, --flash) that hold data — another
     /// volume's label, a partition table, a file system — all the same,
     /// overwriting it.
@@ -74,6 +78,14 @@ struct CreateArgs {
     /// Print the configuration as JSON on the last line.
     #[arg(long)]
     json: bool,
+}
+
+fn parse_on_off(text: &str) -> Result<bool, String> {
+    match text {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("{text:?} is neither on nor off")),
+    }
 }
 
 fn parse_layout(text: &str) -> Result<Layout, String> {
@@ -145,6 +157,7 @@ fn run_create(args: &CreateArgs) -> ExitCode {
         io_mode: if args.direct { IoMode::Direct } else { IoMode::Buffered },
         force: args.force,
         preallocate: args.preallocate,
+        read_realloc: args.read_realloc,
     };
     let message = format!("creating volume {}", args.directory.display());
     match with_spinner(&message, || create_volume(&args.directory, &spec)) {
@@ -160,7 +173,13 @@ fn run_create(args: &CreateArgs) -> ExitCode {
 }
 
 fn print_created(directory: &std::path::Path, config: &VolumeConfig) {
-    println!("created volume {} ({} layout, {} I/O)", directory.display(), config.layout, config.io_mode.name());
+    let realloc = if config.read_realloc { ", reallocate-on-read" } else { "" };
+    println!(
+        "created volume {} ({} layout, {} I/O{realloc})",
+        directory.display(),
+        config.layout,
+        config.io_mode.name()
+    );
     for disk in &config.data_disks {
         println!("  data disk {} ({})", disk.path.display(), device_size(directory, &disk.path, disk.size_bytes));
     }

@@ -24,6 +24,7 @@ mod log;
 pub mod map;
 mod pages;
 mod read;
+pub mod realloc;
 mod room;
 mod scrub;
 mod snapshot;
@@ -39,6 +40,7 @@ pub use fsck::{check as fsck_devices, Finding, FindingKind, FsckReport, FsckScop
 pub use layouts::{DestageRule, Layout, LayoutParameters, LayoutStrategy, Placement, WriteContext};
 pub use log::{CorruptStagedBlock, LogEnd, RecoveryReport};
 pub use map::Location;
+pub use realloc::ReadRealloc;
 pub use scrub::ScrubReport;
 pub use snapshot::SnapshotInfo;
 pub use synthetic::ReadReport;

@@ -1,6 +1,8 @@
 //! The read path: filling a caller's buffer from an extent's map (holes as
 //! zeroes, data and staged blocks straight from the devices), with every
-//! data and staged block checked against its checksum.
+//! data and staged block checked against its checksum; and the execution of
+//! reallocate-on-read (the decision is `realloc.rs`): a scattered span a read
+//! just read is written again, contiguously, from the read's own bytes.
 //!
 //! A block that does not match is never returned: it is read again from the
 //! device's redundancy (a RAID array reconstructs it), repaired when that
@@ -16,6 +18,8 @@ use crate::codec::BLOCK_SIZE;
 use crate::error::{DeviceRole, EngineError, Result, Unsuitable};
 use crate::io::{block_bytes, device_error, in_memory, MAX_REQUEST_BLOCKS};
 use crate::map::{self, ExtentMap, Location, Segment};
+use crate::realloc::{self, ReallocPiece};
+use crate::staging::Payload;
 use crate::volume::{BlockStatus, EngineStats, Volume};
 
 const BLOCK_BYTES: u64 = BLOCK_SIZE as u64;
@@ -154,7 +158,103 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.check_range(id, offset_bytes, buffer.len() as u64)?;
         let segments = request_segments(self.extents.map(id), offset_bytes, buffer.len() as u64);
         let data_payload = self.data_payload;
-        fill_from_segments(&segments, offset_bytes, buffer, data_payload, &mut self.exclusive_source())
+        fill_from_segments(&segments, offset_bytes, buffer, data_payload, &mut self.exclusive_source())?;
+        if !self.options.read_realloc.enabled {
+            return Ok(());
+        }
+        // The whole blocks the buffer covers can be written again from it.
+        let first = offset_bytes.div_ceil(BLOCK_BYTES);
+        let end = (offset_bytes + buffer.len() as u64) / BLOCK_BYTES;
+        if first >= end {
+            return Ok(());
+        }
+        let whole =
+            &buffer[in_memory((first * BLOCK_BYTES) - offset_bytes)..][..in_memory((end - first) * BLOCK_BYTES)];
+        let payload = if data_payload { Payload::Bytes(whole) } else { Payload::Synthetic(end - first) };
+        self.reallocate_after_read(id, first, payload)
+    }
+
+    /// Whether a read of `[offset, offset + length)` of extent `id` would
+    /// reallocate what it reads: a server that reads under a shared lock
+    /// takes the exclusive path ([`Volume::read_into`]) for such a read.
+    pub fn read_would_reallocate(&self, id: u64, offset_bytes: u64, length_bytes: u64) -> bool {
+        let settings = &self.options.read_realloc;
+        let first = offset_bytes.div_ceil(BLOCK_BYTES);
+        let end = offset_bytes.saturating_add(length_bytes) / BLOCK_BYTES;
+        settings.enabled
+            && first < end
+            && self.check_range(id, offset_bytes, length_bytes).is_ok()
+            && realloc::data_run_count(&map::segments(self.extents.map(id), first, end - first)) >= settings.runs_min
+    }
+
+    /// Rewrites, from `payload` (the blocks from `first_block` just read),
+    /// the pieces of that span the read-reallocation settings pick, each as
+    /// one contiguous run (docs/read-realloc.md). A piece without a
+    /// contiguous run near its neighbours, or without room in the log,
+    /// stays where it is.
+    pub(crate) fn reallocate_after_read(&mut self, id: u64, first_block: u64, payload: Payload<'_>) -> Result<()> {
+        let segments = map::segments(self.extents.map(id), first_block, payload.block_count());
+        let pieces = realloc::pieces_to_reallocate(&segments, &self.options.read_realloc, |block| {
+            self.data_space.held_by_snapshot(block)
+        });
+        if pieces.is_empty() {
+            return Ok(());
+        }
+        self.guarded(|volume| {
+            for piece in pieces {
+                let piece_payload = payload.slice(piece.logical_block - first_block, piece.block_count);
+                match volume.reallocate_piece(id, piece, piece_payload) {
+                    Err(EngineError::NoSpace { .. }) => volume.stats.reallocation_skipped_blocks += piece.block_count,
+                    outcome => outcome?,
+                }
+            }
+            volume.finish_update(false)
+        })
+    }
+
+    /// Writes `piece` of extent `id` (its blocks on the data device, as the
+    /// read found them) to a fresh contiguous run.
+    fn reallocate_piece(&mut self, id: u64, piece: ReallocPiece, payload: Payload<'_>) -> Result<()> {
+        let count = piece.block_count;
+        self.ensure_room_for_update(self.write_bound(&[id], count, 0))?;
+        // Making room commits or destages, which moves staged blocks only;
+        // the piece is still checked to be where the read found it.
+        let segments = map::segments(self.extents.map(id), piece.logical_block, count);
+        if !segments.iter().all(|segment| matches!(segment.location, Some(Location::Data(_)))) {
+            return Ok(());
+        }
+        let Some(start) = self.allocate_reallocation_run(id, piece) else {
+            self.stats.reallocation_skipped_blocks += count;
+            return Ok(());
+        };
+        self.write_direct_piece(id, piece.logical_block, start, payload)?;
+        self.stats.reallocated_blocks += count;
+        Ok(())
+    }
+
+    /// A contiguous run for `piece`: right after its logical predecessor on
+    /// the data device (else after its own first block), within the span
+    /// destage searches near a neighbour; else at the start of an empty
+    /// allocation range. Never a frame home a staged block goes back to.
+    fn allocate_reallocation_run(&mut self, id: u64, piece: ReallocPiece) -> Option<u64> {
+        let count = piece.block_count;
+        let map = self.extents.map(id);
+        let predecessor = piece.logical_block.checked_sub(1).and_then(|block| map::lookup(map, block));
+        let hint = match (predecessor, map::lookup(map, piece.logical_block)) {
+            (Some(Location::Data(block)), _) | (_, Some(Location::Data(block))) => block + 1,
+            _ => unreachable!("a piece's blocks are on the data device"),
+        };
+        let search_blocks = self.options.proximal_span_ranges.max(1) * self.options.allocation_range_blocks;
+        let layout = &self.layout;
+        if let Some(start) =
+            self.data_space.allocate_run(hint, count, search_blocks, |block| !layout.is_frame_home(block))
+        {
+            return Some(start);
+        }
+        let range = self.find_fresh_range()?;
+        let (start, _) = self.range_bounds(range);
+        let layout = &self.layout;
+        self.data_space.allocate_run(start, count, 1, |block| !layout.is_frame_home(block))
     }
 
     /// The read source of this volume's devices, repairing from redundancy.

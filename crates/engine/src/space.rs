@@ -253,6 +253,51 @@ impl SpaceMap {
         Some((first, count))
     }
 
+    /// Allocates `count` consecutive blocks, each of which `accept`s, the
+    /// first such run that starts in `[hint, hint + search_blocks)` (clipped
+    /// to the device); `None`, and nothing allocated, if there is none.
+    pub fn allocate_run(
+        &mut self,
+        hint: u64,
+        count: u64,
+        search_blocks: u64,
+        accept: impl Fn(u64) -> bool,
+    ) -> Option<u64> {
+        assert!(count > 0, "allocate at least one block");
+        let search_end = hint.saturating_add(search_blocks);
+        let end = search_end.saturating_add(count).min(self.block_count());
+        let (mut run_start, mut run_length) = (hint, 0);
+        let mut found = None;
+        self.for_each_allocatable_word(hint.min(end), end, |first_bit, mut free| {
+            if free == 0 {
+                run_length = 0;
+                return true;
+            }
+            for bit in 0..64 {
+                let block = first_bit + bit;
+                if free & 1 == 0 || !accept(block) {
+                    run_length = 0;
+                } else {
+                    if run_length == 0 {
+                        run_start = block;
+                    }
+                    run_length += 1;
+                    if run_length == count {
+                        found = Some(run_start);
+                        return false;
+                    }
+                }
+                free >>= 1;
+            }
+            true
+        });
+        let start = found.filter(|&start| start < search_end)?;
+        for block in start..start + count {
+            self.take(block);
+        }
+        Some(start)
+    }
+
     /// Whether the summary holds `block`: a snapshot holds it, the active
     /// tree does not.
     pub fn in_summary(&self, block: u64) -> bool {
@@ -572,6 +617,25 @@ mod tests {
         space.checkpoint_durable();
         assert_eq!(space.allocate_within(500, 256, 512, 3), Some((260, 1)));
         assert_eq!(space.allocatable_in(990, 1200), 10);
+    }
+
+    #[test]
+    fn a_run_is_allocated_whole_or_not_at_all_within_the_search_window() {
+        let mut space = space(1000);
+        // Taken: 100..110, 115, 120..300 — free runs 110..115 (5), 116..120 (4), 300.. .
+        space.allocate_near(100, 10).unwrap();
+        space.allocate_near(115, 1).unwrap();
+        space.allocate_near(120, 180).unwrap();
+        assert_eq!(space.allocate_run(100, 5, 50, |_| true), Some(110));
+        assert_eq!(space.allocate_run(100, 4, 50, |_| true), Some(116));
+        // The next free run of 4 starts at 300, outside a window of 100..200.
+        assert_eq!(space.allocate_run(100, 4, 100, |_| true), None);
+        assert_eq!(space.allocatable_in(100, 300), 0);
+        assert_eq!(space.allocate_run(100, 130, 300, |block| block != 350), Some(351), "350 is refused");
+        assert_eq!(space.allocate_run(0, 100, 1000, |_| true), Some(0));
+        assert_eq!(space.allocate_run(400, 600, 1000, |_| true), None, "the run would pass the device's end");
+        assert_eq!(space.allocate_run(481, 519, 1, |_| true), Some(481));
+        space.audit().unwrap();
     }
 
     #[test]

@@ -86,12 +86,36 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// Reads `block_count` blocks from `first_block` of extent `id` without
     /// returning data: one batch to the data device (its runs in logical order)
-    /// and one to the flash device, submitted together.
+    /// and one to the flash device, submitted together; then reallocates the
+    /// span if the volume's read-reallocation settings pick it.
     pub fn read_blocks_synthetic(&mut self, id: u64, first_block: u64, block_count: u64) -> Result<ReadReport> {
+        self.read_queue_synthetic(id, &[(first_block, block_count)])
+    }
+
+    /// Reads the requests `(first_block, block_count)` of extent `id`, queued
+    /// together, without returning data: their pieces in request order, those
+    /// that continue the previous one physically merged into one device
+    /// request (as a block layer merges the requests in its queue), in one
+    /// batch per device; then each request reallocates the span it read if
+    /// the volume's read-reallocation settings pick it.
+    pub fn read_queue_synthetic(&mut self, id: u64, requests: &[(u64, u64)]) -> Result<ReadReport> {
         self.check_usable()?;
-        self.check_block_range(id, first_block, block_count)?;
-        let segments = map::segments(self.extents.map(id), first_block, block_count);
-        self.read_segments_synthetic(block_count, &segments)
+        for &(first_block, block_count) in requests {
+            self.check_block_range(id, first_block, block_count)?;
+        }
+        let map = self.extents.map(id);
+        let segments: Vec<map::Segment> = requests
+            .iter()
+            .flat_map(|&(first_block, block_count)| map::segments(map, first_block, block_count))
+            .collect();
+        let block_count = requests.iter().map(|&(_, block_count)| block_count).sum();
+        let report = self.read_segments_synthetic(block_count, &segments)?;
+        if self.options.read_realloc.enabled {
+            for &(first_block, block_count) in requests.iter().filter(|&&(_, block_count)| block_count > 0) {
+                self.reallocate_after_read(id, first_block, Payload::Synthetic(block_count))?;
+            }
+        }
+        Ok(report)
     }
 
     /// Reads `block_count` blocks from `first_block` of extent `extent` as of

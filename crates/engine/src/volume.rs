@@ -25,6 +25,7 @@ use crate::layouts::ranges::FreshRangeSearch;
 use crate::layouts::{Layout, LayoutParameters, LayoutStrategy};
 use crate::log::{LogState, RecoveryReport};
 use crate::map::{self, ExtentMap, Location};
+use crate::realloc::ReadRealloc;
 use crate::room::MetadataOperation;
 use crate::snapshot::SnapshotCaches;
 use crate::space::SpaceMap;
@@ -106,6 +107,9 @@ pub struct VolumeOptions {
     /// (with `payload`: there is nothing to check without it); an open with
     /// options that disagree with the volume is refused.
     pub data_checksums: bool,
+    /// Whether reads rewrite the scattered spans they read contiguously
+    /// (docs/read-realloc.md). Off by default.
+    pub read_realloc: ReadRealloc,
 }
 
 impl Default for VolumeOptions {
@@ -125,6 +129,7 @@ impl Default for VolumeOptions {
             records_per_checkpoint: 0,
             write_intents: true,
             data_checksums: true,
+            read_realloc: ReadRealloc::OFF,
         }
     }
 }
@@ -207,6 +212,10 @@ pub struct EngineStats {
     pub checksum_mismatches: u64,
     /// Of those, blocks repaired from the device's redundancy.
     pub repaired_blocks: u64,
+    /// Blocks reads rewrote contiguously (reallocate-on-read).
+    pub reallocated_blocks: u64,
+    /// Blocks reads would have rewritten but found no contiguous run for.
+    pub reallocation_skipped_blocks: u64,
 }
 
 /// One extent as listed.

@@ -32,7 +32,7 @@ use proxima_device::{
     seeds_for_test, BatchTicket, BlockDevice, CrashDevice, CrashPoint, DeviceError, DeviceInfo, IoCompletion, IoOp,
     IoRequest, MemoryDevice, PendingWrites, Tear,
 };
-use proxima_engine::{fsck_devices, FsckScope, Layout, Volume, VolumeOptions};
+use proxima_engine::{fsck_devices, FsckScope, Layout, ReadRealloc, Volume, VolumeOptions};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -102,6 +102,8 @@ struct Recording {
     devices: (CrashDevice<MemoryDevice>, CrashDevice<MemoryDevice>),
     order: Vec<usize>,
     points: Vec<ModelPoint>,
+    /// Blocks reads reallocated during the workload.
+    reallocated_blocks: u64,
 }
 
 fn options() -> VolumeOptions {
@@ -144,9 +146,10 @@ fn record_workload(seed: u64, options: &VolumeOptions) -> Recording {
         let writes_at_end = order.borrow().len() as u64;
         points.push(ModelPoint { writes_at_start, writes_at_end, durable, block_crcs: crcs(&contents) });
     }
+    let reallocated_blocks = volume.stats().reallocated_blocks;
     let (data, flash) = volume.into_devices();
     let order = order.borrow().clone();
-    Recording { base, devices: (data.inner, flash.inner), order, points }
+    Recording { base, devices: (data.inner, flash.inner), order, points, reallocated_blocks }
 }
 
 /// One random operation; returns whether it made everything before it durable.
@@ -179,7 +182,16 @@ fn run_operation<D: BlockDevice, F: BlockDevice>(
             contents.get_mut(name).unwrap()[offset as usize..(offset + length) as usize].fill(0);
             false
         }
-        65..=79 => {
+        65..=69 => {
+            // With reallocate-on-read, a read of a scattered span writes it
+            // again: crashes fall inside that rewrite too.
+            let length = rng.gen_range(4..32) * BLOCK as u64;
+            let offset = rng.gen_range(0..=size - length);
+            let read = volume.read(id, offset, length).unwrap();
+            assert!(read == contents[name][offset as usize..(offset + length) as usize], "a read matches the model");
+            false
+        }
+        70..=79 => {
             volume.flush().unwrap();
             true
         }
@@ -447,4 +459,14 @@ fn every_crash_point_of_the_baseline_layouts_recovers() {
     crash_every_point_with("in-place without a cache", seeds_from_environment(4), &uncached, DataTears::WholeBlocks);
     let anywhere = VolumeOptions { layout: Layout::WriteAnywhere, ..options() };
     crash_every_point("write-anywhere", seeds_from_environment(4), &anywhere);
+}
+
+#[test]
+fn crashes_during_reallocation_on_read_recover() {
+    let realloc = ReadRealloc { runs_min: 2, ..ReadRealloc::ON };
+    let anywhere = VolumeOptions { layout: Layout::WriteAnywhere, read_realloc: realloc, ..options() };
+    assert!(record_workload(0, &anywhere).reallocated_blocks > 0, "the workload's reads reallocate");
+    crash_every_point("write-anywhere, reallocating reads", seeds_from_environment(4), &anywhere);
+    let proximal = VolumeOptions { staging_capacity_blocks: 16, read_realloc: realloc, ..options() };
+    crash_every_point("proximal, reallocating reads", seeds_from_environment(4), &proximal);
 }

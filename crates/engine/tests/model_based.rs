@@ -22,7 +22,7 @@ use common::{pattern, BLOCK};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use proxima_device::{seeds_for_test, BlockDevice, MemoryDevice, RaidConfig, RaidDevice};
-use proxima_engine::{BatchedWrite, DeviceRole, EngineError, Layout, Volume, VolumeOptions};
+use proxima_engine::{BatchedWrite, DeviceRole, EngineError, Layout, ReadRealloc, Volume, VolumeOptions};
 
 const EXTENT_NAMES: [&str; 3] = ["a", "b", "c"];
 const SNAPSHOT_NAMES: [&str; 3] = ["s0", "s1", "s2"];
@@ -602,6 +602,22 @@ fn the_in_place_layout_behaves_like_the_model() {
 fn the_write_anywhere_layout_behaves_like_the_model() {
     let options = VolumeOptions { layout: Layout::WriteAnywhere, ..options() };
     run_configuration("write-anywhere", cases_from_environment(3), memory_data, options);
+}
+
+#[test]
+fn reallocating_reads_behave_like_the_model() {
+    // Spans in two runs or more are moved, snapshot blocks too: every read
+    // of a scattered span rewrites it, between any other operations.
+    let realloc = ReadRealloc { runs_min: 2, snapshot_blocks: true, ..ReadRealloc::ON };
+    let anywhere = VolumeOptions { layout: Layout::WriteAnywhere, read_realloc: realloc, ..options() };
+    run_configuration("write-anywhere, reallocating reads", cases_from_environment(3), memory_data, anywhere);
+    let uncached = VolumeOptions {
+        layout: Layout::InPlace,
+        staging_threshold_bytes: 0,
+        read_realloc: ReadRealloc { runs_min: 2, ..ReadRealloc::ON },
+        ..options()
+    };
+    run_configuration("in-place, reallocating reads", cases_from_environment(3), memory_data, uncached);
 }
 
 fn raid(config: RaidConfig, failed_member: Option<usize>) -> RaidDevice<MemoryDevice> {

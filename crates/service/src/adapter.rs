@@ -507,7 +507,9 @@ impl Export for VolumeExport {
         match &self.target {
             Target::Extent { id } => {
                 let volume = lock_shared(&self.volume, &self.info.name)?;
-                if volume.supports_shared_reads() {
+                // A read that reallocates what it reads writes: it takes the
+                // exclusive path below.
+                if volume.supports_shared_reads() && !volume.read_would_reallocate(*id, offset_bytes, length_bytes) {
                     match volume.read_shared(*id, offset_bytes, buffer) {
                         // A damaged block: the exclusive read below may
                         // repair it from the data device's redundancy.

@@ -20,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
-use proxima_engine::{Layout, VolumeOptions};
+use proxima_engine::{Layout, ReadRealloc, VolumeOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::devices::{IoMode, BLOCK_BYTES};
@@ -98,6 +98,10 @@ pub struct VolumeConfig {
     /// The generation of the devices' labels (raised when the set of devices
     /// changes, so a device that left the volume is not taken back).
     pub label_generation: u64,
+    /// Whether reads rewrite the scattered spans they read contiguously
+    /// (reallocate-on-read, docs/read-realloc.md).
+    #[serde(default)]
+    pub read_realloc: bool,
 }
 
 impl VolumeConfig {
@@ -173,7 +177,11 @@ impl VolumeConfig {
 
     /// The engine options this configuration gives.
     pub fn volume_options(&self) -> VolumeOptions {
-        VolumeOptions { layout: Layout::parse(&self.layout).expect("validated"), ..VolumeOptions::default() }
+        VolumeOptions {
+            layout: Layout::parse(&self.layout).expect("validated"),
+            read_realloc: if self.read_realloc { ReadRealloc::ON } else { ReadRealloc::OFF },
+            ..VolumeOptions::default()
+        }
     }
 
     /// A device path resolved against the volume directory.
@@ -239,6 +247,7 @@ mod tests {
             data_disks: vec![DeviceEntry { path: "data-0.img".into(), size_bytes: 1 << 30 }],
             flash: DeviceEntry { path: "flash.img".into(), size_bytes: 64 << 20 },
             label_generation: 1,
+            read_realloc: false,
         }
     }
 

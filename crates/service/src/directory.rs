@@ -67,6 +67,8 @@ pub struct CreateSpec {
     /// at a sixth of the rate into an allocated one on the machine of
     /// docs/service.md).
     pub preallocate: bool,
+    /// Whether reads reallocate the scattered spans they read.
+    pub read_realloc: bool,
 }
 
 impl Default for CreateSpec {
@@ -83,6 +85,7 @@ impl Default for CreateSpec {
             io_mode: IoMode::Buffered,
             force: false,
             preallocate: false,
+            read_realloc: false,
         }
     }
 }
@@ -272,6 +275,7 @@ fn create_locked(
         data_disks,
         flash,
         label_generation: 1,
+        read_realloc: spec.read_realloc,
     };
     config.validate(&VolumeConfig::path_in(directory))?;
     let (data, flash_device) = label_new_devices(directory, &config)?;

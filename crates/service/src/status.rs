@@ -75,6 +75,12 @@ pub struct StatusReport {
     pub checksum_mismatches_since_open: u64,
     /// Of those, repaired from the data device's redundancy.
     pub repaired_blocks_since_open: u64,
+    /// Whether reads reallocate the scattered spans they read.
+    pub read_realloc: bool,
+    /// Bytes reads rewrote contiguously since open (reallocate-on-read).
+    pub reallocated_bytes_since_open: u64,
+    /// Bytes reads would have rewritten but found no contiguous room for.
+    pub reallocation_skipped_bytes_since_open: u64,
     /// What recovery found when the volume was opened.
     pub recovery: RecoveryReport,
     /// Why the volume stopped serving, if it did (reopen it to recover).
@@ -145,6 +151,9 @@ pub fn status(volume: &ServiceVolume, config: &VolumeConfig) -> StatusReport {
         pending_deletions: volume.pending_deletions(),
         checksum_mismatches_since_open: stats.checksum_mismatches,
         repaired_blocks_since_open: stats.repaired_blocks,
+        read_realloc: config.read_realloc,
+        reallocated_bytes_since_open: stats.reallocated_blocks * BLOCK_BYTES,
+        reallocation_skipped_bytes_since_open: stats.reallocation_skipped_blocks * BLOCK_BYTES,
         recovery: volume.recovery().clone(),
         failure: volume.failure().map(str::to_owned),
     }
