@@ -234,8 +234,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// A contiguous run for `piece`: right after its logical predecessor on
     /// the data device (else after its own first block), within the span
-    /// destage searches near a neighbour; else at the start of an empty
-    /// allocation range. Never a frame home a staged block goes back to.
+    /// destage searches near a neighbour; else the first on the device after
+    /// the last such far run (wrapping), so that the pieces of one serial
+    /// reader, each placed after the one before, fill one free region. Never
+    /// a frame home a staged block goes back to.
     fn allocate_reallocation_run(&mut self, id: u64, piece: ReallocPiece) -> Option<u64> {
         let count = piece.block_count;
         let map = self.extents.map(id);
@@ -251,10 +253,20 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         {
             return Some(start);
         }
-        let range = self.find_fresh_range()?;
-        let (start, _) = self.range_bounds(range);
-        let layout = &self.layout;
-        self.data_space.allocate_run(start, count, 1, |block| !layout.is_frame_home(block))
+        if self.realloc_far_miss.is_some_and(|(generation, missed)| generation == self.generation && count >= missed) {
+            return None;
+        }
+        let (cursor, block_count) = (self.realloc_cursor, self.data_space.block_count());
+        let accept = |block: u64| !layout.is_frame_home(block);
+        let found = self
+            .data_space
+            .allocate_run(cursor, count, block_count - cursor, accept)
+            .or_else(|| self.data_space.allocate_run(0, count, cursor, accept));
+        match found {
+            Some(start) => self.realloc_cursor = (start + count) % block_count,
+            None => self.realloc_far_miss = Some((self.generation, count)),
+        }
+        found
     }
 
     /// The read source of this volume's devices, repairing from redundancy.

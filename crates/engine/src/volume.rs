@@ -338,6 +338,13 @@ pub struct Volume<D: BlockDevice, F: BlockDevice> {
     pub(crate) layout: Box<dyn LayoutStrategy>,
     /// The search for empty allocation ranges.
     pub(crate) fresh_ranges: FreshRangeSearch,
+    /// Where the search for a reallocated piece's run far from its
+    /// neighbours starts: after the last such run (in memory only).
+    pub(crate) realloc_cursor: u64,
+    /// `(CP generation, blocks)`: the last far search found no run of that
+    /// many blocks, and none appears before a CP frees blocks, so larger
+    /// pieces skip the search until then.
+    pub(crate) realloc_far_miss: Option<(u64, u64)>,
     /// Blocks whose home is the staging log.
     pub(crate) staged_block_count: u64,
     /// The data device's free count when a destage last placed nothing (the
@@ -449,6 +456,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             stats: EngineStats::default(),
             layout,
             fresh_ranges: FreshRangeSearch::default(),
+            realloc_cursor: 0,
+            realloc_far_miss: None,
             checksums: None,
             destage_stall: None,
             destage_read_buffer: Vec::new(),

@@ -21,7 +21,8 @@
 //! - One module per seed paper, holding that paper's figures and its
 //!   experiments: [`seed000_proximal`] (proximal I/O: `proximal-disk`,
 //!   `proximal-table2`, `proximal-table3`, `proximal-srarw`,
-//!   `proximal-snapshots`).
+//!   `proximal-snapshots`); [`seed003_realloc`] (reallocate-on-read:
+//!   `realloc-on-read`).
 //! - [`progress`]: how a long experiment reports its progress to whoever runs it.
 //!
 //! [`EXPERIMENTS`] lists every experiment `proxima reproduce` can run; adding
@@ -33,6 +34,7 @@ pub mod progress;
 pub mod report;
 pub mod rig;
 pub mod seed000_proximal;
+pub mod seed003_realloc;
 
 use std::path::PathBuf;
 
@@ -47,6 +49,7 @@ pub const EXPERIMENTS: &[&dyn Registered] = &[
     &Registration::<seed000_proximal::table3::ProximalTable3>::NEW,
     &Registration::<seed000_proximal::srarw::ProximalSrarw>::NEW,
     &Registration::<seed000_proximal::snapshots::ProximalSnapshots>::NEW,
+    &Registration::<seed003_realloc::realloc_on_read::ReallocOnRead>::NEW,
 ];
 
 /// The experiment named `name`.

@@ -11,6 +11,9 @@
 //!   TPC-B-like), and open-loop arrival timing for writing traces.
 //! - [`srarw`]: the proximal I/O paper's serial-read-after-random-write
 //!   workload (fill, random updates, serial reads of whole extents).
+//! - [`mixed`]: a mixed aging workload (fixed-size I/Os from threads taking
+//!   turns, a share random, a share writes), as the reallocate-on-read talk
+//!   ages its volume.
 //! - [`application`]: a closed-loop application (threads that issue, wait and
 //!   think) run directly on a simulated drive, captured as a trace.
 //! - [`replay`]: replays a trace on the disk model in virtual time or against
@@ -21,6 +24,7 @@
 //! - [`nbd_client`]: a small pipelined NBD client over `proxima-nbd`'s codec.
 
 pub mod application;
+pub mod mixed;
 pub mod nbd_client;
 pub mod replay;
 pub mod request;

@@ -631,7 +631,7 @@ fn volume_options(spec: &RunSpec, staging_blocks: u64) -> VolumeOptions {
 /// both data bitmaps and their copies, and a fixed reserve; and, for each
 /// snapshot held at once, one more of each (a snapshot holds the staged
 /// blocks, maps and bitmaps of its CP).
-fn flash_block_count(staging_blocks: u64, extent_count: u64, capacity_blocks: u64, snapshots: u64) -> u64 {
+pub(crate) fn flash_block_count(staging_blocks: u64, extent_count: u64, capacity_blocks: u64, snapshots: u64) -> u64 {
     let map_blocks_per_extent = 64;
     let bitmap_blocks = capacity_blocks.div_ceil(8 * BLOCK_SIZE_BYTES);
     staging_blocks * (1 + snapshots)
