@@ -509,6 +509,97 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
                 &["reproduce", "proximal-snapshots", "--scale", "0.00004", "--out", "{tmp}/out", "--reserve", "end"],
             ),
         ),
+        (
+            "reproduce realloc-on-read",
+            "--count",
+            refused(&["reproduce", "realloc-on-read", "--count", "5", "--out", "{tmp}/out"]),
+        ),
+        (
+            "reproduce realloc-on-read",
+            "--out",
+            differs(
+                &["reproduce", "realloc-on-read", "--scale", "0.00004", "--out", "{tmp}/a"],
+                &["reproduce", "realloc-on-read", "--scale", "0.00004", "--out", "{tmp}/b"],
+            ),
+        ),
+        (
+            "reproduce realloc-on-read",
+            "--seed",
+            differs(
+                &["reproduce", "realloc-on-read", "--scale", "0.00004", "--out", "{tmp}/out"],
+                &["reproduce", "realloc-on-read", "--scale", "0.00004", "--out", "{tmp}/out", "--seed", "2"],
+            ),
+        ),
+        (
+            "reproduce realloc-on-read",
+            "--model",
+            differs(
+                &["reproduce", "realloc-on-read", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &["reproduce", "realloc-on-read", "--scale", "0.0001", "--out", "{tmp}/out", "--model", "cheetah15k5"],
+            ),
+        ),
+        (
+            "reproduce realloc-on-read",
+            "--scale",
+            differs(
+                &["reproduce", "realloc-on-read", "--scale", "0.00004", "--out", "{tmp}/out"],
+                &["reproduce", "realloc-on-read", "--scale", "0.00005", "--out", "{tmp}/out"],
+            ),
+        ),
+        (
+            "reproduce realloc-on-read",
+            "--jobs",
+            differs(
+                &["reproduce", "realloc-on-read", "--scale", "0.00004", "--out", "{tmp}/out"],
+                &["reproduce", "realloc-on-read", "--scale", "0.00004", "--out", "{tmp}/out", "--jobs", "2"],
+            ),
+        ),
+        (
+            "reproduce realloc-on-read",
+            "--fill",
+            differs(
+                &["reproduce", "realloc-on-read", "--scale", "0.00004", "--out", "{tmp}/out"],
+                &["reproduce", "realloc-on-read", "--scale", "0.00004", "--out", "{tmp}/out", "--fill", "0.5"],
+            ),
+        ),
+        (
+            "reproduce realloc-on-read",
+            "--fill",
+            refused(&["reproduce", "realloc-on-read", "--scale", "0.00004", "--out", "{tmp}/out", "--fill", "0.99"]),
+        ),
+        (
+            "reproduce realloc-on-read",
+            "--aging-ios-per-piece",
+            differs(
+                &["reproduce", "realloc-on-read", "--scale", "0.00004", "--out", "{tmp}/out"],
+                &[
+                    "reproduce",
+                    "realloc-on-read",
+                    "--scale",
+                    "0.00004",
+                    "--out",
+                    "{tmp}/out",
+                    "--aging-ios-per-piece",
+                    "0.5",
+                ],
+            ),
+        ),
+        (
+            "reproduce realloc-on-read",
+            "--threads",
+            differs(
+                &["reproduce", "realloc-on-read", "--scale", "0.00004", "--out", "{tmp}/out"],
+                &["reproduce", "realloc-on-read", "--scale", "0.00004", "--out", "{tmp}/out", "--threads", "4"],
+            ),
+        ),
+        (
+            "volume create",
+            "--read-realloc",
+            differs(
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M"],
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M", "--read-realloc", "on"],
+            ),
+        ),
         // volume create
         (
             "volume create",

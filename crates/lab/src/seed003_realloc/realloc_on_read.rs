@@ -465,6 +465,9 @@ fn summary(passes: &[PassFigures], cost: &str) -> String {
         );
     }
     text.push_str(cost);
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
     text
 }
 
