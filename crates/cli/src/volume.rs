@@ -68,7 +68,7 @@ struct CreateArgs {
     preallocate: bool,
     /// Reads rewrite the scattered spans they read as one contiguous run
     /// each (reallocate-on-read): on or off.
-    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "off")]
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "off", action = clap::ArgAction::Set)]
     read_realloc: bool,
     /// Take existing block devices (--data, --flash) that hold data — another
     /// volume's label, a partition table, a file system — all the same,
