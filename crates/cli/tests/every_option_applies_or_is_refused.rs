@@ -564,11 +564,6 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
         ),
         (
             "reproduce realloc-on-read",
-            "--fill",
-            refused(&["reproduce", "realloc-on-read", "--scale", "0.00004", "--out", "{tmp}/out", "--fill", "0.99"]),
-        ),
-        (
-            "reproduce realloc-on-read",
             "--aging-ios-per-piece",
             differs(
                 &["reproduce", "realloc-on-read", "--scale", "0.00004", "--out", "{tmp}/out"],
