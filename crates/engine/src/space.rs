@@ -266,36 +266,55 @@ impl SpaceMap {
         assert!(count > 0, "allocate at least one block");
         let search_end = hint.saturating_add(search_blocks);
         let end = search_end.saturating_add(count).min(self.block_count());
-        let (mut run_start, mut run_length) = (hint, 0);
-        let mut found = None;
-        self.for_each_allocatable_word(hint.min(end), end, |first_bit, mut free| {
-            if free == 0 {
-                run_length = 0;
-                return true;
+        let mut from = hint;
+        let start = loop {
+            let candidate = self.first_allocatable_run(from, end, count).filter(|&start| start < search_end)?;
+            // `accept` is asked only of a candidate's blocks: a refused block
+            // restarts the search after it.
+            match (candidate..candidate + count).find(|&block| !accept(block)) {
+                Some(refused) => from = refused + 1,
+                None => break candidate,
             }
-            for bit in 0..64 {
-                let block = first_bit + bit;
-                if free & 1 == 0 || !accept(block) {
-                    run_length = 0;
-                } else {
-                    if run_length == 0 {
-                        run_start = block;
-                    }
-                    run_length += 1;
-                    if run_length == count {
-                        found = Some(run_start);
-                        return false;
-                    }
-                }
-                free >>= 1;
-            }
-            true
-        });
-        let start = found.filter(|&start| start < search_end)?;
+        };
         for block in start..start + count {
             self.take(block);
         }
         Some(start)
+    }
+
+    /// The start of the first run of `count` allocatable blocks inside
+    /// `[from, end)`, scanned a word and a stretch of equal bits at a time.
+    fn first_allocatable_run(&self, from: u64, end: u64, count: u64) -> Option<u64> {
+        let (mut run_start, mut run_length) = (from, 0);
+        let mut found = None;
+        self.for_each_allocatable_word(from.min(end), end, |first_bit, free| {
+            let mut bit = 0;
+            while bit < 64 {
+                let rest = free >> bit;
+                if rest == 0 {
+                    run_length = 0;
+                    break;
+                }
+                let taken = rest.trailing_zeros();
+                if taken > 0 {
+                    run_length = 0;
+                    bit += taken;
+                    continue;
+                }
+                if run_length == 0 {
+                    run_start = first_bit + u64::from(bit);
+                }
+                let ones = rest.trailing_ones();
+                run_length += u64::from(ones);
+                if run_length >= count {
+                    found = Some(run_start);
+                    return false;
+                }
+                bit += ones;
+            }
+            true
+        });
+        found
     }
 
     /// Whether the summary holds `block`: a snapshot holds it, the active
@@ -636,6 +655,40 @@ mod tests {
         assert_eq!(space.allocate_run(400, 600, 1000, |_| true), None, "the run would pass the device's end");
         assert_eq!(space.allocate_run(481, 519, 1, |_| true), Some(481));
         space.audit().unwrap();
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 256,
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+        /// `allocate_run` takes the first run a block-by-block scan finds,
+        /// whatever the free space, the window and the refused blocks.
+        #[test]
+        fn a_run_is_the_first_a_block_by_block_scan_finds(
+            taken in proptest::collection::vec(proptest::bool::weighted(0.3), 700),
+            hint in 0u64..700,
+            count in 1u64..80,
+            search_blocks in 0u64..700,
+            refused_every in 5u64..200,
+        ) {
+            let mut space = space(700);
+            for (block, _) in taken.iter().enumerate().filter(|(_, &taken)| taken) {
+                space.allocate_exact(block as u64);
+            }
+            let accept = |block: u64| !block.is_multiple_of(refused_every);
+            let end = (hint + search_blocks + count).min(700);
+            let expected = (hint..(hint + search_blocks).min(700)).find(|&start| {
+                start + count <= end
+                    && (start..start + count).all(|block| space.is_allocatable(block) && accept(block))
+            });
+            proptest::prop_assert_eq!(space.allocate_run(hint, count, search_blocks, accept), expected);
+            if let Some(start) = expected {
+                proptest::prop_assert!((start..start + count).all(|block| !space.is_allocatable(block)));
+            }
+            space.audit().unwrap();
+        }
     }
 
     #[test]

@@ -617,7 +617,10 @@ fn reallocating_reads_behave_like_the_model() {
         read_realloc: ReadRealloc { runs_min: 2, ..ReadRealloc::ON },
         ..options()
     };
-    run_configuration("in-place, reallocating reads", cases_from_environment(3), memory_data, uncached);
+    run_configuration("in-place, reallocating reads", cases_from_environment(3), memory_data, uncached.clone());
+    // Frames that snapshots read, at their place or at a copy, move too.
+    let moving_frames = VolumeOptions { read_realloc: realloc, ..uncached };
+    run_configuration("in-place, reallocating snapshot frames", cases_from_environment(3), memory_data, moving_frames);
 }
 
 fn raid(config: RaidConfig, failed_member: Option<usize>) -> RaidDevice<MemoryDevice> {

@@ -85,15 +85,18 @@ mod tests {
     fn the_mix_has_its_shares_and_threads_continue_sequentially() {
         let shape =
             MixedShape { span_blocks: 1 << 20, io_blocks: 2, threads: 30, random_fraction: 0.8, write_fraction: 0.6 };
-        let ios: Vec<MixedIo> = MixedIos::new(shape, 7).take(30_000).collect();
-        let writes = ios.iter().filter(|io| io.write).count() as f64 / ios.len() as f64;
-        assert!((writes - 0.6).abs() < 0.02, "{writes}");
-        // An I/O continues its thread's previous one (30 turns earlier) about
-        // a fifth of the time; random ones almost never do.
-        let continued = (30..ios.len()).filter(|&index| ios[index].block == ios[index - 30].block + 2).count() as f64
-            / (ios.len() - 30) as f64;
-        assert!((continued - 0.2).abs() < 0.02, "{continued}");
-        assert!(ios.iter().all(|io| io.block % 2 == 0 && io.block + 2 <= 1 << 20));
-        assert_eq!(ios, MixedIos::new(shape, 7).take(30_000).collect::<Vec<_>>(), "seeded");
+        for seed in [1, 7, 42, 1_000_003] {
+            let ios: Vec<MixedIo> = MixedIos::new(shape, seed).take(30_000).collect();
+            let writes = ios.iter().filter(|io| io.write).count() as f64 / ios.len() as f64;
+            assert!((writes - 0.6).abs() < 0.02, "seed {seed}: {writes}");
+            // An I/O continues its thread's previous one (30 turns earlier)
+            // about a fifth of the time; random ones almost never do.
+            let continued = (30..ios.len()).filter(|&index| ios[index].block == ios[index - 30].block + 2).count()
+                as f64
+                / (ios.len() - 30) as f64;
+            assert!((continued - 0.2).abs() < 0.02, "seed {seed}: {continued}");
+            assert!(ios.iter().all(|io| io.block % 2 == 0 && io.block + 2 <= 1 << 20));
+            assert_eq!(ios, MixedIos::new(shape, seed).take(30_000).collect::<Vec<_>>(), "seeded");
+        }
     }
 }

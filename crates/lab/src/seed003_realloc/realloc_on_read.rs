@@ -22,6 +22,7 @@ use std::sync::Arc;
 use proxima_device::{BlockDevice, IoOp};
 use proxima_engine::{Layout, ReadRealloc, Volume, VolumeOptions};
 use proxima_workload::mixed::{MixedIos, MixedShape};
+use proxima_workload::srarw::EXTENT_BLOCKS;
 use serde::{Deserialize, Serialize};
 
 use crate::experiment::{Experiment, RunSettings};
@@ -30,10 +31,12 @@ use crate::report::cost::{SimulatedWork, WallCost};
 use crate::report::markdown::{Artifact, Rendered};
 use crate::report::plot::GroupedBarChart;
 use crate::report::table::Table;
-use crate::rig::lab_volume::{flash_block_count, ArrayShape, PROXIMAL_SPAN_RANGES, STAGING_THRESHOLD_BYTES};
+use crate::rig::lab_volume::{
+    flash_block_count, ArrayShape, DRIVE_QUEUE_DEPTH, PROXIMAL_SPAN_RANGES, STAGING_THRESHOLD_BYTES,
+};
 use crate::rig::measure::ratio;
 use crate::rig::parallel::{run_all, Task};
-use crate::rig::testbed::{take_member_logs, Array, FlashDisk, TestbedConfig, BLOCK_SIZE_BYTES};
+use crate::rig::testbed::{take_member_logs, Array, FlashDisk, MemberIo, TestbedConfig, BLOCK_SIZE_BYTES};
 use crate::LabError;
 
 /// The experiment's name on the command line.
@@ -49,8 +52,6 @@ const DATA_DISK_COUNT: usize = 8;
 const AGING_IO_BLOCKS: u64 = 2;
 /// The read request: 64 KiB.
 const READ_REQUEST_BLOCKS: u64 = 16;
-/// Requests a drive holds in its queue.
-const DRIVE_QUEUE_DEPTH: usize = 8;
 /// The proximal layout's staging area, percent of capacity.
 const STAGING_PERCENT: f64 = 1.0;
 /// Aging I/Os per progress report.
@@ -117,7 +118,8 @@ pub struct PassFigures {
     pub realloc: bool,
     /// 1 or 2.
     pub pass: u32,
-    /// Mean size of the read requests the data drives served, KiB.
+    /// Mean size of the read requests the data drives served for the
+    /// pass's reads (not the read-modify-write reads of reallocation), KiB.
     pub mean_physical_read_kib: f64,
     /// Mean physically contiguous run per merged request, as the volume
     /// issued it before the array split it into members, KiB.
@@ -128,7 +130,7 @@ pub struct PassFigures {
     pub extra_write_mib: f64,
     /// Bytes reallocation found no contiguous run for during the pass, MiB.
     pub skipped_mib: f64,
-    /// Reads the drives served in the pass.
+    /// Reads the drives served for the pass's reads.
     pub drive_reads: u64,
 }
 
@@ -258,7 +260,10 @@ fn run_one(
         Layout::Proximal => (capacity_blocks as f64 * STAGING_PERCENT / 100.0) as u64,
         _ => 0,
     };
-    config.flash_block_count = flash_block_count(staging_blocks, lun_blocks.div_ceil(4096), capacity_blocks, 0);
+    // Flash for the metadata as the SRARW runs size it, the LUN counted as
+    // that many 16 MiB extents (their maps, fully fragmented, are the LUN's).
+    let extent_equivalents = lun_blocks.div_ceil(EXTENT_BLOCKS);
+    config.flash_block_count = flash_block_count(staging_blocks, extent_equivalents, capacity_blocks, 0);
     let testbed = config.build()?;
     let options = VolumeOptions {
         layout,
@@ -273,15 +278,15 @@ fn run_one(
     };
     let mut volume = Volume::format(testbed.array, testbed.flash, 1, options)?;
     let id = volume.create_extent("lun", lun_blocks * BLOCK_SIZE_BYTES)?;
-    let label = format!("{}, realloc {}", layout.name(), if realloc { "on" } else { "off" });
+    let label = run_label(layout.name(), realloc);
     fill(&mut volume, id, lun_blocks, unit_blocks, &label, progress)?;
     let aging_ios = (lun_blocks as f64 / AGING_IO_BLOCKS as f64 * settings.params.aging_ios_per_piece) as u64;
     let mut disk_ios = age(&mut volume, id, lun_blocks, aging_ios, settings, &label, progress)?;
     let mut passes = Vec::new();
     for pass in 1..=2 {
-        let (figures, ios) = read_pass(&mut volume, id, lun_blocks, settings, &label, progress)?;
+        let (figures, ios) = read_pass(&mut volume, id, lun_blocks, settings, (layout, realloc), pass, progress)?;
         disk_ios += ios;
-        passes.push(PassFigures { layout: layout.name().to_owned(), realloc, pass, ..figures });
+        passes.push(figures);
     }
     Ok(RunOutcome { passes, lun_blocks, aging_ios, disk_ios })
 }
@@ -345,15 +350,19 @@ fn drained_io_count(volume: &mut Volume<Array, FlashDisk>) -> u64 {
     take_member_logs(volume.data_device_mut()).iter().map(|log| log.len() as u64).sum()
 }
 
-/// One pass over the LUN: `threads` 64 KiB requests queued at a time.
+/// Pass `pass` of run `(layout, realloc)` over the LUN: `threads` 64 KiB
+/// requests queued at a time. Returns its figures and the drive I/Os it
+/// caused.
 fn read_pass(
     volume: &mut Volume<Array, FlashDisk>,
     id: u64,
     lun_blocks: u64,
     settings: &ReallocSettings,
-    label: &str,
+    (layout, realloc): (Layout, bool),
+    pass: u32,
     progress: &mut dyn Progress,
 ) -> Result<(PassFigures, u64), LabError> {
+    let label = run_label(layout.name(), realloc);
     let queue = u64::from(settings.params.threads);
     let requests: Vec<(u64, u64)> = (0..lun_blocks)
         .step_by(READ_REQUEST_BLOCKS as usize)
@@ -370,7 +379,10 @@ fn read_pass(
         runs += report.data_run_count;
         for log in take_member_logs(volume.data_device_mut()) {
             ios += log.len() as u64;
-            for io in log.iter().filter(|io| io.op == IoOp::Read) {
+            // The queue's own reads reached the drives before it completed;
+            // the read-modify-write reads of its reallocation came after.
+            let client_read = |io: &&MemberIo| io.op == IoOp::Read && io.submitted_ns < report.completed_ns;
+            for io in log.iter().filter(client_read) {
                 drive_reads += 1;
                 drive_read_blocks += u64::from(io.block_count);
             }
@@ -382,9 +394,9 @@ fn read_pass(
     let elapsed_ns = volume.data_device().now_ns() - started_ns;
     let kib = BLOCK_SIZE_BYTES as f64 / 1024.0;
     let figures = PassFigures {
-        layout: String::new(),
-        realloc: false,
-        pass: 0,
+        layout: layout.name().to_owned(),
+        realloc,
+        pass,
         mean_physical_read_kib: ratio(drive_read_blocks as f64, drive_reads as f64) * kib,
         mean_contiguous_run_kib: ratio(read_blocks as f64, runs as f64) * kib,
         mb_s: ratio((read_blocks * BLOCK_SIZE_BYTES) as f64 * 1e3, elapsed_ns as f64),
@@ -425,8 +437,13 @@ fn table(passes: &[PassFigures]) -> Table {
     table
 }
 
+/// `layout, realloc on|off`: a run's name in progress, plots and summaries.
+fn run_label(layout: &str, realloc: bool) -> String {
+    format!("{layout}, realloc {}", if realloc { "on" } else { "off" })
+}
+
 fn run_name(pass: &PassFigures) -> String {
-    format!("{}, realloc {}", pass.layout, if pass.realloc { "on" } else { "off" })
+    run_label(&pass.layout, pass.realloc)
 }
 
 fn chart(passes: &[PassFigures], settings: &ReallocSettings) -> GroupedBarChart {
@@ -500,8 +517,9 @@ fn report(settings: &ReallocSettings, rows: &Rows, summary: &str) -> String {
         settings.params.threads
     );
     text.push_str(
-        "Definitions: *physical read* is a read request a data drive served (the array splits a merged \
-         request at stripe-unit boundaries); *contiguous run* is a physically contiguous piece of a merged \
+        "Definitions: *physical read* is a read request a data drive served for the pass's reads (the \
+         array splits a merged request at stripe-unit boundaries; the read-modify-write reads of \
+         reallocation's writes are not counted); *contiguous run* is a physically contiguous piece of a merged \
          request as the volume issued it; MB/s is LUN bytes per second of the pass, reallocation writes \
          included; *extra write* is the data reallocation wrote (parity not counted).\n\n",
     );
