@@ -23,6 +23,7 @@ pub mod layouts;
 mod log;
 pub mod map;
 mod pages;
+pub mod prefetch;
 mod read;
 pub mod realloc;
 mod room;
