@@ -22,7 +22,8 @@
 //!   experiments: [`seed000_proximal`] (proximal I/O: `proximal-disk`,
 //!   `proximal-table2`, `proximal-table3`, `proximal-srarw`,
 //!   `proximal-snapshots`); [`seed003_realloc`] (reallocate-on-read:
-//!   `realloc-on-read`).
+//!   `realloc-on-read`); [`seed004_prefetch`] (many-stream prefetch:
+//!   `many-streams`).
 //! - [`progress`]: how a long experiment reports its progress to whoever runs it.
 //!
 //! [`EXPERIMENTS`] lists every experiment `proxima reproduce` can run; adding
@@ -35,6 +36,7 @@ pub mod report;
 pub mod rig;
 pub mod seed000_proximal;
 pub mod seed003_realloc;
+pub mod seed004_prefetch;
 
 use std::path::PathBuf;
 
@@ -50,6 +52,7 @@ pub const EXPERIMENTS: &[&dyn Registered] = &[
     &Registration::<seed000_proximal::srarw::ProximalSrarw>::NEW,
     &Registration::<seed000_proximal::snapshots::ProximalSnapshots>::NEW,
     &Registration::<seed003_realloc::realloc_on_read::ReallocOnRead>::NEW,
+    &Registration::<seed004_prefetch::many_streams::ManyStreams>::NEW,
 ];
 
 /// The experiment named `name`.
