@@ -419,7 +419,7 @@ fn check_params(params: &ManyStreamsParams) -> Result<(), LabError> {
     if !(params.seconds.is_finite() && params.seconds > 0.0) {
         return invalid("seconds", "a positive number of virtual seconds");
     }
-    if params.request_kib == 0 || params.request_kib % 4 != 0 {
+    if params.request_kib == 0 || !params.request_kib.is_multiple_of(4) {
         return invalid("request-kib", "a positive multiple of 4 KiB");
     }
     if !(params.think_ms.is_finite() && params.think_ms >= 0.0) {
@@ -503,7 +503,7 @@ impl Checks {
             let ratio = row.mb_s_per_disk() / media;
             lines.push((
                 "baseline, 1 stream: ≥ 90 % of the media rate".into(),
-                format!("60 MB/s (the disk's rate)"),
+                "60 MB/s (the disk's rate)".to_string(),
                 format!("{:.1} MB/s = {:.0} % of {media:.1} MB/s", row.mb_s_per_disk(), ratio * 100.0),
                 ratio >= 0.9,
             ));

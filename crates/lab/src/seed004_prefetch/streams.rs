@@ -152,7 +152,7 @@ pub fn run_streams(config: &StreamsConfig) -> Result<StreamsOutcome, LabError> {
 
 impl Host {
     fn new(config: StreamsConfig) -> Result<Host, LabError> {
-        if config.streams == 0 || config.request_bytes == 0 || config.request_bytes % SECTOR_BYTES != 0 {
+        if config.streams == 0 || config.request_bytes == 0 || !config.request_bytes.is_multiple_of(SECTOR_BYTES) {
             return Err(LabError::InvalidParameter {
                 parameter: "streams",
                 message: "at least one stream, reading whole sectors".into(),
