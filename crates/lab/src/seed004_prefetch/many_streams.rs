@@ -321,7 +321,7 @@ impl Experiment for ManyStreams {
         for &readahead_bytes in &settings.readahead_bytes {
             settings.prefetch(readahead_bytes).validate().map_err(|error| LabError::InvalidParameter {
                 parameter: "memory-mib",
-                message: format!("with R = {} MiB: {error}", readahead_bytes / MIB),
+                message: format!("--memory-mib with R = {} MiB: {error}", readahead_bytes / MIB),
             })?;
         }
         Ok(settings)
@@ -579,7 +579,7 @@ fn sweep_table(rows: &Rows) -> Table {
         "memory_peak_mib",
         "response_time_spread",
         "mean_response_ms",
-        "disk_requests_per_s",
+        "disk_requests_per_disk",
         "memory_read_fraction",
     ]);
     let option = |value: Option<String>| value.unwrap_or_default();
@@ -766,6 +766,14 @@ fn render_report(settings: &ManyStreamsSettings, rows: &Rows, checks: &Checks, c
         u64::from(cache.segment_count) * u64::from(cache.segment_size_sectors) * 512 / KIB
     );
     let _ = writeln!(text, "{}", cliff_table(rows).to_markdown());
+    let _ = writeln!(
+        text,
+        "The drive model reads ahead after a read miss only until the next command starts (DiskSim's rule), and \
+         with `Buffer continuous read` 4 it reads nothing ahead when the following track does not fit in the \
+         segment; with a queue of requests from other streams, and with one stream whose next request arrives \
+         as the previous completes, its cache therefore holds little beyond the request. Where no cliff shows \
+         above, that is why: the drive's cache never carries a stream from one request to its next.\n"
+    );
     let _ = writeln!(text, "Measured in {:.1} s of wall time.", cost.wall_seconds);
     text
 }
