@@ -125,7 +125,9 @@ impl PrefetchSettings {
     /// keeps at least 10/11 of its media rate. D, N and the timeouts are the
     /// defaults above; M is [`DEFAULT_MEMORY_TURNS`] turns of the dispatch set.
     pub fn for_device(transfer_bytes_per_s: u64, positioning_ns: u64) -> PrefetchSettings {
-        let wanted_bytes = u128::from(transfer_bytes_per_s) * u128::from(positioning_ns) * 10 / 1_000_000_000;
+        let wanted_bytes =
+            u128::from(transfer_bytes_per_s) * u128::from(positioning_ns) * u128::from(TRANSFER_TO_POSITIONING_RATIO)
+                / 1_000_000_000;
         let wanted_bytes = u64::try_from(wanted_bytes).unwrap_or(u64::MAX);
         let readahead_bytes = wanted_bytes.div_ceil(READAHEAD_GRANULE_BYTES).max(1) * READAHEAD_GRANULE_BYTES;
         PrefetchSettings::with_readahead(readahead_bytes)
