@@ -24,6 +24,7 @@ mod log;
 pub mod map;
 mod pages;
 pub mod prefetch;
+pub mod priority;
 mod read;
 pub mod realloc;
 mod room;

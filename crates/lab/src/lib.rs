@@ -21,7 +21,8 @@
 //! - One module per seed paper, holding that paper's figures and its
 //!   experiments: [`seed000_proximal`] (proximal I/O: `proximal-disk`,
 //!   `proximal-table2`, `proximal-table3`, `proximal-srarw`,
-//!   `proximal-snapshots`); [`seed003_realloc`] (reallocate-on-read:
+//!   `proximal-snapshots`); [`seed002_priority`] (request-centric I/O
+//!   priority: `foreground-priority`); [`seed003_realloc`] (reallocate-on-read:
 //!   `realloc-on-read`); [`seed004_prefetch`] (many-stream prefetch:
 //!   `many-streams`).
 //! - [`progress`]: how a long experiment reports its progress to whoever runs it.
@@ -35,6 +36,7 @@ pub mod progress;
 pub mod report;
 pub mod rig;
 pub mod seed000_proximal;
+pub mod seed002_priority;
 pub mod seed003_realloc;
 pub mod seed004_prefetch;
 
@@ -51,6 +53,7 @@ pub const EXPERIMENTS: &[&dyn Registered] = &[
     &Registration::<seed000_proximal::table3::ProximalTable3>::NEW,
     &Registration::<seed000_proximal::srarw::ProximalSrarw>::NEW,
     &Registration::<seed000_proximal::snapshots::ProximalSnapshots>::NEW,
+    &Registration::<seed002_priority::foreground_priority::ForegroundPriority>::NEW,
     &Registration::<seed003_realloc::realloc_on_read::ReallocOnRead>::NEW,
     &Registration::<seed004_prefetch::many_streams::ManyStreams>::NEW,
 ];

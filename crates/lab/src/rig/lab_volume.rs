@@ -207,6 +207,28 @@ impl DestageObserver<Array> for BatchObserver<'_> {
     }
 }
 
+/// One destage batch's member-disk requests ([`LabVolume::capture_destage`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapturedBatch {
+    /// Staged blocks the batch moved to the array.
+    pub user_blocks: u64,
+    /// Each member's completed requests, by member index.
+    pub member_ios: Vec<Vec<MemberIo>>,
+}
+
+/// The observer that keeps each destage batch's member requests.
+#[derive(Debug, Default)]
+struct DestageCapture {
+    batches: Vec<CapturedBatch>,
+}
+
+impl DestageObserver<Array> for DestageCapture {
+    fn after_batch(&mut self, data: &mut Array, batch: &DestageBatchReport) {
+        let member_ios = take_member_logs(data);
+        self.batches.push(CapturedBatch { user_blocks: batch.user_blocks, member_ios });
+    }
+}
+
 /// What the aging did on the disks.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgingFigures {
@@ -306,6 +328,8 @@ pub struct LabVolume {
     spec: RunSpec,
     capacity_blocks: u64,
     staging_blocks: u64,
+    /// The first block of each member's window on its drive.
+    window_first_block: u64,
     /// The random updates (the workload's stream 1 of the seed).
     updates: SrarwUpdates,
     /// The arm positions (stream 2).
@@ -341,6 +365,7 @@ impl LabVolume {
             flash_keeps_metadata: spec.snapshots_at_once_max > 0,
             seed: spec.seed,
         };
+        let window_first_block = config.window_first_block();
         let testbed = config.build()?;
         let options = volume_options(spec, staging_blocks);
         let volume = Volume::format(testbed.array, testbed.flash, 1, options)?;
@@ -350,6 +375,7 @@ impl LabVolume {
             spec: spec.clone(),
             capacity_blocks,
             staging_blocks,
+            window_first_block,
             updates: SrarwUpdates::new(
                 spec.seed,
                 usize::try_from(extent_count).expect("extents fit in memory"),
@@ -380,6 +406,12 @@ impl LabVolume {
     /// The staging area's capacity in blocks.
     pub fn staging_blocks(&self) -> u64 {
         self.staging_blocks
+    }
+
+    /// The first block of each member's window on its drive (member blocks
+    /// are relative to it).
+    pub fn window_first_block(&self) -> u64 {
+        self.window_first_block
     }
 
     /// The current virtual time.
@@ -475,6 +507,29 @@ impl LabVolume {
         let mut observer = BatchObserver { arms: &mut self.arms, aging, measured };
         self.volume.destage_observed(&mut observer)?;
         Ok(())
+    }
+
+    /// Issues `update_count` random updates of the workload (at most what the
+    /// staging area holds, so none destages) and destages them, returning the
+    /// member-disk requests of each destage batch as the engine issued them:
+    /// background work to replay beside client requests.
+    pub fn capture_destage(&mut self, update_count: u64) -> Result<Vec<CapturedBatch>, LabError> {
+        let fill = self.volume.staging_fill();
+        if update_count == 0 || fill.used_blocks + update_count > fill.capacity_blocks {
+            let message = format!(
+                "{update_count} updates do not fit in the {} free staging blocks",
+                fill.capacity_blocks - fill.used_blocks
+            );
+            return Err(LabError::InvalidParameter { parameter: "staging", message });
+        }
+        for _ in 0..update_count {
+            let (extent_index, block) = self.updates.next().expect("updates are endless");
+            self.volume.write_blocks_synthetic(self.extent_ids[extent_index], block, 1, false)?;
+        }
+        take_member_logs(self.volume.data_device_mut());
+        let mut capture = DestageCapture::default();
+        self.volume.destage_observed(&mut capture)?;
+        Ok(capture.batches)
     }
 
     /// Whether each update is written at once to its fixed place (a frame array
