@@ -512,6 +512,11 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
         // foreground-priority: the smallest array for two virtual seconds.
         (
             "reproduce foreground-priority",
+            "--count",
+            refused(&["reproduce", "foreground-priority", "--count", "5", "--out", "{tmp}/out"]),
+        ),
+        (
+            "reproduce foreground-priority",
             "--out",
             differs(
                 &[

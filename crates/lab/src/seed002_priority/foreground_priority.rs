@@ -453,7 +453,7 @@ fn summary(headline: &Headline, cost: &str) -> String {
     let default = &headline.default;
     format!(
         "limit {} → {}: system {:.1} → {:.1} MB/s, client mean ×{:.1}, p99 ×{:.1}; default policy p99 {:.1} ms against \
-         {:.1} ms idle ({:.2}×), destage {} ({:.0} blocks/s staged, {:.0} destaged); {cost}\n",
+         {:.1} ms idle ({:.2}×), destage {} ({:.0} blocks/s staged, {:.0} destaged)\n{cost}\n",
         sweep.first().map_or(0, |row| row.background_limit),
         sweep.last().map_or(0, |row| row.background_limit),
         sweep.first().map_or(0.0, |row| row.system_mb_s),
