@@ -21,7 +21,8 @@
 //! - One module per seed paper, holding that paper's figures and its
 //!   experiments: [`seed000_proximal`] (proximal I/O: `proximal-disk`,
 //!   `proximal-table2`, `proximal-table3`, `proximal-srarw`,
-//!   `proximal-snapshots`); [`seed002_priority`] (request-centric I/O
+//!   `proximal-snapshots`); [`seed001_hylog`] (HyLog: the write-cost model
+//!   [`seed001_hylog::cost_model`] and `hylog-model`); [`seed002_priority`] (request-centric I/O
 //!   priority: `foreground-priority`); [`seed003_realloc`] (reallocate-on-read:
 //!   `realloc-on-read`); [`seed004_prefetch`] (many-stream prefetch:
 //!   `many-streams`).
@@ -36,6 +37,7 @@ pub mod progress;
 pub mod report;
 pub mod rig;
 pub mod seed000_proximal;
+pub mod seed001_hylog;
 pub mod seed002_priority;
 pub mod seed003_realloc;
 pub mod seed004_prefetch;
@@ -53,6 +55,7 @@ pub const EXPERIMENTS: &[&dyn Registered] = &[
     &Registration::<seed000_proximal::table3::ProximalTable3>::NEW,
     &Registration::<seed000_proximal::srarw::ProximalSrarw>::NEW,
     &Registration::<seed000_proximal::snapshots::ProximalSnapshots>::NEW,
+    &Registration::<seed001_hylog::hylog_model::HylogModel>::NEW,
     &Registration::<seed002_priority::foreground_priority::ForegroundPriority>::NEW,
     &Registration::<seed003_realloc::realloc_on_read::ReallocOnRead>::NEW,
     &Registration::<seed004_prefetch::many_streams::ManyStreams>::NEW,

@@ -1,0 +1,15 @@
+//! Seed 001, HyLog (FAST'04): a log-structured layout pays for cleaning,
+//! an update-in-place one for positioning; logging only the hot pages and
+//! overwriting the cold ones gets the better of both. The paper's equations
+//! were lost from its text and are rebuilt in `hylog-model.md`.
+//!
+//! - [`cost_model`]: the write-cost model, Eqs 1–8, arrays and write skews.
+//! - [`paper`]: the paper's disks and the inputs and printed results of its
+//!   §6.2 worked examples.
+//! - [`section_6_2`]: those examples recomputed by the model.
+//! - [`hylog_model`]: `reproduce hylog-model`, Figures 1 and 3 and §6.2.
+
+pub mod cost_model;
+pub mod hylog_model;
+pub mod paper;
+pub mod section_6_2;
