@@ -1304,6 +1304,49 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
             "reproduce many-streams",
             "--count",
             refused(&["reproduce", "many-streams", "--count", "5", "--out", "{tmp}/out"]),
+        // hylog-model: exact arithmetic, and a simulated drive that --model,
+        // --seed and --count choose and measure.
+        (
+            "reproduce hylog-model",
+            "--out",
+            differs(
+                &["reproduce", "hylog-model", "--count", "50", "--out", "{tmp}/a"],
+                &["reproduce", "hylog-model", "--count", "50", "--out", "{tmp}/b"],
+            ),
+        ),
+        (
+            "reproduce hylog-model",
+            "--seed",
+            differs(
+                &["reproduce", "hylog-model", "--count", "50", "--out", "{tmp}/out"],
+                &["reproduce", "hylog-model", "--count", "50", "--out", "{tmp}/out", "--seed", "2"],
+            ),
+        ),
+        (
+            "reproduce hylog-model",
+            "--model",
+            differs(
+                &["reproduce", "hylog-model", "--count", "50", "--out", "{tmp}/out"],
+                &["reproduce", "hylog-model", "--count", "50", "--out", "{tmp}/out", "--model", "cheetah15k5"],
+            ),
+        ),
+        (
+            "reproduce hylog-model",
+            "--count",
+            differs(
+                &["reproduce", "hylog-model", "--count", "50", "--out", "{tmp}/out"],
+                &["reproduce", "hylog-model", "--count", "51", "--out", "{tmp}/out"],
+            ),
+        ),
+        (
+            "reproduce hylog-model",
+            "--scale",
+            refused(&["reproduce", "hylog-model", "--scale", "0.01", "--out", "{tmp}/out"]),
+        ),
+        (
+            "reproduce hylog-model",
+            "--jobs",
+            refused(&["reproduce", "hylog-model", "--jobs", "2", "--out", "{tmp}/out"]),
         ),
         (
             "reproduce realloc-on-read",

@@ -387,13 +387,16 @@ fn efficiency_curves() -> Vec<EfficiencyPoint> {
 }
 
 /// Measures the mean random read of each size on the drive, and fits the model to it.
-fn measure_simulated_drive(settings: &HylogModelSettings, progress: &mut dyn Progress) -> Result<SimulatedDrive, LabError> {
+fn measure_simulated_drive(
+    settings: &HylogModelSettings,
+    progress: &mut dyn Progress,
+) -> Result<SimulatedDrive, LabError> {
     let model = &settings.model;
     let sector_bytes = u64::from(model.sector_size_bytes());
     let disk_bytes = model.sector_count() * sector_bytes;
     let sizes: Vec<u64> = (0..=SIMULATED_OCTAVES)
         .map(|octave| PAGE_SIZE_BYTES << octave)
-        .filter(|&bytes| bytes % sector_bytes == 0 && bytes * 4 <= disk_bytes)
+        .filter(|&bytes| bytes.is_multiple_of(sector_bytes) && bytes * 4 <= disk_bytes)
         .collect();
     if sizes.len() < 2 {
         let message = format!("the drive {} is too small to measure segments on", model.name());
@@ -503,7 +506,8 @@ fn hylog_costs() -> Vec<HylogCostPoint> {
 
 fn headline(rows: &Rows) -> Headline {
     let examples = &rows.section_6_2;
-    let by_disk = |value: fn(&DiskFigures) -> f64| rows.disks.iter().map(|disk| (disk.key.clone(), value(disk))).collect();
+    let by_disk =
+        |value: fn(&DiskFigures) -> f64| rows.disks.iter().map(|disk| (disk.key.clone(), value(disk))).collect();
     Headline {
         section_6_2: Section62Headline {
             lfs95_write_ratio: examples.lfs95_write_ratio,
@@ -529,7 +533,7 @@ fn headline(rows: &Rows) -> Headline {
 
 /// `512 KiB`, `2 MiB`.
 fn size_label(bytes: u64) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
     } else {
         format!("{} KiB", bytes >> 10)
@@ -544,7 +548,12 @@ fn log2_kib(bytes: u64) -> f64 {
 fn efficiency_table(rows: &Rows) -> Table {
     let mut table = Table::new(&["disk", "source", "segment_bytes", "efficiency"]);
     for point in &rows.efficiency_curves {
-        let cells = vec![point.disk.clone(), "model".into(), point.segment_bytes.to_string(), format!("{:.4}", point.efficiency)];
+        let cells = vec![
+            point.disk.clone(),
+            "model".into(),
+            point.segment_bytes.to_string(),
+            format!("{:.4}", point.efficiency),
+        ];
         table.push_row(cells);
     }
     for point in &rows.simulated.points {
@@ -690,7 +699,8 @@ fn section_6_2_table(examples: &WorkedExamples) -> Table {
 }
 
 fn summary(rows: &Rows, cost: &str) -> String {
-    let mut text = format!("{:<10} {:>12} {:>10} {:>8} {:>8} {:>8}\n", "disk", "T_pos·B KB", "segment", "A", "u_c*", "u*");
+    let mut text =
+        format!("{:<10} {:>12} {:>10} {:>8} {:>8} {:>8}\n", "disk", "T_pos·B KB", "segment", "A", "u_c*", "u*");
     for disk in &rows.disks {
         let _ = writeln!(
             text,
@@ -814,9 +824,14 @@ fn report_simulated(text: &mut String, rows: &Rows) {
     );
     let model_disk = rows.disks.iter().find(|disk| disk.key == simulated.model);
     text.push_str("| size | mean ms | A simulated |");
-    text.push_str(if model_disk.is_some() { " A model (Table 1) |\n| ---: | ---: | ---: | ---: |\n" } else { "\n| ---: | ---: | ---: |\n" });
+    text.push_str(if model_disk.is_some() {
+        " A model (Table 1) |\n| ---: | ---: | ---: | ---: |\n"
+    } else {
+        "\n| ---: | ---: | ---: |\n"
+    });
     for point in &simulated.points {
-        let _ = write!(text, "| {} | {:.3} | {:.2} |", size_label(point.segment_bytes), point.mean_io_ms, point.efficiency);
+        let _ =
+            write!(text, "| {} | {:.3} | {:.2} |", size_label(point.segment_bytes), point.mean_io_ms, point.efficiency);
         if let Some(disk) = model_disk {
             let model = segment_efficiency(disk.timing, PAGE_SIZE_BYTES, point.segment_bytes as f64);
             let _ = write!(text, " {model:.2} |");
@@ -866,8 +881,8 @@ fn report_section_6_2(text: &mut String, rows: &Rows) {
     }
     let _ = writeln!(
         text,
-        "\nThe paper prints its model's figures rounded (\"2.2 times\", \"30 %\", \"16 %\", \"9 %\"); at full \
-         precision they are 2.18, 1.29, 1.162 and 1.088. With the paper's rounded 66.9 % for LFS at 98 %, the \
+        "\nThe paper prints its model's figures rounded (\"2.2 times\", \"30 %\", \"16 %\", \"9 %\"); the \
+         column beside them has the model's at full precision. With the paper's rounded 66.9 % for LFS at 98 %, the \
          overall figure is {:.4}. Eq 2 at 95 % gives u_c = {:.4} (the paper's \"90.2 %\", L520).\n",
         examples.lfs98_overall_from_printed_ratio,
         cleaning_utilization_for(0.95)
@@ -877,7 +892,9 @@ fn report_section_6_2(text: &mut String, rows: &Rows) {
 fn report_figure_4(text: &mut String, rows: &Rows) {
     let atlas = rows.disks.iter().find(|disk| disk.key == paper::DEFAULT_DISK).expect("the atlas10k is measured");
     text.push_str("## Figure 4 (the seed's \"Figure 3.5\"): HyLog's cost against h, atlas10k\n\n");
-    text.push_str("| skew | u | best h | its W' | Overwrite W' | LFS W' |\n| --- | ---: | ---: | ---: | ---: | ---: |\n");
+    text.push_str(
+        "| skew | u | best h | its W' | Overwrite W' | LFS W' |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
+    );
     for (name, skew) in figure_4_skews() {
         for utilization in FIGURE_4_UTILIZATIONS {
             let (hot_fraction, cost) = best_hot_fraction(skew, utilization, atlas.efficiency, FIGURE_4_STEPS);

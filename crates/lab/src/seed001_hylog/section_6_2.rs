@@ -82,8 +82,7 @@ pub fn worked_examples() -> WorkedExamples {
 
     let hylog98_efficiency = efficiency(paper::HYLOG_98_RUN);
     let hylog98_hot_cost = lfs_cleaning_cost(paper::HYLOG_98_HOT_CLEANING);
-    let hylog98_cost =
-        hylog_cost(paper::HYLOG_98_HOT_WRITE_FRACTION, paper::HYLOG_98_HOT_CLEANING, hylog98_efficiency);
+    let hylog98_cost = hylog_cost(paper::HYLOG_98_HOT_WRITE_FRACTION, paper::HYLOG_98_HOT_CLEANING, hylog98_efficiency);
     let hylog98_write = write_throughput_vs_overwrite(hylog98_efficiency, hylog98_cost);
 
     let lfs98_cost = lfs_cleaning_cost(paper::LFS_98_CLEANING);
