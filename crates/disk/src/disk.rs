@@ -103,6 +103,10 @@ pub struct HardDisk {
     /// The LBNs `[first, end)` of the previous read (sequential streams for
     /// `Buffer continuous read` 4).
     last_read: Option<(u64, u64)>,
+    /// One past the last LBN of the previous command when it was a write
+    /// (`None` after a read or before any command): `Extra write disconnect`
+    /// applies to a write that follows a write without continuing it.
+    last_write_end_lbn: Option<u64>,
     last_arrival_ns: Nanos,
     cache: Cache,
     /// The segment reserved for write data (`Use separate write segment`).
@@ -137,6 +141,7 @@ impl HardDisk {
             initial_angle,
             mechanism_free_ns: 0.0,
             last_read: None,
+            last_write_end_lbn: None,
             last_arrival_ns: 0,
         }
     }
@@ -329,6 +334,10 @@ impl HardDisk {
         let count = u64::from(request.sector_count);
         let previous = self.previous_index();
         self.last_op = request.op;
+        let previous_write_end_lbn = std::mem::replace(
+            &mut self.last_write_end_lbn,
+            (request.op == DiskOp::Write).then_some(request.lbn + count),
+        );
         if let Some(access_ns) = model.constant_access_ns {
             return start_ns + access_ns + count as f64 * model.bus_sector_ns(request.op);
         }
@@ -353,7 +362,14 @@ impl HardDisk {
                 self.keep_written(request.lbn, count);
                 completion
             }
-            DiskOp::Write => self.serve_write_through(start_ns, queued, previous),
+            DiskOp::Write => {
+                // The drive disconnects before taking a write's data only when
+                // the write follows a write it does not continue (the HP
+                // C2247A's trace marks exactly those writes as triple
+                // disconnects, and DiskSim 4.0 does the same).
+                let extra_disconnect = previous_write_end_lbn.is_some_and(|end_lbn| end_lbn != request.lbn);
+                self.serve_write_through(start_ns, queued, previous, extra_disconnect)
+            }
         }
     }
 
@@ -455,13 +471,14 @@ impl HardDisk {
     /// extra disconnect and reconnection when the model has one), positions
     /// meanwhile, writes each sector once it is buffered (zero-latency writes
     /// once all are), and reconnects to report completion.
-    fn serve_write_through(&mut self, start_ns: f64, queued: &Queued, previous: usize) -> f64 {
+    fn serve_write_through(&mut self, start_ns: f64, queued: &Queued, previous: usize, extra_disconnect: bool) -> f64 {
         let request = queued.request;
         let model = Arc::clone(&self.model);
         let overheads = &model.overheads;
         let count = u64::from(request.sector_count);
         let mechanism_free_ns = self.stop_read_ahead(start_ns);
-        let (command_end_ns, positioning_start_ns, data_start_ns) = match overheads.extra_write_disconnect {
+        let extra_write_disconnect = overheads.extra_write_disconnect.filter(|_| extra_disconnect);
+        let (command_end_ns, positioning_start_ns, data_start_ns) = match extra_write_disconnect {
             Some(extra) if !model.never_disconnect => {
                 let command_end_ns = start_ns + extra.command_ns;
                 let reconnected_ns = command_end_ns
@@ -482,6 +499,13 @@ impl HardDisk {
         // access still under way; a write-through write starts once the
         // previous request is over, so it always applies.
         let earliest_media_ns = data_start_ns.max(command_end_ns + model.minimum_seek_delay_ns);
+        // A drive that disconnects before write data starts writing only once
+        // a batch of the data is buffered (DiskSim 4.0's rule for such drives,
+        // which the HP C2247A's trace bears out on its sequential writes).
+        let earliest_media_ns = match overheads.extra_write_disconnect {
+            Some(_) => earliest_media_ns.max(data_start_ns + extra_disconnect_batch_sectors(count) as f64 * bus_ns),
+            None => earliest_media_ns,
+        };
         // Zero-latency writes go once all their data are buffered; otherwise the
         // head writes each sector as soon as it is buffered and comes round.
         let (earliest_media_ns, stream) = if self.zero_latency(DiskOp::Write) {
@@ -502,7 +526,7 @@ impl HardDisk {
         let reported_ns = if model.never_disconnect {
             access.end_ns.max(data_end_ns)
         } else {
-            let (disconnect_ns, reselect_ns) = match overheads.extra_write_disconnect {
+            let (disconnect_ns, reselect_ns) = match extra_write_disconnect {
                 Some(extra) => (extra.second_disconnect_ns, overheads.reselect_other_ns),
                 None => (overheads.write_disconnect_ns, overheads.reselect_first_ns),
             };
@@ -521,8 +545,15 @@ impl HardDisk {
         let bus_ns = model.bus_read_sector_ns;
         let overheads = &model.overheads;
         let cache = model.cache;
-        let basis = if cache.water_mark_by_request_size { count } else { u64::from(cache.segment_size_sectors).max(1) };
-        let water_mark_sectors = ((cache.high_water_mark * basis as f64).ceil() as u64).clamp(1, count);
+        // As DiskSim 4.0 counts it: a fraction of the request (at most a
+        // segment) rounded down, or a fraction of the segment rounded up.
+        let segment_sectors = u64::from(cache.segment_size_sectors).max(1);
+        let water_mark_sectors = if cache.water_mark_by_request_size {
+            (cache.high_water_mark * count.min(segment_sectors) as f64).floor() as u64
+        } else {
+            (cache.high_water_mark * segment_sectors as f64).ceil() as u64
+        }
+        .clamp(1, count);
         let sector_ns = access.first_sector_end_ns - access.media_start_ns;
         let media_ns = access.end_ns - access.media_start_ns;
         let buffered_ns = if count <= 1 {
@@ -855,6 +886,17 @@ fn streamed_track_end_ns(
         write_ns = wait_for(write_ns, ready_ns(index)) + sector_ns;
     }
     write_ns
+}
+
+/// How many sectors of a write a drive with `Extra write disconnect` buffers
+/// before its head starts writing: the whole of a write under 10 sectors, 10
+/// of one under 45, else 15 (DiskSim 4.0's `disk_buffer_block_available`).
+fn extra_disconnect_batch_sectors(count: u64) -> u64 {
+    if count < 45 {
+        count.min(10)
+    } else {
+        15
+    }
 }
 
 /// SplitMix64: a well-mixed 64-bit value from a seed.
