@@ -46,12 +46,10 @@ struct Head {
 /// The outcome of moving the heads over a run of LBNs.
 #[derive(Debug, Clone, Copy)]
 struct MediaAccess {
-    /// When the first sector starts passing under the head, as an in-order
-    /// stream: with zero latency on the first track, when the skipped head of
-    /// the range starts passing on the way round.
-    media_start_ns: f64,
-    /// When the first sector has passed under the head.
-    first_sector_end_ns: f64,
+    /// When the first `mark_sectors` requested sectors (the argument of
+    /// `media_access`) are all buffered, in LBN order: after a zero-latency
+    /// wrap the range's head is buffered last.
+    mark_end_ns: f64,
     /// When the last sector has passed under the head.
     end_ns: f64,
     /// Whole sectors outside the request that passed under the head on the
@@ -357,7 +355,7 @@ impl HardDisk {
                 let mechanism_free_ns = self.stop_read_ahead(start_ns);
                 let flush_ns = completion.max(mechanism_free_ns);
                 let access =
-                    self.media_access(flush_ns, flush_ns, request.lbn, count, DiskOp::Write, queued.target, None);
+                    self.media_access(flush_ns, flush_ns, request.lbn, count, DiskOp::Write, queued.target, None, count);
                 self.mechanism_free_ns = access.end_ns;
                 self.keep_written(request.lbn, count);
                 completion
@@ -415,7 +413,17 @@ impl HardDisk {
         let mechanism_free_ns = self.stop_read_ahead(start_ns);
         let command_end_ns = start_ns + overheads.read_miss_ns[previous];
         let positioning_ns = command_end_ns.max(mechanism_free_ns);
-        let access = self.media_access(positioning_ns, positioning_ns, request.lbn, count, DiskOp::Read, first, None);
+        let mark_sectors = self.read_water_mark_sectors(count);
+        let access = self.media_access(
+            positioning_ns,
+            positioning_ns,
+            request.lbn,
+            count,
+            DiskOp::Read,
+            first,
+            None,
+            mark_sectors,
+        );
         if cache.enabled {
             let free = if cache.read_any_free_blocks {
                 let room = u64::from(cache.segment_size_sectors).saturating_sub(count);
@@ -459,6 +467,7 @@ impl HardDisk {
             DiskOp::Read,
             rest_target,
             None,
+            end_lbn - prefix_end_lbn,
         );
         let (buffered_end_lbn, prefetch) = self.read_ahead(request, &access);
         let pinned_lbn = if cache.read_ahead_over_requested { u64::MAX } else { request.lbn };
@@ -521,6 +530,7 @@ impl HardDisk {
             DiskOp::Write,
             queued.target,
             stream,
+            count,
         );
         self.keep_written(request.lbn, count);
         let reported_ns = if model.never_disconnect {
@@ -535,32 +545,33 @@ impl HardDisk {
         reported_ns + overheads.write_completion_ns
     }
 
+    /// How many sectors of a read of `count` must be buffered before the
+    /// drive reconnects to send them: the high water mark as DiskSim 4.0
+    /// counts it, a fraction of the request (at most a segment) rounded down,
+    /// or a fraction of the segment rounded up.
+    fn read_water_mark_sectors(&self, count: u64) -> u64 {
+        let cache = self.model.cache;
+        let segment_sectors = u64::from(cache.segment_size_sectors).max(1);
+        let sectors = if cache.water_mark_by_request_size {
+            (cache.high_water_mark * count.min(segment_sectors) as f64).floor() as u64
+        } else {
+            (cache.high_water_mark * segment_sectors as f64).ceil() as u64
+        };
+        sectors.clamp(1, count.max(1))
+    }
+
     /// When the last byte of a read miss has crossed the bus. The drive
-    /// reconnects once the high water mark of data is buffered (and the bus
-    /// was released after the command), then sends at the bus rate, never
-    /// ahead of the medium: holding the bus, the last sector follows the media
-    /// end at once; otherwise the last batch does.
+    /// reconnects once the high water mark of data is buffered (`access` was
+    /// asked for that mark, and the bus was released after the command), then
+    /// sends at the bus rate, never ahead of the medium: holding the bus, the
+    /// last sector follows the media end at once; otherwise the last batch
+    /// does.
     fn read_transfer_end_ns(&self, access: &MediaAccess, count: u64, released_ns: f64) -> f64 {
         let model = &self.model;
         let bus_ns = model.bus_read_sector_ns;
         let overheads = &model.overheads;
-        let cache = model.cache;
-        // As DiskSim 4.0 counts it: a fraction of the request (at most a
-        // segment) rounded down, or a fraction of the segment rounded up.
-        let segment_sectors = u64::from(cache.segment_size_sectors).max(1);
-        let water_mark_sectors = if cache.water_mark_by_request_size {
-            (cache.high_water_mark * count.min(segment_sectors) as f64).floor() as u64
-        } else {
-            (cache.high_water_mark * segment_sectors as f64).ceil() as u64
-        }
-        .clamp(1, count);
-        let sector_ns = access.first_sector_end_ns - access.media_start_ns;
-        let media_ns = access.end_ns - access.media_start_ns;
-        let buffered_ns = if count <= 1 {
-            access.end_ns
-        } else {
-            access.first_sector_end_ns + (media_ns - sector_ns) * (water_mark_sectors - 1) as f64 / (count - 1) as f64
-        };
+        let water_mark_sectors = self.read_water_mark_sectors(count);
+        let buffered_ns = access.mark_end_ns;
         let reconnect_ns = if model.never_disconnect {
             buffered_ns + overheads.data_preparation_ns
         } else {
@@ -736,6 +747,7 @@ impl HardDisk {
         op: DiskOp,
         first: Located,
         stream: Option<DataStream>,
+        mark_sectors: u64,
     ) -> MediaAccess {
         let zero_latency = self.zero_latency(op);
         let revolution = self.model.revolution_ns_exact;
@@ -743,7 +755,7 @@ impl HardDisk {
         let mut current_lbn = lbn;
         let mut time = (start_ns + self.move_time_ns(self.head, &current, op)).max(earliest_media_ns);
         let mut remaining = count;
-        let (mut media_start_ns, mut passed_before_first_sectors) = (0.0, 0);
+        let (mut mark_end_ns, mut passed_before_first_sectors) = (f64::NAN, 0);
         loop {
             let on_track = remaining.min(current.lbns_left_on_track);
             let sector_ns = revolution / f64::from(current.sectors_per_track);
@@ -760,14 +772,20 @@ impl HardDisk {
                 _ => time + pass.total_sectors() * sector_ns,
             };
             if current_lbn == lbn {
-                // The host sees data in LBN order: after a wrap, the range's head
-                // (the first sectors) is buffered last.
-                media_start_ns = if pass.wrapped_sectors > 0 {
-                    track_end_ns - pass.wrapped_sectors as f64 * sector_ns
-                } else {
-                    time + pass.wait_sectors * sector_ns
-                };
                 passed_before_first_sectors = pass.passed_before_first_sectors(current.sectors_per_track);
+            }
+            let done_before = current_lbn - lbn;
+            if done_before < mark_sectors && mark_sectors <= done_before + on_track {
+                // The host sees data in LBN order: after a wrap, the range's
+                // head (the first sectors) is buffered last.
+                let mark_on_track = mark_sectors - done_before;
+                mark_end_ns = if pass.wrapped_sectors == 0 {
+                    time + (pass.wait_sectors + mark_on_track as f64) * sector_ns
+                } else if mark_on_track <= pass.wrapped_sectors {
+                    track_end_ns - (pass.wrapped_sectors - mark_on_track) as f64 * sector_ns
+                } else {
+                    track_end_ns
+                };
             }
             time = track_end_ns;
             remaining -= on_track;
@@ -782,10 +800,10 @@ impl HardDisk {
                     requested_sectors: on_track,
                     wrapped_sectors: pass.wrapped_sectors,
                 };
-                let first_sector_ns = revolution / f64::from(first.sectors_per_track);
                 return MediaAccess {
-                    media_start_ns,
-                    first_sector_end_ns: media_start_ns + first_sector_ns,
+                    // A written track's sectors may end later than their pass
+                    // (streamed data): the mark is never after the access.
+                    mark_end_ns: if mark_end_ns.is_nan() { time } else { mark_end_ns.min(time) },
                     end_ns: time,
                     passed_before_first_sectors,
                     last_track,
