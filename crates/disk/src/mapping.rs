@@ -104,6 +104,11 @@ impl SlipTable {
         table
     }
 
+    /// Every slipped position, ascending.
+    pub fn positions(&self) -> impl Iterator<Item = u64> + '_ {
+        self.starts.iter().zip(&self.lengths).flat_map(|(&start, &length)| start..start + length)
+    }
+
     /// Total slipped positions.
     pub fn total(&self) -> u64 {
         *self.cumulative.last().unwrap_or(&0)
@@ -279,6 +284,14 @@ pub(crate) struct G1Zone {
     /// and the tracks after it move up by one. Filled by [`G1Layout::new`]
     /// from `slips`.
     pub slipped_tracks: SlipTable,
+    /// Under sparing by track, cylinder or range of cylinders whose spares
+    /// take slips (schemes 2, 3, 5, 8), slips name physical zone positions
+    /// (counted from the zone's first sector, the empty front included),
+    /// ascending: a slipped position holds no LBN and pushes the rest of its
+    /// period's data one position on, into the period's spares, as DiskSim
+    /// 4.0 maps them; later periods are unaffected. Filled by
+    /// [`G1Layout::new`] from `slips`.
+    pub period_slips: Vec<u64>,
     /// Remapped defective sectors (or tracks, under track sparing). Only pairs
     /// whose defective location holds data are kept (by [`G1Layout::new`]).
     pub defects: DefectTable,
@@ -305,6 +318,9 @@ impl G1Layout {
         for zone in &mut zones {
             if sparing == Sparing::TracksAtZoneEnd {
                 zone.slipped_tracks = std::mem::take(&mut zone.slips);
+            }
+            if period_of(zone, surface_count, sparing).is_some() && sparing_slips_use_spares(sparing) {
+                zone.period_slips = std::mem::take(&mut zone.slips).positions().collect();
             }
             zone.first_lbn = next_lbn;
             zone.lbn_count = zone_capacity(zone, surface_count, sparing);
@@ -367,7 +383,15 @@ impl G1Layout {
         match self.period(zone) {
             Some((period, spares, at_front)) => {
                 let usable = period - spares;
-                (slot / usable) * period + slot % usable + if at_front { spares } else { 0 }
+                let period_index = slot / usable;
+                let front = if at_front { spares } else { 0 };
+                let mut offset = slot % usable;
+                for slip_offset in period_slip_offsets(zone, period_index, period, front) {
+                    if slip_offset <= offset {
+                        offset += 1;
+                    }
+                }
+                period_index * period + front + offset
             }
             None => slot,
         }
@@ -380,7 +404,16 @@ impl G1Layout {
             Some((period, spares, at_front)) => {
                 let within = position % period;
                 let usable = period - spares;
-                let data_within = if at_front { within.checked_sub(spares)? } else { within };
+                let front = if at_front { spares } else { 0 };
+                let offset = within.checked_sub(front)?;
+                let mut slipped_before = 0;
+                for slip_offset in period_slip_offsets(zone, position / period, period, front) {
+                    if slip_offset == offset {
+                        return None;
+                    }
+                    slipped_before += u64::from(slip_offset < offset);
+                }
+                let data_within = offset - slipped_before;
                 if data_within >= usable {
                     return None;
                 }
@@ -488,9 +521,12 @@ impl G1Layout {
         let slots = match self.period(zone) {
             Some((period, spares, at_front)) => {
                 let usable = period - spares;
-                let remainder = position % period;
-                (position / period) * usable
-                    + if at_front { remainder.saturating_sub(spares) } else { remainder.min(usable) }
+                let front = if at_front { spares } else { 0 };
+                let offset = (position % period).saturating_sub(front);
+                let slipped = period_slip_offsets(zone, position / period, period, front)
+                    .filter(|&slip_offset| slip_offset < offset)
+                    .count() as u64;
+                (position / period) * usable + (offset - slipped).min(usable)
             }
             None => position,
         };
@@ -553,9 +589,21 @@ impl G1Layout {
         let surfaces = u64::from(self.surface_count);
         let cylinder_switches = track_index / surfaces;
         let track_switches = track_index - cylinder_switches;
+        // Under sparing by track or cylinder, each slip before the track's
+        // period pushes its skew on by one sector (DiskSim 4.0's layout).
+        let skew_period_start = match self.sparing {
+            Sparing::Periodic { period_kind: Period::Track, .. } => Some(track_index),
+            Sparing::Periodic { period_kind: Period::Cylinder, .. } => Some(cylinder_switches * surfaces),
+            _ => None,
+        };
+        let slips_before = skew_period_start.map_or(0, |first_track| {
+            let cutoff = first_track * u64::from(zone.sectors_per_track);
+            zone.period_slips.partition_point(|&position| position < cutoff) as u64 + zone.slips.slipped_in(0, cutoff)
+        });
         let skew = zone.first_block_offset_sectors
             + track_switches as f64 * zone.track_skew_sectors
-            + cylinder_switches as f64 * zone.cylinder_skew_sectors;
+            + cylinder_switches as f64 * zone.cylinder_skew_sectors
+            + slips_before as f64;
         let spt = f64::from(zone.sectors_per_track);
         (skew.round().rem_euclid(spt)) as u64 % u64::from(zone.sectors_per_track)
     }
@@ -596,6 +644,23 @@ fn zone_sectors(zone: &G1Zone, surface_count: u32) -> u64 {
     u64::from(zone.last_cylinder - zone.first_cylinder + 1)
         * u64::from(surface_count)
         * u64::from(zone.sectors_per_track)
+}
+
+/// Whether slips fall into the spares of their own sparing period.
+fn sparing_slips_use_spares(sparing: Sparing) -> bool {
+    matches!(sparing, Sparing::Periodic { slips_use_spares: true, .. })
+}
+
+/// The slips of period `period_index` (of `period` positions, the first
+/// `front` of them spares), as offsets from the period's first data
+/// position, ascending; slips among the front spares are ignored.
+fn period_slip_offsets(zone: &G1Zone, period_index: u64, period: u64, front: u64) -> impl Iterator<Item = u64> + '_ {
+    let start = period_index * period;
+    let first = zone.period_slips.partition_point(|&position| position < start);
+    zone.period_slips[first..]
+        .iter()
+        .take_while(move |&&position| position < start + period)
+        .filter_map(move |&position| (position - start).checked_sub(front))
 }
 
 fn period_of(zone: &G1Zone, surface_count: u32, sparing: Sparing) -> Option<(u64, u64, bool)> {
@@ -929,6 +994,7 @@ mod tests {
             spare_count: spares,
             slips: SlipTable::new(slips),
             slipped_tracks: SlipTable::default(),
+            period_slips: Vec::new(),
             defects: DefectTable::default(),
             first_lbn: 0,
             lbn_count: 0,
@@ -974,6 +1040,26 @@ mod tests {
                 located
             })
             .collect()
+    }
+
+    #[test]
+    fn slips_under_period_sparing_stay_within_their_period() {
+        // 10 sectors per track, 2 spares at the end of each track, 2 surfaces;
+        // physical zone position 3 (track 0) is slipped.
+        let sparing = Sparing::Periodic { period_kind: Period::Track, at_front: false, slips_use_spares: true };
+        let layout = G1Layout::new(2, MappingScheme::Traditional, sparing, vec![zone(0, 3, 10, 2, vec![(3, 1)])]);
+        assert_eq!(layout.capacity(), 8 * 8, "the slip takes a spare, not an LBN");
+        let on_track_0: Vec<u32> = (0..8).map(|lbn| layout.locate(lbn).unwrap().sector).collect();
+        // Skew of track 0 is the first-block offset, 3 sectors.
+        assert_eq!(on_track_0, vec![3, 4, 5, 7, 8, 9, 0, 1], "LBNs from 3 on move past the slip");
+        let first_of_track_1 = layout.locate(8).unwrap();
+        assert_eq!((first_of_track_1.cylinder, first_of_track_1.surface), (0, 1));
+        // Track 1 starts its period afresh; its skew is the offset, one track
+        // skew and one sector for the slip before it: 3 + 2 + 1.
+        assert_eq!(first_of_track_1.sector, 6);
+        assert_eq!(layout.locate(2).unwrap().lbns_left_on_track, 6);
+        assert_eq!(layout.locate(3).unwrap().lbns_before_on_track, 3);
+        assert_round_trips(&G1Layout::new(2, MappingScheme::Traditional, sparing, vec![zone(0, 3, 10, 2, vec![(3, 1)])]));
     }
 
     #[test]

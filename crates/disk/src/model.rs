@@ -870,6 +870,7 @@ fn build_g1(layout: &Block, surface_count: u32, cylinder_count: u32) -> Result<G
             spare_count,
             slips: SlipTable::new(slips),
             slipped_tracks: SlipTable::default(),
+            period_slips: Vec::new(),
             defects: DefectTable::new(defects),
             first_lbn: 0,
             lbn_count: 0,
