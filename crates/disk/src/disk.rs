@@ -354,8 +354,16 @@ impl HardDisk {
                 let completion = data_start + count as f64 * model.bus_write_sector_ns + overheads.write_completion_ns;
                 let mechanism_free_ns = self.stop_read_ahead(start_ns);
                 let flush_ns = completion.max(mechanism_free_ns);
-                let access =
-                    self.media_access(flush_ns, flush_ns, request.lbn, count, DiskOp::Write, queued.target, None, count);
+                let access = self.media_access(
+                    flush_ns,
+                    flush_ns,
+                    request.lbn,
+                    count,
+                    DiskOp::Write,
+                    queued.target,
+                    None,
+                    count,
+                );
                 self.mechanism_free_ns = access.end_ns;
                 self.keep_written(request.lbn, count);
                 completion
