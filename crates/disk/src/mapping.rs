@@ -1059,12 +1059,7 @@ mod tests {
         assert_eq!(first_of_track_1.sector, 6);
         assert_eq!(layout.locate(2).unwrap().lbns_left_on_track, 6);
         assert_eq!(layout.locate(3).unwrap().lbns_before_on_track, 3);
-        assert_round_trips(&G1Layout::new(
-            2,
-            MappingScheme::Traditional,
-            sparing,
-            vec![zone(0, 3, 10, 2, vec![(3, 1)])],
-        ));
+        assert_round_trips(&layout);
     }
 
     #[test]
