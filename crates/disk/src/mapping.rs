@@ -360,6 +360,27 @@ impl G1Layout {
         }
     }
 
+    /// The first zone with a sparing period holding more slips than spares
+    /// (where slips take the period's spares): (zone index, slips, spares).
+    pub fn overfull_period(&self) -> Option<(usize, u64, u64)> {
+        for (index, zone) in self.zones.iter().enumerate() {
+            let Some((period, spares, _)) = self.period(zone) else {
+                continue;
+            };
+            let mut slips = zone.period_slips.iter().map(|&position| position / period).peekable();
+            while let Some(period_index) = slips.next() {
+                let mut count = 1;
+                while slips.next_if_eq(&period_index).is_some() {
+                    count += 1;
+                }
+                if count > spares {
+                    return Some((index, count, spares));
+                }
+            }
+        }
+        None
+    }
+
     /// The first defect whose replacement is not usable: outside the zone, or
     /// holding data of its own. Returns (defective, replacement).
     pub fn unusable_replacement(&self) -> Option<(usize, u64, u64)> {

@@ -903,6 +903,15 @@ fn build_g1(layout: &Block, surface_count: u32, cylinder_count: u32) -> Result<G
             &format!("defect {defective} is remapped to {replacement}, which lies outside the zone or holds data"),
         ));
     }
+    if let Some((index, slips, spares)) = layout.overfull_period() {
+        let zone = zone_items[index].block("Zones")?;
+        let value = zone.require("slips")?;
+        return Err(out_of_range(
+            value,
+            "slips",
+            &format!("{slips} slips fall in one sparing period, which has only {spares} spares to take them"),
+        ));
+    }
     Ok(layout)
 }
 

@@ -87,3 +87,21 @@ proptest! {
         let _ = load_with("Seagate-Cheetah15k5.diskspecs", &String::from_utf8_lossy(&bytes));
     }
 }
+
+#[test]
+fn more_slips_in_a_sparing_period_than_spares_names_the_slips() {
+    // The Cheetah 4LP spares 108 sectors per range of 12 cylinders; its first
+    // zone has four slips in one range.
+    let directory = tempfile::tempdir().unwrap();
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/models/cheetah4LP");
+    for entry in fs::read_dir(source).unwrap() {
+        let entry = entry.unwrap();
+        fs::copy(entry.path(), directory.path().join(entry.file_name())).unwrap();
+    }
+    let model_path = directory.path().join("cheetah4LP.model");
+    let text = fs::read_to_string(&model_path).unwrap().replacen("Number of spares = 108", "Number of spares = 3", 1);
+    fs::write(&model_path, text).unwrap();
+    let error = DiskModel::load(&directory.path().join("cheetah4LP.parv"), &[]).unwrap_err().to_string();
+    assert!(error.contains("cheetah4LP.model:") && error.contains("slips"), "{error}");
+    assert!(error.contains("4 slips fall in one sparing period"), "{error}");
+}
