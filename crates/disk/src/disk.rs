@@ -485,9 +485,11 @@ impl HardDisk {
     }
 
     /// A write-through write. The drive takes the data over the bus (after an
-    /// extra disconnect and reconnection when the model has one), positions
-    /// meanwhile, writes each sector once it is buffered (zero-latency writes
-    /// once all are), and reconnects to report completion.
+    /// extra disconnect and reconnection when the model has one and
+    /// `extra_disconnect` says this write takes it), positions meanwhile,
+    /// writes each sector once it is buffered (zero-latency writes once all
+    /// are; on a drive with extra disconnects, not before a first batch is),
+    /// and reconnects to report completion.
     fn serve_write_through(&mut self, start_ns: f64, queued: &Queued, previous: usize, extra_disconnect: bool) -> f64 {
         let request = queued.request;
         let model = Arc::clone(&self.model);
