@@ -411,12 +411,31 @@ impl FileDevice {
     }
 
     fn sync_file(&self) -> std::io::Result<()> {
-        // A block device has no file metadata to spare, and fsync is what flushes
-        // its volatile write cache; for a regular file fdatasync skips timestamps.
-        match self.kind {
-            FileKind::Regular => self.file.sync_data(),
-            FileKind::BlockDevice => self.file.sync_all(),
-        }
+        sync_file(&self.file, self.kind)
+    }
+}
+
+/// A [`FileDevice`]'s write-back handle: its own descriptor of the same file.
+#[derive(Debug)]
+struct FileWriteBack {
+    file: File,
+    kind: FileKind,
+    path: PathBuf,
+}
+
+impl crate::WriteBack for FileWriteBack {
+    fn write_back(&self) -> Result<(), DeviceError> {
+        sync_file(&self.file, self.kind).map_err(|error| os_error(&self.path, 0, "flush", &error))
+    }
+}
+
+/// Makes `file`'s written data durable. A block device has no file metadata
+/// to spare, and fsync is what flushes its volatile write cache; for a
+/// regular file fdatasync skips timestamps.
+fn sync_file(file: &File, kind: FileKind) -> std::io::Result<()> {
+    match kind {
+        FileKind::Regular => file.sync_data(),
+        FileKind::BlockDevice => file.sync_all(),
     }
 }
 
@@ -521,6 +540,11 @@ impl BlockDevice for FileDevice {
         let offset_bytes = block * block_size as u64;
         write_all_vectored_at(&self.file, pieces, offset_bytes)
             .map_err(|error| os_error(&self.path, block, "write", &error))
+    }
+
+    fn write_back_handle(&self) -> Result<Option<Box<dyn crate::WriteBack>>, DeviceError> {
+        let file = self.file.try_clone().map_err(|error| os_error(&self.path, 0, "flush", &error))?;
+        Ok(Some(Box::new(FileWriteBack { file, kind: self.kind, path: self.path.clone() })))
     }
 
     fn supports_shared_reads(&self) -> bool {

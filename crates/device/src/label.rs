@@ -334,6 +334,10 @@ impl<D: BlockDevice> BlockDevice for LabeledDevice<D> {
         crate::validate_span(&self.info(), block, buffer.len())?;
         self.inner.read_into_shared(block + LABEL_BLOCKS, buffer)
     }
+
+    fn write_back_handle(&self) -> Result<Option<Box<dyn crate::WriteBack>>, DeviceError> {
+        self.inner.write_back_handle()
+    }
 }
 
 #[cfg(test)]

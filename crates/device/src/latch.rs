@@ -96,6 +96,11 @@ impl<D: BlockDevice> BlockDevice for LatchDevice<D> {
         Ok(completions)
     }
 
+    /// The inner device's handle: writing back is harmless even once latched.
+    fn write_back_handle(&self) -> Result<Option<Box<dyn crate::WriteBack>>, DeviceError> {
+        self.inner.write_back_handle()
+    }
+
     fn flush(&mut self) -> Result<(), DeviceError> {
         if self.is_latched() {
             return Err(self.latched_error());

@@ -211,6 +211,28 @@ pub enum DeviceError {
     },
 }
 
+/// A handle that writes a device's completed writes back to stable storage
+/// without access to the device itself, so that a server can start the
+/// write-back of what a background task wrote while it holds no lock, and the
+/// [`BlockDevice::flush`] it then makes under its lock finds little left to
+/// do. Durability still comes from `flush`; this only moves the work. A file
+/// device's handle holds the file open, and with it the file's lock, until
+/// it is dropped.
+pub trait WriteBack: Send + Sync + std::fmt::Debug {
+    /// Writes back everything written through the device so far.
+    fn write_back(&self) -> Result<(), DeviceError>;
+}
+
+/// Several devices' write-backs, one after another.
+#[derive(Debug, Default)]
+pub struct WriteBacks(pub Vec<Box<dyn WriteBack>>);
+
+impl WriteBack for WriteBacks {
+    fn write_back(&self) -> Result<(), DeviceError> {
+        self.0.iter().try_for_each(|handle| handle.write_back())
+    }
+}
+
 /// A device that stores blocks: a file, memory, or a simulated disk.
 ///
 /// Implementations validate every request at submission (range, length, buffer
@@ -229,6 +251,14 @@ pub trait BlockDevice {
 
     /// Makes every completed write durable.
     fn flush(&mut self) -> Result<(), DeviceError>;
+
+    /// A handle that writes this device's completed writes back without
+    /// access to the device ([`WriteBack`]), where the device has such a
+    /// path (files do; memory and simulated devices have nothing to write
+    /// back and answer `None`).
+    fn write_back_handle(&self) -> Result<Option<Box<dyn WriteBack>>, DeviceError> {
+        Ok(None)
+    }
 
     /// The device clock in nanoseconds: virtual time for a simulated device,
     /// monotonic wall time since the device was opened otherwise.
@@ -403,6 +433,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
     }
     fn read_into_shared(&self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
         (**self).read_into_shared(block, buffer)
+    }
+    fn write_back_handle(&self) -> Result<Option<Box<dyn WriteBack>>, DeviceError> {
+        (**self).write_back_handle()
     }
     fn read_redundant(&mut self, block: u64) -> Result<Option<Vec<u8>>, DeviceError> {
         (**self).read_redundant(block)

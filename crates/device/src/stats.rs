@@ -184,6 +184,11 @@ impl<D: BlockDevice> BlockDevice for StatsDevice<D> {
         Ok(completions)
     }
 
+    /// The inner device's handle: its write-backs are not counted as flushes.
+    fn write_back_handle(&self) -> Result<Option<Box<dyn crate::WriteBack>>, DeviceError> {
+        self.inner.write_back_handle()
+    }
+
     fn flush(&mut self) -> Result<(), DeviceError> {
         let outcome = self.inner.flush();
         match outcome {

@@ -14,7 +14,7 @@ use std::path::Path;
 pub use proxima_device::TrimPolicy;
 use proxima_device::{
     BatchTicket, BlockDevice, DeviceError, DeviceInfo, FileDevice, FileIo, FileOptions, IoCompletion, IoRequest,
-    LabeledDevice, RaidDevice,
+    LabeledDevice, RaidDevice, WriteBack,
 };
 use serde::{Deserialize, Serialize};
 
@@ -120,6 +120,9 @@ impl BlockDevice for DataDevice {
     }
     fn read_into_shared(&self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
         self.device().read_into_shared(block, buffer)
+    }
+    fn write_back_handle(&self) -> Result<Option<Box<dyn WriteBack>>, DeviceError> {
+        self.device().write_back_handle()
     }
     fn read_redundant(&mut self, block: u64) -> Result<Option<Vec<u8>>, DeviceError> {
         self.device_mut().read_redundant(block)

@@ -483,6 +483,19 @@ impl<D: BlockDevice> BlockDevice for RaidDevice<D> {
         Ok(completions)
     }
 
+    /// The members' handles together (a failed member's left out); `None`
+    /// when any working member has none.
+    fn write_back_handle(&self) -> Result<Option<Box<dyn crate::WriteBack>>, DeviceError> {
+        let mut handles = Vec::with_capacity(self.members.len());
+        for index in (0..self.members.len()).filter(|&index| Some(index) != self.failed) {
+            match self.members[index].write_back_handle()? {
+                Some(handle) => handles.push(handle),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(Box::new(crate::WriteBacks(handles))))
+    }
+
     fn flush(&mut self) -> Result<(), DeviceError> {
         for index in 0..self.members.len() {
             if Some(index) != self.failed {
