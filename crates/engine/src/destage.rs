@@ -87,6 +87,26 @@ pub struct DestageSummary {
     pub data_request_count: u64,
 }
 
+/// What a destage step chose to move ([`Volume::plan_destage_step`]), moved
+/// in pieces by [`Volume::destage_planned`]: staged runs per extent, in
+/// extent order and logical order, each as it was staged when chosen.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DestagePlan {
+    pending: std::collections::VecDeque<(u64, FlashRun)>,
+}
+
+impl DestagePlan {
+    /// Whether every run of the plan has been taken.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Blocks of the runs not yet taken (some may no longer be staged).
+    pub fn remaining_blocks(&self) -> u64 {
+        self.pending.iter().map(|(_, run)| run.block_count).sum()
+    }
+}
+
 /// A placed piece: logical run → data blocks, and where its bytes sit in the
 /// batch's staged data.
 #[derive(Debug, Clone, Copy)]
@@ -234,6 +254,79 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         })
     }
 
+    /// Chooses what a destage step of about `max_blocks` moves (the densest
+    /// windows first, as [`destage_step`](Self::destage_step) does) without
+    /// moving anything, for [`destage_planned`](Self::destage_planned) to
+    /// move in pieces. A destager that must hold the volume only briefly
+    /// commits (making the space earlier steps freed reusable), plans, and
+    /// moves the plan a few milliseconds at a time, releasing the volume
+    /// between pieces: choosing once per step spares each piece the walk of
+    /// every extent's map.
+    pub fn plan_destage_step(&self, max_blocks: u64) -> DestagePlan {
+        let selection = self.destage_selection(DestageScope::Densest { max_blocks });
+        DestagePlan {
+            pending: selection.into_iter().flat_map(|(id, runs)| runs.into_iter().map(move |run| (id, run))).collect(),
+        }
+    }
+
+    /// Moves the next piece of `plan`: its runs in order until about
+    /// `max_blocks` (at least one run, and the rest of the last run's
+    /// allocation window), one batch per extent, without a CP first. Of each
+    /// run only what is still staged where it was when planned moves: blocks
+    /// overwritten, trimmed or destaged since, and extents deleted, are
+    /// skipped. Their staging space is reusable after the next CP.
+    pub fn destage_planned(&mut self, plan: &mut DestagePlan, max_blocks: u64) -> Result<DestageSummary> {
+        self.guarded(|volume| {
+            let window_blocks = volume.options.allocation_range_blocks;
+            let mut selection: Vec<(u64, Vec<FlashRun>)> = Vec::new();
+            let mut taken_blocks = 0;
+            let mut last_window = None;
+            while let Some(&(id, run)) = plan.pending.front() {
+                let window = (id, run.logical_block / window_blocks);
+                if taken_blocks >= max_blocks.max(1) && last_window != Some(window) {
+                    break;
+                }
+                plan.pending.pop_front();
+                taken_blocks += run.block_count;
+                last_window = Some(window);
+                let still_staged = volume.still_staged(id, run);
+                if still_staged.is_empty() {
+                    continue;
+                }
+                match selection.last_mut() {
+                    Some((last_id, runs)) if *last_id == id => runs.extend(still_staged),
+                    _ => selection.push((id, still_staged)),
+                }
+            }
+            if selection.is_empty() {
+                return Ok(DestageSummary::default());
+            }
+            volume.destage_selected(selection, StagingRelease::AtNextCheckpoint, &mut NoDestageObserver)
+        })
+    }
+
+    /// The parts of `run` (of extent `id`) still staged at the flash blocks
+    /// it named, in logical order.
+    fn still_staged(&self, id: u64, run: FlashRun) -> Vec<FlashRun> {
+        let Some(map) = self.extents.find_map(id) else { return Vec::new() };
+        let (start, end) = (run.logical_block, run.logical_block + run.block_count);
+        let holding_start = map.range(..=start).next_back().filter(|(key, mapped)| key + mapped.count() > start);
+        holding_start
+            .into_iter()
+            .chain(map.range(start + 1..end))
+            .filter_map(|(key, mapped)| {
+                let Location::Flash(flash_block) = Location::from_raw(mapped.location()) else { return None };
+                let (first, last_end) = (key.max(start), (key + mapped.count()).min(end));
+                let first_flash_block = flash_block + (first - key);
+                (first < last_end && first_flash_block == run.flash_block + (first - start)).then_some(FlashRun {
+                    logical_block: first,
+                    block_count: last_end - first,
+                    flash_block: first_flash_block,
+                })
+            })
+            .collect()
+    }
+
     /// The staged runs a destage of `scope` moves, per extent in extent order,
     /// each extent's runs in logical order.
     fn destage_selection(&self, scope: DestageScope) -> Vec<(u64, Vec<FlashRun>)> {
@@ -292,6 +385,18 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         // Blocks the staged writes freed become allocatable once a CP is
         // durable: commit first, so staged blocks can return to their holes.
         self.commit()?;
+        self.destage_selected(selection, release, observer)
+    }
+
+    /// Moves `selection` (staged runs per extent, as
+    /// [`destage_selection`](Self::destage_selection) gives them), one batch
+    /// per extent.
+    fn destage_selected(
+        &mut self,
+        selection: Vec<(u64, Vec<FlashRun>)>,
+        release: StagingRelease,
+        observer: &mut dyn DestageObserver<D>,
+    ) -> Result<DestageSummary> {
         let mut summary = DestageSummary::default();
         let mut out_of_space = None;
         for (id, runs) in selection {

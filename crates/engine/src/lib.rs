@@ -36,7 +36,7 @@ mod synthetic;
 mod tree;
 mod volume;
 
-pub use destage::{DestageBatchReport, DestageObserver, DestageScope, DestageSummary, NoDestageObserver};
+pub use destage::{DestageBatchReport, DestageObserver, DestagePlan, DestageScope, DestageSummary, NoDestageObserver};
 pub use error::{DeviceRole, EngineError, Result, Unsuitable};
 pub use fsck::{check as fsck_devices, Finding, FindingKind, FsckReport, FsckScope};
 pub use layouts::{DestageRule, Layout, LayoutParameters, LayoutStrategy, Placement, WriteContext};

@@ -32,7 +32,7 @@ use proxima_device::{
     seeds_for_test, BatchTicket, BlockDevice, CrashDevice, CrashPoint, DeviceError, DeviceInfo, IoCompletion, IoOp,
     IoRequest, MemoryDevice, PendingWrites, Tear,
 };
-use proxima_engine::{fsck_devices, FsckScope, Layout, ReadRealloc, Volume, VolumeOptions};
+use proxima_engine::{fsck_devices, DestagePlan, FsckScope, Layout, ReadRealloc, Volume, VolumeOptions};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -140,9 +140,10 @@ fn record_workload(seed: u64, options: &VolumeOptions) -> Recording {
     let mut points =
         vec![ModelPoint { writes_at_start: 0, writes_at_end: 0, durable: true, block_crcs: crcs(&contents) }];
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut plan = DestagePlan::default();
     for _ in 0..40 {
         let writes_at_start = order.borrow().len() as u64;
-        let durable = run_operation(&mut volume, &mut rng, &mut contents);
+        let durable = run_operation(&mut volume, &mut rng, &mut contents, &mut plan);
         let writes_at_end = order.borrow().len() as u64;
         points.push(ModelPoint { writes_at_start, writes_at_end, durable, block_crcs: crcs(&contents) });
     }
@@ -157,6 +158,7 @@ fn run_operation<D: BlockDevice, F: BlockDevice>(
     volume: &mut Volume<D, F>,
     rng: &mut ChaCha8Rng,
     contents: &mut BTreeMap<&'static str, Vec<u8>>,
+    plan: &mut DestagePlan,
 ) -> bool {
     let name = EXTENTS[rng.gen_range(0..EXTENTS.len())];
     let id = volume.extent_id(name).unwrap();
@@ -206,7 +208,17 @@ fn run_operation<D: BlockDevice, F: BlockDevice>(
         91..=93 => {
             // A background destager's step: its staging space is released by
             // the next CP, so crashes fall between a step and that CP too.
-            volume.destage_step(rng.gen_range(1..8)).unwrap();
+            // Half of them move a piece of a step's plan, which outlives
+            // the operations between its pieces, as the service's destager's.
+            let max_blocks = rng.gen_range(1..8);
+            if rng.gen_bool(0.5) {
+                if plan.is_empty() {
+                    *plan = volume.plan_destage_step(max_blocks * 3);
+                }
+                volume.destage_planned(plan, max_blocks).unwrap();
+            } else {
+                volume.destage_step(max_blocks).unwrap();
+            }
             false
         }
         94..=96 => {
@@ -288,8 +300,9 @@ fn continue_after_recovery(
         contents.insert(name, volume.read(id, 0, EXTENT_BLOCKS * BLOCK as u64).map_err(|error| error.to_string())?);
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut plan = DestagePlan::default();
     for _ in 0..12 {
-        run_operation(&mut volume, &mut rng, &mut contents);
+        run_operation(&mut volume, &mut rng, &mut contents, &mut plan);
     }
     let (data, flash) = volume.close().map_err(|error| format!("close: {error}"))?;
     let mut volume = Volume::open(data, flash, options.clone()).map_err(|error| format!("reopen: {error}"))?;

@@ -22,7 +22,7 @@ use common::{pattern, BLOCK};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use proxima_device::{seeds_for_test, BlockDevice, MemoryDevice, RaidConfig, RaidDevice};
-use proxima_engine::{BatchedWrite, DeviceRole, EngineError, Layout, ReadRealloc, Volume, VolumeOptions};
+use proxima_engine::{BatchedWrite, DestagePlan, DeviceRole, EngineError, Layout, ReadRealloc, Volume, VolumeOptions};
 
 const EXTENT_NAMES: [&str; 3] = ["a", "b", "c"];
 const SNAPSHOT_NAMES: [&str; 3] = ["s0", "s1", "s2"];
@@ -71,6 +71,10 @@ enum Op {
     Destage,
     DestageStep {
         max_blocks: u64,
+        /// Move a piece of the harness's destage plan (planning a new one
+        /// when it is used up), as the service's destager does, rather than
+        /// a whole step; the plan outlives the operations in between.
+        planned: bool,
     },
     SnapshotCreate {
         slot: usize,
@@ -116,7 +120,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         3 => Just(Op::Flush),
         1 => Just(Op::Commit),
         1 => Just(Op::Destage),
-        1 => (1..24u64).prop_map(|max_blocks| Op::DestageStep { max_blocks }),
+        2 => (1..24u64, any::<bool>()).prop_map(|(max_blocks, planned)| Op::DestageStep { max_blocks, planned }),
         2 => snap.clone().prop_map(|slot| Op::SnapshotCreate { slot }),
         1 => snap.clone().prop_map(|slot| Op::SnapshotDelete { slot }),
         2 => snap.clone().prop_map(|slot| Op::SnapshotCheck { slot }),
@@ -173,6 +177,9 @@ struct Harness<D: BlockDevice> {
     volume: Option<Volume<D, MemoryDevice>>,
     model: Model,
     options: VolumeOptions,
+    /// A destage step's plan, moved a piece at a time by `DestageStep`
+    /// operations with `planned`, whatever happens in between.
+    plan: DestagePlan,
 }
 
 fn options() -> VolumeOptions {
@@ -182,7 +189,7 @@ fn options() -> VolumeOptions {
 impl<D: BlockDevice> Harness<D> {
     fn new(data: D, options: VolumeOptions) -> Self {
         let volume = Volume::format(data, MemoryDevice::new(4096, 256), 77, options.clone()).expect("format");
-        Self { volume: Some(volume), model: Model::default(), options }
+        Self { volume: Some(volume), model: Model::default(), options, plan: DestagePlan::default() }
     }
 
     fn volume(&mut self) -> &mut Volume<D, MemoryDevice> {
@@ -305,15 +312,30 @@ impl<D: BlockDevice> Harness<D> {
             Op::Destage => {
                 self.volume().destage().unwrap();
             }
-            Op::DestageStep { max_blocks } => {
+            Op::DestageStep { max_blocks, planned } => {
                 // A step moves the densest windows, at least one, and leaves
-                // the rest staged; the reads that follow check every block.
+                // the rest staged; a planned piece moves what of its runs is
+                // still staged as planned. The reads that follow check every
+                // block.
                 let staged = self.volume().staging_fill().used_blocks;
-                let result = self.volume().destage_step(max_blocks);
+                let result = if planned {
+                    if self.plan.is_empty() {
+                        self.plan = self.volume().plan_destage_step(max_blocks * 3);
+                    }
+                    let mut plan = std::mem::take(&mut self.plan);
+                    let result = self.volume().destage_planned(&mut plan, max_blocks);
+                    self.plan = plan;
+                    result
+                } else {
+                    self.volume().destage_step(max_blocks)
+                };
                 if !flash_full(&result) {
                     let step = result.unwrap();
                     prop_assert!(step.user_blocks <= staged, "a step moves staged blocks only");
-                    prop_assert!(step.user_blocks > 0 || staged == 0, "a step with staged blocks moves some");
+                    prop_assert!(
+                        step.user_blocks > 0 || staged == 0 || planned,
+                        "a step with staged blocks moves some"
+                    );
                     prop_assert_eq!(self.volume().staging_fill().used_blocks, staged - step.user_blocks);
                 }
             }
