@@ -24,10 +24,13 @@
 //! `Volume::write_batch` (staged together as one append to the staging log)
 //! before releasing it; a writer that then gets the lock and finds its write
 //! done returns at once. Each write is still in the volume before its reply.
-//! A background thread destages beside the clients, in bounded steps
-//! (`Volume::destage_step`: the densest windows first), taking the write lock
-//! for one step at a time and yielding it between steps, so no client waits
-//! for more than a step: once the staging area is [`DESTAGE_HIGH_WATER_PERCENT`]
+//! A background thread destages beside the clients, in bounded steps (the
+//! densest windows first), each taken in short pieces: the step's CP and
+//! its plan (`Volume::commit`, `Volume::plan_destage_step`, after writing
+//! back what the last step wrote without the lock), then
+//! [`DESTAGE_PIECES_PER_STEP`] pieces (`Volume::destage_planned`), taking
+//! the write lock for one piece at a time and yielding it between pieces, so
+//! no client waits for more than a piece or a CP: once the staging area is [`DESTAGE_HIGH_WATER_PERCENT`]
 //! full it destages while writes go on, down to [`DESTAGE_LOW_WATER_PERCENT`]; and
 //! when no write has come for [`IDLE_DESTAGE_AFTER`] it destages whatever the
 //! staging area holds (idle destage, as write-back caches flush when idle),
@@ -45,8 +48,8 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGua
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use proxima_device::DeviceError;
-use proxima_engine::{BatchedWrite, EngineError};
+use proxima_device::{DeviceError, WriteBack, WriteBacks};
+use proxima_engine::{BatchedWrite, DestagePlan, EngineError};
 use proxima_nbd::backend::push_status_extent;
 use proxima_nbd::{AllocationState, Backend, BackendError, Export, ExportInfo, StatusExtent, ZeroOptions};
 use tracing::{debug, warn};
@@ -95,7 +98,12 @@ pub const DESTAGE_LOW_WATER_PERCENT: u64 = 25;
 /// How often the background destager looks.
 const DESTAGE_CHECK_INTERVAL: Duration = Duration::from_millis(25);
 
-/// How long the background destager waits between two steps, so that the
+/// Pieces a destage step is taken in: the step's CP alone, then pieces of
+/// this fraction of the step, each under the write lock for a few
+/// milliseconds.
+pub const DESTAGE_PIECES_PER_STEP: u64 = 16;
+
+/// How long the background destager waits between two pieces, so that the
 /// clients a step kept waiting take the lock before the next step does (an
 /// unlock wakes a waiter, but a thread that locks again at once wins the race).
 const DESTAGE_HANDOFF: Duration = Duration::from_millis(2);
@@ -138,20 +146,30 @@ impl BackgroundDestager {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
         let spawned = std::thread::Builder::new().name("destage".to_owned()).spawn(move || {
+            // Taken once, the first time the destager looks at the volume.
+            let mut write_back: Option<Option<WriteBacks>> = None;
             while !stopping.load(Ordering::SeqCst) {
                 std::thread::sleep(DESTAGE_CHECK_INTERVAL);
                 let Some(volume) = volume.upgrade() else { return };
+                let write_back = write_back.get_or_insert_with(|| write_back_handle(&volume));
                 let mut draining = false;
+                // What the step under way has still to move.
+                let mut plan = DestagePlan::default();
                 while !stopping.load(Ordering::SeqCst) {
-                    if !destage_one_step(&volume, &activity, draining) {
-                        break;
+                    match destage_one_piece(&volume, &activity, draining, &mut plan) {
+                        None => break,
+                        Some(Piece::Moved) => {}
+                        Some(Piece::StepDue) => match begin_step(&volume, write_back.as_ref()) {
+                            Some(next) => plan = next,
+                            None => break,
+                        },
                     }
                     draining = true;
-                    // Let the clients waiting for the lock have it between steps.
+                    // Let the clients waiting for the lock have it between pieces.
                     std::thread::sleep(DESTAGE_HANDOFF);
                 }
                 if draining {
-                    release_destaged_space(&volume);
+                    release_destaged_space(&volume, write_back.as_ref());
                 }
             }
         });
@@ -180,34 +198,92 @@ fn destage_reason(used_blocks: u64, capacity_blocks: u64, idle: bool, draining: 
     }
 }
 
-/// One bounded destage step under the write lock, if [`destage_reason`] gives
-/// one; returns whether it moved anything (then the caller continues).
-fn destage_one_step(volume: &RwLock<ServiceVolume>, activity: &Activity, draining: bool) -> bool {
-    let Ok(mut volume) = volume.write() else { return false };
+/// What the destager does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Piece {
+    /// A piece of the step's plan was moved.
+    Moved,
+    /// The step's plan is used up: the next step begins ([`begin_step`]).
+    StepDue,
+}
+
+/// One piece of a destage step under the write lock, if [`destage_reason`]
+/// gives one: a [`DESTAGE_PIECES_PER_STEP`]-th of a step, taken from the
+/// step's `plan`, or, when the plan is used up, the news that the next step
+/// is due. `None` when there is nothing to do (then the caller stops).
+fn destage_one_piece(
+    volume: &RwLock<ServiceVolume>,
+    activity: &Activity,
+    draining: bool,
+    plan: &mut DestagePlan,
+) -> Option<Piece> {
+    let Ok(mut volume) = volume.write() else { return None };
     let fill = volume.staging_fill();
     let idle = activity.idle_for() >= IDLE_DESTAGE_AFTER;
-    let Some(reason) = destage_reason(fill.used_blocks, fill.capacity_blocks, idle, draining) else {
-        return false;
-    };
-    let step_blocks = volume.destage_step_blocks();
+    let reason = destage_reason(fill.used_blocks, fill.capacity_blocks, idle, draining)?;
+    if plan.is_empty() {
+        return Some(Piece::StepDue);
+    }
     let started = Instant::now();
-    match volume.destage_step(step_blocks) {
+    let piece_blocks = (volume.destage_step_blocks() / DESTAGE_PIECES_PER_STEP).max(1);
+    match volume.destage_planned(plan, piece_blocks) {
         Ok(summary) => {
             let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
-            debug!(blocks = summary.user_blocks, reason, elapsed_ms, "destage step");
-            summary.user_blocks > 0
+            debug!(blocks = summary.user_blocks, reason, elapsed_ms, "destage piece");
+            Some(Piece::Moved)
         }
         Err(error) => {
             warn!("background destage failed: {error}");
-            false
+            None
         }
     }
 }
 
-/// Commits after the last step of a drain: each step begins with a CP that
-/// releases the staging space the step before emptied, and this one releases
-/// the last step's.
-fn release_destaged_space(volume: &RwLock<ServiceVolume>) {
+/// The volume's write-back handle, if its devices have one.
+fn write_back_handle(volume: &RwLock<ServiceVolume>) -> Option<WriteBacks> {
+    let volume = volume.read().ok()?;
+    volume.write_back_handle().unwrap_or_else(|error| {
+        warn!("background destage writes back at its CPs only: {error}");
+        None
+    })
+}
+
+/// Begins a destage step: its CP, which makes the staging space the last
+/// step emptied reusable and the space its moved blocks left on the data
+/// device allocatable, then its plan (the densest windows first). What the
+/// pieces wrote is written back first without the lock, so that the CP's
+/// flush, made under the lock, has little left to write. Returns the plan,
+/// or `None` when the CP failed or there is nothing to plan.
+fn begin_step(volume: &RwLock<ServiceVolume>, write_back: Option<&WriteBacks>) -> Option<DestagePlan> {
+    let started = Instant::now();
+    if let Some(write_back) = write_back {
+        if let Err(error) = write_back.write_back() {
+            warn!("background destage cannot write back: {error}");
+        }
+    }
+    let written_back_ms = started.elapsed().as_secs_f64() * 1e3;
+    let mut volume = volume.write().ok()?;
+    let locked = Instant::now();
+    if let Err(error) = volume.commit() {
+        warn!("background destage cannot commit: {error}");
+        return None;
+    }
+    let committed_ms = locked.elapsed().as_secs_f64() * 1e3;
+    let plan = volume.plan_destage_step(volume.destage_step_blocks());
+    let elapsed_ms = locked.elapsed().as_secs_f64() * 1e3;
+    debug!(written_back_ms, committed_ms, elapsed_ms, blocks = plan.remaining_blocks(), "destage step begins");
+    (!plan.is_empty()).then_some(plan)
+}
+
+/// Commits after the last piece of a drain, so that the staging space it
+/// emptied is reusable (the next step's CP would do it otherwise), writing
+/// back first without the lock.
+fn release_destaged_space(volume: &RwLock<ServiceVolume>, write_back: Option<&WriteBacks>) {
+    if let Some(write_back) = write_back {
+        if let Err(error) = write_back.write_back() {
+            warn!("background destage cannot write back: {error}");
+        }
+    }
     let Ok(mut volume) = volume.write() else { return };
     if let Err(error) = volume.commit() {
         warn!("background destage cannot commit: {error}");
