@@ -61,6 +61,9 @@ enum Command {
 /// Parses the command line and runs the command; the process's exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_) | Command::Replay(_)) {
+        stop_quietly_when_output_closes();
+    }
     match cli.command {
         Command::Disk(args) => disk::run(args),
         Command::Reproduce(args) => reproduce::run(&args),
@@ -72,5 +75,17 @@ pub fn main() -> ExitCode {
         Command::Scrub(args) => scrub::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Replay(args) => replay::run(&args),
+    }
+}
+
+/// Lets a command whose output is piped into a reader that stops early
+/// (`proxima disk validate-all DIR | head`) end as Unix tools do, killed by
+/// SIGPIPE, rather than panic on its next `println!`. Not for the commands
+/// that talk over sockets (`serve`, `replay --nbd`): there a closed peer must
+/// be an error on that connection, not the end of the process.
+fn stop_quietly_when_output_closes() {
+    // SAFETY: restoring a signal's default disposition has no memory effects.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
