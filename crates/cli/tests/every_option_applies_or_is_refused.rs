@@ -1304,6 +1304,7 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
             "reproduce many-streams",
             "--count",
             refused(&["reproduce", "many-streams", "--count", "5", "--out", "{tmp}/out"]),
+        ),
         // hylog-model: exact arithmetic, and a simulated drive that --model,
         // --seed and --count choose and measure.
         (
