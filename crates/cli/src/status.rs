@@ -1,6 +1,6 @@
 //! `proxima status DIR [--json]`: capacity, use, space held by snapshots,
-//! staging fill, CP and destage counts, and the fragmentation figure (defined
-//! in `proxima_service::status`). Through a running server when one holds the
+//! staging fill, CP and destage counts, the fragmentation figure and the
+//! layout score (defined in `proxima_service::status`). Through a running server when one holds the
 //! volume, so the counts are the live process's.
 
 use std::process::ExitCode;
@@ -70,6 +70,10 @@ fn print_report(directory: &std::path::Path, report: &Value, venue: Venue) {
         "  fragmentation       {:.4} (mean run {:.1} blocks)",
         report["fragmentation"].as_f64().unwrap_or(0.0),
         report["mean_run_blocks"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "  layout score        {:.4} (blocks directly after their logical predecessor)",
+        report["layout_score"].as_f64().unwrap_or(0.0)
     );
     if report["read_realloc"].as_bool() == Some(true) {
         println!(

@@ -67,6 +67,7 @@ fn extents_snapshots_status_and_restore() {
         "held_by_snapshots_bytes",
         "copied_out_bytes",
         "fragmentation",
+        "layout_score",
         "staging",
         "checkpoint_generation",
         "destages_since_open",

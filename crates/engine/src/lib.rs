@@ -41,7 +41,7 @@ pub use error::{DeviceRole, EngineError, Result, Unsuitable};
 pub use fsck::{check as fsck_devices, Finding, FindingKind, FsckReport, FsckScope};
 pub use layouts::{DestageRule, Layout, LayoutParameters, LayoutStrategy, Placement, WriteContext};
 pub use log::{CorruptStagedBlock, LogEnd, RecoveryReport};
-pub use map::Location;
+pub use map::{LayoutScore, Location};
 pub use realloc::ReadRealloc;
 pub use scrub::ScrubReport;
 pub use snapshot::SnapshotInfo;

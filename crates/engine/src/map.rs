@@ -1,6 +1,9 @@
 //! An extent's block map: logical block → location, held as coalesced runs in a
 //! [`PersistentTree`]. A sequentially written extent is a handful of runs; each
 //! random overwrite adds at most two.
+//!
+//! [`layout_score`] measures a map the way Smith and Seltzer scored files: the
+//! share of blocks placed directly after their logical predecessor.
 
 use crate::codec::{Run, FLASH_LOCATION_BIT};
 use crate::tree::PersistentTree;
@@ -150,6 +153,67 @@ pub fn mapped_block_count(map: &ExtentMap) -> u64 {
     map.iter().map(|(_, run)| run.count()).sum()
 }
 
+/// Smith and Seltzer's layout score of one map or, summed, of several, as
+/// counts: a mapped block is *scored* when its logical predecessor (the block
+/// just before it) is mapped too, and *contiguous* when it lies directly after
+/// that predecessor on the same device. The first block of an extent and the
+/// first block after a hole have no predecessor and are not scored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LayoutScore {
+    /// Mapped blocks whose logical predecessor is mapped.
+    pub scored_block_count: u64,
+    /// Of those, blocks placed directly after their predecessor.
+    pub contiguous_block_count: u64,
+}
+
+impl LayoutScore {
+    /// `contiguous / scored`, in [0, 1]: 1 when every scored block follows
+    /// its predecessor; `None` when no block is scored (nothing, or only
+    /// isolated blocks, is mapped).
+    pub fn fraction(&self) -> Option<f64> {
+        (self.scored_block_count > 0).then(|| self.contiguous_block_count as f64 / self.scored_block_count as f64)
+    }
+}
+
+impl std::ops::Add for LayoutScore {
+    type Output = LayoutScore;
+
+    fn add(self, other: LayoutScore) -> LayoutScore {
+        LayoutScore {
+            scored_block_count: self.scored_block_count + other.scored_block_count,
+            contiguous_block_count: self.contiguous_block_count + other.contiguous_block_count,
+        }
+    }
+}
+
+impl std::iter::Sum for LayoutScore {
+    fn sum<I: Iterator<Item = LayoutScore>>(scores: I) -> LayoutScore {
+        scores.fold(LayoutScore::default(), std::ops::Add::add)
+    }
+}
+
+/// The [`LayoutScore`] of `map`. Inside a run every block but the first
+/// follows its predecessor; a run's first block follows the previous run's
+/// last when the runs are logically adjacent and the locations continue
+/// (runs longer than [`Run::MAX_BLOCKS`] are split that way).
+pub fn layout_score(map: &ExtentMap) -> LayoutScore {
+    let mut score = LayoutScore::default();
+    let mut previous: Option<(u64, Location)> = None;
+    for (key, run) in map.iter() {
+        let location = Location::from_raw(run.location());
+        score.scored_block_count += run.count() - 1;
+        score.contiguous_block_count += run.count() - 1;
+        if let Some((previous_end, previous_next_location)) = previous {
+            if previous_end == key {
+                score.scored_block_count += 1;
+                score.contiguous_block_count += u64::from(previous_next_location == location);
+            }
+        }
+        previous = Some((key + run.count(), location.offset(run.count())));
+    }
+    score
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,5 +247,39 @@ mod tests {
         // Writing back the original blocks coalesces the runs again.
         assign(&mut map, 5, 50, Location::Data(1005));
         assert_eq!(map.len(), 1);
+    }
+
+    #[test]
+    fn the_layout_score_counts_blocks_that_follow_their_logical_predecessor() {
+        let mut map = ExtentMap::new(1);
+        assert_eq!(layout_score(&map), LayoutScore::default());
+        assert_eq!(layout_score(&map).fraction(), None, "nothing mapped, nothing scored");
+        assign(&mut map, 0, 100, Location::Data(1000));
+        let sequential = layout_score(&map);
+        assert_eq!((sequential.scored_block_count, sequential.contiguous_block_count), (99, 99));
+        assert_eq!(sequential.fraction(), Some(1.0));
+        // One block moved elsewhere: it and its successor no longer follow.
+        assign(&mut map, 10, 1, Location::Data(5000));
+        let moved = layout_score(&map);
+        assert_eq!((moved.scored_block_count, moved.contiguous_block_count), (99, 97));
+        // Staged blocks are on another device: a staged run of two keeps its
+        // inner block and breaks its two junctions.
+        assign(&mut map, 50, 2, Location::Flash(1051));
+        assert_eq!(layout_score(&map).contiguous_block_count, 95);
+        // A hole: the block after it has no predecessor and is not scored.
+        punch(&mut map, 70, 1);
+        let holed = layout_score(&map);
+        assert_eq!((holed.scored_block_count, holed.contiguous_block_count), (97, 93));
+        assert_eq!(holed + holed, LayoutScore { scored_block_count: 194, contiguous_block_count: 186 });
+    }
+
+    #[test]
+    fn blocks_interleaved_with_another_extent_score_zero() {
+        let mut map = ExtentMap::new(1);
+        for block in 0..10 {
+            assign(&mut map, block, 1, Location::Data(100 + 2 * block));
+        }
+        assert_eq!(layout_score(&map).fraction(), Some(0.0));
+        assert_eq!(layout_score(&map).scored_block_count, 9);
     }
 }

@@ -462,6 +462,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 size_bytes: record.size_bytes,
                 mapped_block_count: map::mapped_block_count(map),
                 run_count: map.len() as u64,
+                layout_score: map::layout_score(map),
             });
         }
         Ok(infos)

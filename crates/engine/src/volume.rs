@@ -24,7 +24,7 @@ use crate::io::{block_bytes, in_memory, FlashReader};
 use crate::layouts::ranges::FreshRangeSearch;
 use crate::layouts::{Layout, LayoutParameters, LayoutStrategy};
 use crate::log::{LogState, RecoveryReport};
-use crate::map::{self, ExtentMap, Location};
+use crate::map::{self, ExtentMap, LayoutScore, Location};
 use crate::realloc::ReadRealloc;
 use crate::room::MetadataOperation;
 use crate::snapshot::SnapshotCaches;
@@ -231,6 +231,8 @@ pub struct ExtentInfo {
     pub mapped_block_count: u64,
     /// Runs in its map.
     pub run_count: u64,
+    /// Its map's Smith–Seltzer layout score ([`map::layout_score`]).
+    pub layout_score: LayoutScore,
 }
 
 /// Space accounting of one device, in blocks.
@@ -802,6 +804,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                     size_bytes: record.size_bytes,
                     mapped_block_count: map::mapped_block_count(map),
                     run_count: map.len() as u64,
+                    layout_score: map::layout_score(map),
                 }
             })
             .collect()

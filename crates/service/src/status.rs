@@ -10,9 +10,16 @@
 //! disk. Holes do not count as breaks in themselves, but the engine's runs end
 //! at holes, so an extent written sparsely shows some fragmentation. The mean
 //! run length (mapped blocks per run) is reported beside it.
+//!
+//! The **layout score** is Smith and Seltzer's (the engine's
+//! `proxima_engine::map::layout_score`, summed over the extents): of the mapped
+//! blocks whose logical predecessor is mapped, the fraction placed directly
+//! after it on the same device. 1 is a perfect sequential layout; holes are
+//! not counted against it (the block after a hole is not scored). A volume
+//! with no scored block scores 1: nothing in it is out of place.
 
 use proxima_device::BlockDevice;
-use proxima_engine::{ExtentInfo, RecoveryReport, SnapshotInfo, StagingFill};
+use proxima_engine::{ExtentInfo, LayoutScore, RecoveryReport, SnapshotInfo, StagingFill};
 use serde::Serialize;
 
 use crate::config::VolumeConfig;
@@ -64,6 +71,9 @@ pub struct StatusReport {
     pub fragmentation: f64,
     /// Mapped blocks per map run over all extents.
     pub mean_run_blocks: f64,
+    /// Smith–Seltzer layout score over all extents (see the module
+    /// documentation), in [0, 1].
+    pub layout_score: f64,
     /// The extents.
     pub extents: Vec<ExtentInfo>,
     /// Live snapshots, oldest first.
@@ -118,6 +128,12 @@ pub fn fragmentation(extents: &[ExtentInfo]) -> (f64, f64) {
     (figure, mean_run)
 }
 
+/// The Smith–Seltzer layout score of a set of extents: 1 when no block is
+/// scored.
+pub fn layout_score(extents: &[ExtentInfo]) -> f64 {
+    extents.iter().map(|extent| extent.layout_score).sum::<LayoutScore>().fraction().unwrap_or(1.0)
+}
+
 /// The status of an open volume.
 pub fn status(volume: &ServiceVolume, config: &VolumeConfig) -> StatusReport {
     let space = volume.space();
@@ -146,6 +162,7 @@ pub fn status(volume: &ServiceVolume, config: &VolumeConfig) -> StatusReport {
         destaged_blocks_since_open: stats.destaged_blocks,
         fragmentation,
         mean_run_blocks,
+        layout_score: layout_score(&extents),
         extents,
         snapshots: volume.snapshots(),
         pending_deletions: volume.pending_deletions(),
@@ -164,7 +181,12 @@ mod tests {
     use super::*;
 
     fn extent(mapped_block_count: u64, run_count: u64) -> ExtentInfo {
-        ExtentInfo { id: 1, name: "e".into(), size_bytes: 1 << 30, mapped_block_count, run_count }
+        let layout_score = LayoutScore::default();
+        ExtentInfo { id: 1, name: "e".into(), size_bytes: 1 << 30, mapped_block_count, run_count, layout_score }
+    }
+
+    fn scored(scored_block_count: u64, contiguous_block_count: u64) -> ExtentInfo {
+        ExtentInfo { layout_score: LayoutScore { scored_block_count, contiguous_block_count }, ..extent(0, 0) }
     }
 
     #[test]
@@ -175,5 +197,13 @@ mod tests {
         assert!((figure - 0.1).abs() < 1e-12, "{figure}");
         assert!((mean - 101.0 / 11.0).abs() < 1e-12);
         assert_eq!(fragmentation(&[]), (0.0, 0.0));
+    }
+
+    #[test]
+    fn the_layout_score_weighs_every_scored_block_alike() {
+        assert_eq!(layout_score(&[]), 1.0, "nothing out of place");
+        assert_eq!(layout_score(&[scored(99, 99), scored(0, 0)]), 1.0);
+        let score = layout_score(&[scored(100, 90), scored(300, 30)]);
+        assert!((score - 0.3).abs() < 1e-12, "{score}");
     }
 }
