@@ -23,7 +23,8 @@
 //!   `proximal-table2`, `proximal-table3`, `proximal-srarw`,
 //!   `proximal-snapshots`); [`seed001_hylog`] (HyLog: the write-cost model
 //!   [`seed001_hylog::cost_model`] and `hylog-model`); [`seed002_priority`] (request-centric I/O
-//!   priority: `foreground-priority`); [`seed003_realloc`] (reallocate-on-read:
+//!   priority: `foreground-priority`); [`seed002_aging`] (file-system aging
+//!   and the layout score: `aging`); [`seed003_realloc`] (reallocate-on-read:
 //!   `realloc-on-read`); [`seed004_prefetch`] (many-stream prefetch:
 //!   `many-streams`).
 //! - [`progress`]: how a long experiment reports its progress to whoever runs it.
@@ -38,6 +39,7 @@ pub mod report;
 pub mod rig;
 pub mod seed000_proximal;
 pub mod seed001_hylog;
+pub mod seed002_aging;
 pub mod seed002_priority;
 pub mod seed003_realloc;
 pub mod seed004_prefetch;
@@ -57,6 +59,7 @@ pub const EXPERIMENTS: &[&dyn Registered] = &[
     &Registration::<seed000_proximal::snapshots::ProximalSnapshots>::NEW,
     &Registration::<seed001_hylog::hylog_model::HylogModel>::NEW,
     &Registration::<seed002_priority::foreground_priority::ForegroundPriority>::NEW,
+    &Registration::<seed002_aging::aging::Aging>::NEW,
     &Registration::<seed003_realloc::realloc_on_read::ReallocOnRead>::NEW,
     &Registration::<seed004_prefetch::many_streams::ManyStreams>::NEW,
 ];

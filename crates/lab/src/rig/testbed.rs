@@ -97,6 +97,33 @@ impl MemberDisk {
         std::mem::take(&mut self.log)
     }
 
+    /// Empties the drive's cache (of `model`, the drive's model) of the
+    /// window's data, as a cold start would: reads one block at each of as many places outside the window
+    /// as the cache has segments, plus one, each a segment apart, and keeps
+    /// no record of them. The clock advances by those reads; the heads end
+    /// before the window.
+    ///
+    /// # Panics
+    /// If the drive has no room for them before the window (a window of
+    /// nearly the whole drive): a bug of the experiment that asks.
+    pub fn empty_cache(&mut self, model: &DiskModel) -> Result<(), DeviceError> {
+        let cache = model.cache();
+        let sectors_per_block = u64::from(self.info.block_size_bytes / 512);
+        let spacing_blocks = (u64::from(cache.segment_size_sectors) / sectors_per_block).max(1) * 2;
+        let places = u64::from(cache.segment_count) + 1;
+        assert!(
+            places * spacing_blocks <= self.first_block,
+            "{places} places {spacing_blocks} blocks apart do not fit before the window at block {}",
+            self.first_block
+        );
+        let reads = (0..places).map(|place| IoRequest::read(place * spacing_blocks, 1)).collect();
+        let ticket = self.device.submit(reads)?;
+        for completion in self.device.wait(ticket)? {
+            completion.result?;
+        }
+        Ok(())
+    }
+
     /// Places the drive's heads over a uniformly random LBN of the whole drive.
     pub fn randomise_arm(&mut self, rng: &mut ChaCha8Rng) {
         let lbn = rng.gen_range(0..self.drive_sector_count);
@@ -468,6 +495,15 @@ pub fn randomise_arms(array: &mut Array, rng: &mut ChaCha8Rng) {
     for member in 0..array.member_count() {
         array.member_mut(member).randomise_arm(rng);
     }
+}
+
+/// Empties every member's cache of the window's data
+/// ([`MemberDisk::empty_cache`]); the members run `model`.
+pub fn empty_caches(array: &mut Array, model: &DiskModel) -> Result<(), LabError> {
+    for member in 0..array.member_count() {
+        array.member_mut(member).empty_cache(model)?;
+    }
+    Ok(())
 }
 
 /// Every member's completed requests since the last call, by member.
