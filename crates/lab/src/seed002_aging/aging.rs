@@ -732,7 +732,7 @@ fn report(settings: &AgingSettings, rows: &Rows, headline: &Headline, summary: &
          in-place without a cache, write-anywhere, proximal with a {} % staging area.\n",
         settings.shape.model.name(),
         settings.shape.stripe_unit_bytes >> 20,
-        settings.window_blocks_per_disk * BLOCK_SIZE_BYTES >> 20,
+        (settings.window_blocks_per_disk * BLOCK_SIZE_BYTES) >> 20,
         params.extents,
         params.extent_mib,
         FILL_FRACTION * 100.0,
