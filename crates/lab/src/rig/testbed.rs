@@ -562,25 +562,6 @@ mod tests {
     }
 
     #[test]
-    fn an_emptied_cache_no_longer_serves_what_was_just_written() {
-        let config = small_config();
-        let read_time_ns = |empty_first: bool| {
-            let mut testbed = config.build().unwrap();
-            testbed.array.execute(vec![IoRequest::write(0, 4 * 256, Vec::new())]).unwrap();
-            if empty_first {
-                empty_caches(&mut testbed.array, &config.model).unwrap();
-            }
-            take_member_logs(&mut testbed.array);
-            let completions = testbed.array.execute(vec![IoRequest::read(0, 256)]).unwrap();
-            let logs = take_member_logs(&mut testbed.array);
-            assert_eq!(logs.iter().map(Vec::len).sum::<usize>(), 1, "the emptying reads are not recorded");
-            completions[0].completed_ns - completions[0].submitted_ns
-        };
-        let (warm, cold) = (read_time_ns(false), read_time_ns(true));
-        assert!(cold > 2 * warm, "the cold read reaches the medium: {cold} ns against {warm} ns");
-    }
-
-    #[test]
     fn randomising_the_arms_takes_no_virtual_time() {
         let mut testbed = small_config().build().unwrap();
         let mut rng = ChaCha8Rng::seed_from_u64(9);
