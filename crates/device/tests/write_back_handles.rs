@@ -3,7 +3,7 @@
 //! handle holds the file open (and its lock) until dropped; a device with
 //! nothing to write back (memory, or an array with such a member) gives none.
 
-use proxima_device::{BlockDevice, FileDevice, MemoryDevice, RaidConfig, RaidDevice, WriteBack};
+use proxima_device::{BlockDevice, FileDevice, MemoryDevice, RaidConfig, RaidDevice};
 
 fn file_device(directory: &std::path::Path, name: &str) -> FileDevice {
     FileDevice::create(&directory.join(name), 4096, 256).unwrap()
