@@ -63,3 +63,13 @@ pub fn create_directory(path: &Path) -> Result<(), LabError> {
 pub fn write_text(path: &Path, text: &str) -> Result<(), LabError> {
     std::fs::write(path, text).map_err(|source| LabError::Write { path: path.to_path_buf(), source })
 }
+
+/// How a report's table of targets says whether one was reached: `met`, or
+/// `**missed**` (bold, so that misses stand out).
+pub fn verdict(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "**missed**"
+    }
+}

@@ -53,7 +53,7 @@ use serde::{Deserialize, Serialize};
 use crate::experiment::{Experiment, RunSettings};
 use crate::progress::Progress;
 use crate::report::cost::{SimulatedWork, WallCost};
-use crate::report::markdown::{Artifact, Rendered};
+use crate::report::markdown::{verdict, Artifact, Rendered};
 use crate::report::plot::{LineChart, Series};
 use crate::report::table::Table;
 use crate::rig::lab_volume::{
@@ -711,14 +711,6 @@ fn summary(headline: &Headline, cost: &str) -> String {
         text.push('\n');
     }
     text
-}
-
-fn verdict(met: bool) -> &'static str {
-    if met {
-        "met"
-    } else {
-        "missed"
-    }
 }
 
 fn report(settings: &AgingSettings, rows: &Rows, headline: &Headline, summary: &str) -> String {

@@ -34,10 +34,11 @@ use serde::{Deserialize, Serialize};
 use crate::experiment::{Experiment, RunSettings};
 use crate::progress::Progress;
 use crate::report::cost::{SimulatedWork, WallCost};
-use crate::report::markdown::{Artifact, Rendered};
+use crate::report::markdown::{verdict, Artifact, Rendered};
 use crate::report::plot::{LineChart, Series};
 use crate::report::table::Table;
 use crate::rig::lab_volume::{ArrayShape, LabVolume, RunSpec, DATA_DISK_COUNT};
+use crate::rig::measure::ratio;
 use crate::rig::parallel::{run_all, Task};
 use crate::rig::testbed::BLOCK_SIZE_BYTES;
 use crate::seed002_priority::replay::{round_count, run_replay, BackgroundPolicy, ReplayConfig, ReplayOutcome};
@@ -462,27 +463,11 @@ fn summary(headline: &Headline, cost: &str) -> String {
         growth(sweep, |row| row.foreground_p99_ms),
         default.foreground_p99_ms,
         default.idle_p99_ms,
-        ratio_or_zero(default.foreground_p99_ms, default.idle_p99_ms),
+        ratio(default.foreground_p99_ms, default.idle_p99_ms),
         if default.destage_keeps_up { "keeps up" } else { "falls behind" },
         default.staged_blocks_per_s,
         default.destaged_blocks_per_s,
     )
-}
-
-fn ratio_or_zero(numerator: f64, denominator: f64) -> f64 {
-    if denominator > 0.0 {
-        numerator / denominator
-    } else {
-        0.0
-    }
-}
-
-fn verdict(met: bool) -> &'static str {
-    if met {
-        "met"
-    } else {
-        "**missed**"
-    }
 }
 
 fn report(settings: &PrioritySettingsResolved, rows: &Rows, headline: &Headline, summary: &str) -> String {
@@ -501,8 +486,8 @@ fn report(settings: &PrioritySettingsResolved, rows: &Rows, headline: &Headline,
         rows.staging_blocks,
         rows.captured_requests,
         rows.captured_rounds,
-        ratio_or_zero(rows.captured_requests as f64, rows.captured_rounds as f64),
-        ratio_or_zero(rows.captured_requests as f64, (rows.captured_rounds * (DATA_DISK_COUNT as u64 + 1)) as f64),
+        ratio(rows.captured_requests as f64, rows.captured_rounds as f64),
+        ratio(rows.captured_requests as f64, (rows.captured_rounds * (DATA_DISK_COUNT as u64 + 1)) as f64),
         settings.params.clients,
         settings.params.read_percent,
         settings.params.think_ms
@@ -510,7 +495,7 @@ fn report(settings: &PrioritySettingsResolved, rows: &Rows, headline: &Headline,
     let _ = writeln!(report, "{}", table(&rows.runs).to_markdown());
     let throughput_up = growth(sweep, |row| row.system_mb_s) > 1.0;
     let latency_growth = growth(sweep, |row| row.foreground_mean_ms);
-    let p99_ratio = ratio_or_zero(default.foreground_p99_ms, default.idle_p99_ms);
+    let p99_ratio = ratio(default.foreground_p99_ms, default.idle_p99_ms);
     let _ = writeln!(report, "| target | paper | ours | |\n| --- | --- | --- | --- |");
     let _ = writeln!(
         report,

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::experiment::{Experiment, RunSettings};
 use crate::progress::Progress;
 use crate::report::cost::{SimulatedWork, WallCost};
-use crate::report::markdown::{Artifact, Rendered};
+use crate::report::markdown::{verdict, Artifact, Rendered};
 use crate::report::plot::GroupedBarChart;
 use crate::report::table::Table;
 use crate::rig::lab_volume::{
@@ -490,14 +490,6 @@ fn summary(passes: &[PassFigures], cost: &str) -> String {
 
 fn find<'a>(passes: &'a [PassFigures], layout: &str, realloc: bool, number: u32) -> Option<&'a PassFigures> {
     passes.iter().find(|pass| pass.layout == layout && pass.realloc == realloc && pass.pass == number)
-}
-
-fn verdict(met: bool) -> &'static str {
-    if met {
-        "met"
-    } else {
-        "missed"
-    }
 }
 
 fn report(settings: &ReallocSettings, rows: &Rows, summary: &str) -> String {
