@@ -37,7 +37,7 @@
 //!   once; queued plus outstanding requests of a class never exceed its slots
 //!   at admission (a promoted request moves to the foreground's count).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 
 use thiserror::Error;
@@ -129,6 +129,8 @@ pub struct PriorityScheduler<Id> {
     settings: PrioritySettings,
     foreground: VecDeque<Id>,
     background: VecDeque<Id>,
+    /// Every request admitted and not yet completed.
+    admitted_ids: HashSet<Id>,
     outstanding: HashMap<Id, IoClass>,
     outstanding_foreground: usize,
     outstanding_background: usize,
@@ -151,6 +153,7 @@ impl<Id: Copy + Eq + Hash> PriorityScheduler<Id> {
             settings,
             foreground: VecDeque::new(),
             background: VecDeque::new(),
+            admitted_ids: HashSet::new(),
             outstanding: HashMap::new(),
             outstanding_foreground: 0,
             outstanding_background: 0,
@@ -209,7 +212,7 @@ impl<Id: Copy + Eq + Hash> PriorityScheduler<Id> {
         if !self.has_room(class) {
             return Err(AdmissionError::SlotsFull { class, slots: self.slots(class) });
         }
-        if self.outstanding.contains_key(&id) || self.foreground.contains(&id) || self.background.contains(&id) {
+        if !self.admitted_ids.insert(id) {
             return Err(AdmissionError::AlreadyAdmitted);
         }
         match class {
@@ -272,6 +275,7 @@ impl<Id: Copy + Eq + Hash> PriorityScheduler<Id> {
     /// If `id` is not outstanding: a bug in the caller.
     pub fn on_complete(&mut self, id: Id) -> IoClass {
         let class = self.outstanding.remove(&id).expect("a completed request was outstanding");
+        self.admitted_ids.remove(&id);
         match class {
             IoClass::Foreground => self.outstanding_foreground -= 1,
             IoClass::Background => self.outstanding_background -= 1,
@@ -375,6 +379,7 @@ mod tests {
         assert_eq!(scheduler.next_dispatch(0).map(|dispatch| dispatch.id), Some(0));
         assert!(scheduler.promote(2));
         assert!(!scheduler.promote(0), "outstanding requests are not moved");
+        assert_eq!(scheduler.admit(1, IoClass::Foreground, 0), Err(AdmissionError::AlreadyAdmitted));
         let promoted = scheduler.next_dispatch(0).unwrap();
         assert_eq!((promoted.id, promoted.class), (2, IoClass::Foreground));
         assert_eq!(scheduler.next_dispatch(0), None, "1 waits for the background limit");
