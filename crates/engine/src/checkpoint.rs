@@ -1,7 +1,7 @@
 //! Consistency points: the in-memory state committed as one atomic transaction
 //! (docs/format.md, "Consistency point: steps and crash argument").
 
-use proxima_device::{BlockDevice, IoRequest};
+use proxima_device::{BlockDevice, IoRequest, WriteBacks};
 
 use crate::checksums::PersistentChecksums;
 use crate::codec::{RootSet, Superblock, TreePointer, SUPERBLOCK_FLAG_DATA_CHECKSUMS, SUPERBLOCK_SLOTS};
@@ -91,6 +91,17 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// the log restarts empty.
     pub fn commit(&mut self) -> Result<()> {
         self.guarded(|volume| volume.commit_unguarded().map_err(metadata_no_space))
+    }
+
+    /// A handle that writes back what has been written to both devices
+    /// without access to the volume ([`WriteBack`]), or `None` when a device
+    /// has no such path. A server calls it without holding its volume, so
+    /// that the flush of its next CP, made while it holds the volume, has
+    /// little left to write.
+    pub fn write_back_handle(&self) -> Result<Option<WriteBacks>> {
+        let data = self.data.write_back_handle().map_err(device_error(DeviceRole::Data))?;
+        let flash = self.flash.write_back_handle().map_err(device_error(DeviceRole::Flash))?;
+        Ok(data.zip(flash).map(|(data, flash)| WriteBacks(vec![data, flash])))
     }
 
     /// Step 1 of a CP (docs/format.md) flushes the data device only when

@@ -11,7 +11,7 @@
 //! under a server's read lock) cannot repair: they fail the same way, and the
 //! caller retries with [`Volume::read_into`].
 
-use proxima_device::{BlockDevice, WriteBacks};
+use proxima_device::BlockDevice;
 
 use crate::checksums::Checksums;
 use crate::codec::BLOCK_SIZE;
@@ -277,17 +277,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             checksums: self.checksums.as_ref(),
             stats: &mut self.stats,
         }
-    }
-
-    /// A handle that writes back what has been written to both devices
-    /// without access to the volume ([`WriteBack`]), or `None` when a device
-    /// has no such path. A server calls it without holding its volume, so
-    /// that the flush of its next CP, made while it holds the volume, has
-    /// little left to write.
-    pub fn write_back_handle(&self) -> Result<Option<WriteBacks>> {
-        let data = self.data.write_back_handle().map_err(device_error(DeviceRole::Data))?;
-        let flash = self.flash.write_back_handle().map_err(device_error(DeviceRole::Flash))?;
-        Ok(data.zip(flash).map(|(data, flash)| WriteBacks(vec![data, flash])))
     }
 
     /// Whether both devices serve reads through a shared reference, so that
