@@ -11,7 +11,11 @@ use proxima_lab::LabError;
 use serde_json::Value;
 
 fn settings(directory: &std::path::Path) -> RunSettings {
-    RunSettings { out_dir: directory.to_path_buf(), seed: 5, model: "nearline7200".into() }
+    settings_seeded(directory, 5)
+}
+
+fn settings_seeded(directory: &std::path::Path, seed: u64) -> RunSettings {
+    RunSettings { out_dir: directory.to_path_buf(), seed, model: "nearline7200".into() }
 }
 
 fn small() -> ForegroundPriorityParams {
@@ -26,10 +30,21 @@ fn small() -> ForegroundPriorityParams {
     }
 }
 
+/// Seeds of the behaviour test: the drives, the captured destage and the
+/// clients all change with it.
+const SEEDS: [u64; 3] = [5, 6, 7];
+
 #[test]
 fn priority_trades_destage_rate_for_client_latency_and_the_default_keeps_up() {
+    for seed in SEEDS {
+        priority_trades_destage_rate_for_client_latency(seed);
+    }
+}
+
+fn priority_trades_destage_rate_for_client_latency(seed: u64) {
     let directory = tempfile::tempdir().unwrap();
-    let outcome = run::<ForegroundPriority>(&settings(directory.path()), &small(), &mut NoProgress).unwrap();
+    let outcome =
+        run::<ForegroundPriority>(&settings_seeded(directory.path(), seed), &small(), &mut NoProgress).unwrap();
     let headline = serde_json::to_value(&outcome.headline).unwrap();
     let rows = headline["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);

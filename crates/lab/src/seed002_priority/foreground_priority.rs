@@ -41,7 +41,7 @@ use crate::rig::lab_volume::{ArrayShape, LabVolume, RunSpec, DATA_DISK_COUNT};
 use crate::rig::measure::ratio;
 use crate::rig::parallel::{run_all, Task};
 use crate::rig::testbed::BLOCK_SIZE_BYTES;
-use crate::seed002_priority::replay::{round_count, run_replay, BackgroundPolicy, ReplayConfig, ReplayOutcome};
+use crate::seed002_priority::replay::{run_replay, BackgroundPolicy, DestageRounds, ReplayConfig, ReplayOutcome};
 use crate::LabError;
 
 /// The experiment's name on the command line.
@@ -250,6 +250,7 @@ impl Experiment for ForegroundPriority {
         let mut volume = LabVolume::create(&spec, progress)?;
         let staging_blocks = volume.staging_blocks();
         let capture = volume.capture_destage(staging_blocks)?;
+        let rounds = DestageRounds::from_capture(&capture, volume.window_first_block());
         let window_blocks = settings.shape.window_blocks_per_disk(settings.params.scale)?;
         let base = ReplayConfig {
             model: std::sync::Arc::clone(&settings.shape.model),
@@ -274,31 +275,29 @@ impl Experiment for ForegroundPriority {
                 capacity_blocks: staging_blocks,
             },
         ));
-        let capture = &capture;
+        let rounds = &rounds;
         let base = &base;
         let tasks = policies
             .iter()
             .map(|&(name, policy)| -> Task<'_, PolicyRow> {
                 Box::new(move |progress: &mut dyn Progress| {
                     progress.start_phase(&format!("{name} ({})", policy_label(policy)), 1);
-                    let outcome = run_replay(&ReplayConfig { policy, ..base.clone() }, capture);
+                    let outcome = run_replay(&ReplayConfig { policy, ..base.clone() }, rounds);
                     progress.advance(1);
                     Ok(policy_row(name, policy, outcome))
                 })
             })
             .collect();
         let runs = run_all(usize::from(settings.params.jobs), tasks, progress)?;
-        let captured_requests: u64 =
-            capture.iter().flat_map(|batch| batch.member_ios.iter()).map(|ios| ios.len() as u64).sum();
         let simulated = SimulatedWork {
             updates: runs.iter().map(|row| row.outcome.foreground_requests).sum(),
-            disk_ios: captured_requests,
+            disk_ios: rounds.request_count(),
         };
         Ok(Rows {
             runs,
-            captured_blocks: capture.iter().map(|batch| batch.user_blocks).sum(),
-            captured_requests,
-            captured_rounds: round_count(capture),
+            captured_blocks: rounds.user_blocks(),
+            captured_requests: rounds.request_count(),
+            captured_rounds: rounds.round_count(),
             staging_blocks,
             simulated,
         })

@@ -23,9 +23,10 @@
 //! Figures count what completes after a warm-up ([`WARM_UP_FRACTION`]).
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 
+use hdrhistogram::Histogram;
 use proxima_device::IoOp;
 use proxima_disk::{DiskCompletion, DiskModel, DiskOp, DiskRequest, FlashDevice, HardDisk, Nanos, SimDevice};
 use proxima_engine::priority::{
@@ -139,21 +140,24 @@ enum Purpose {
     Background { sectors: u32 },
 }
 
-/// The destage being replayed: batches, their rounds, where it stands.
-struct Destage {
+/// A captured destage as the replay issues it: each batch's rounds of
+/// requests the engine submitted at the same instant (each round waits for
+/// the one before), in drive sectors, and the user blocks each batch moved.
+/// Built once and shared by every run of an experiment.
+#[derive(Debug, Clone)]
+pub struct DestageRounds {
+    /// Per batch, per round, `(member, request)`.
     batches: Vec<Vec<Vec<(usize, DiskRequest)>>>,
     user_blocks: Vec<u64>,
-    batch: usize,
-    round: usize,
-    /// Requests of the current round not yet completed.
-    round_left: usize,
-    /// Requests of the current round not yet admitted, per member.
-    unadmitted: Vec<Vec<DiskRequest>>,
 }
 
-impl Destage {
-    /// Splits each captured batch into rounds of requests submitted together.
-    fn new(capture: &[CapturedBatch], window_first_block: u64, member_count: usize) -> Destage {
+impl DestageRounds {
+    /// Groups `capture`'s member requests into rounds by submission instant;
+    /// member blocks are relative to windows starting at `window_first_block`.
+    ///
+    /// # Panics
+    /// If the capture wrote nothing to the array: a bug in the caller.
+    pub fn from_capture(capture: &[CapturedBatch], window_first_block: u64) -> DestageRounds {
         let mut batches = Vec::new();
         let mut user_blocks = Vec::new();
         for batch in capture {
@@ -177,11 +181,80 @@ impl Destage {
             }
         }
         assert!(!batches.is_empty(), "the captured destage wrote to the array");
-        Destage { batches, user_blocks, batch: 0, round: 0, round_left: 0, unadmitted: vec![Vec::new(); member_count] }
+        DestageRounds { batches, user_blocks }
     }
 
+    /// Rounds in all.
+    pub fn round_count(&self) -> u64 {
+        self.batches.iter().map(|rounds| rounds.len() as u64).sum()
+    }
+
+    /// Member requests in all.
+    pub fn request_count(&self) -> u64 {
+        self.batches.iter().flatten().map(|round| round.len() as u64).sum()
+    }
+
+    /// User blocks in all.
+    pub fn user_blocks(&self) -> u64 {
+        self.user_blocks.iter().sum()
+    }
+}
+
+/// Where a run's replay of the destage stands.
+struct Destage<'a> {
+    rounds: &'a DestageRounds,
+    batch: usize,
+    round: usize,
+    /// Requests of the current round not yet completed.
+    round_left: usize,
+    /// Requests of the current round not yet admitted, per member.
+    unadmitted: Vec<VecDeque<DiskRequest>>,
+}
+
+impl Destage<'_> {
     fn next_batch_blocks(&self) -> u64 {
-        self.user_blocks[self.batch]
+        self.rounds.user_blocks[self.batch]
+    }
+}
+
+/// Client response times: a histogram (three significant digits, as the
+/// replayer's) and their sum, for the mean.
+#[derive(Debug)]
+struct Latencies {
+    histogram: Histogram<u64>,
+    sum_ns: u128,
+}
+
+impl Latencies {
+    fn new() -> Latencies {
+        Latencies { histogram: Histogram::new(3).expect("three significant digits is valid"), sum_ns: 0 }
+    }
+
+    fn record(&mut self, latency_ns: Nanos) {
+        // The histogram grows to hold any value; past u64's range it saturates.
+        if self.histogram.record(latency_ns).is_err() {
+            self.histogram.saturating_record(latency_ns);
+        }
+        self.sum_ns += u128::from(latency_ns);
+    }
+
+    fn count(&self) -> u64 {
+        self.histogram.len()
+    }
+
+    fn mean_ms(&self) -> f64 {
+        if self.count() == 0 {
+            return 0.0;
+        }
+        self.sum_ns as f64 / self.count() as f64 / 1e6
+    }
+
+    fn quantile_ms(&self, quantile: f64) -> f64 {
+        self.histogram.value_at_quantile(quantile) as f64 / 1e6
+    }
+
+    fn max_ms(&self) -> f64 {
+        self.histogram.max() as f64 / 1e6
     }
 }
 
@@ -199,12 +272,12 @@ struct Host<'a> {
     wakeups: BinaryHeap<Reverse<(Nanos, usize)>>,
     rng: ChaCha8Rng,
     next_id: u64,
-    destage: Option<Destage>,
+    destage: Option<Destage<'a>>,
     destage_active: bool,
     backlog_blocks: u64,
     warm_up_ns: Nanos,
-    latencies_ns: Vec<Nanos>,
-    read_latencies_ns: Vec<Nanos>,
+    latencies: Latencies,
+    read_latencies: Latencies,
     foreground_bytes: u64,
     destaged_blocks: u64,
     staged_blocks: u64,
@@ -215,28 +288,15 @@ struct Host<'a> {
     backlog_at_half: Option<u64>,
 }
 
-/// Rounds of requests the engine submitted together in `capture` (each waits
-/// for the one before).
-pub fn round_count(capture: &[CapturedBatch]) -> u64 {
-    capture
-        .iter()
-        .map(|batch| {
-            let instants: std::collections::BTreeSet<Nanos> =
-                batch.member_ios.iter().flatten().map(|io| io.submitted_ns).collect();
-            instants.len() as u64
-        })
-        .sum()
-}
-
-/// Runs `config` with the background replaying `capture`.
-pub fn run_replay(config: &ReplayConfig, capture: &[CapturedBatch]) -> ReplayOutcome {
-    let mut host = Host::new(config, capture);
+/// Runs `config` with the background replaying `rounds`.
+pub fn run_replay(config: &ReplayConfig, rounds: &DestageRounds) -> ReplayOutcome {
+    let mut host = Host::new(config, rounds);
     host.run();
     host.outcome()
 }
 
 impl<'a> Host<'a> {
-    fn new(config: &'a ReplayConfig, capture: &[CapturedBatch]) -> Host<'a> {
+    fn new(config: &'a ReplayConfig, rounds: &'a DestageRounds) -> Host<'a> {
         let drives = (0..config.member_count)
             .map(|member| {
                 let seed = config.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(member as u64);
@@ -254,7 +314,13 @@ impl<'a> Host<'a> {
         };
         let destage = match config.policy {
             BackgroundPolicy::None => None,
-            _ => Some(Destage::new(capture, config.window_first_block, config.member_count)),
+            _ => Some(Destage {
+                rounds,
+                batch: 0,
+                round: 0,
+                round_left: 0,
+                unadmitted: vec![VecDeque::new(); config.member_count],
+            }),
         };
         let backlog_blocks = match config.policy {
             BackgroundPolicy::Paced { capacity_blocks, .. } => capacity_blocks * BACKLOG_HIGH_WATER_PERCENT / 100,
@@ -277,8 +343,8 @@ impl<'a> Host<'a> {
             destage_active: false,
             backlog_blocks,
             warm_up_ns: (config.duration_ns as f64 * WARM_UP_FRACTION) as Nanos,
-            latencies_ns: Vec::new(),
-            read_latencies_ns: Vec::new(),
+            latencies: Latencies::new(),
+            read_latencies: Latencies::new(),
             foreground_bytes: 0,
             destaged_blocks: 0,
             staged_blocks: 0,
@@ -375,10 +441,10 @@ impl<'a> Host<'a> {
         if destage.round == 0 && self.backlog_blocks < destage.next_batch_blocks() {
             return;
         }
-        let round = &destage.batches[destage.batch][destage.round];
+        let round = &destage.rounds.batches[destage.batch][destage.round];
         destage.round_left = round.len();
         for &(member, request) in round {
-            destage.unadmitted[member].push(request);
+            destage.unadmitted[member].push_back(request);
         }
         self.destage_active = true;
     }
@@ -387,12 +453,9 @@ impl<'a> Host<'a> {
         let Some(destage) = self.destage.as_mut() else { return };
         let mut admitted = Vec::new();
         for (member, pending) in destage.unadmitted.iter_mut().enumerate() {
-            while let Some(&request) = pending.first() {
-                let fifo = self.config.policy == BackgroundPolicy::Fifo;
-                if !fifo && !self.schedulers[member].has_room(IoClass::Background) {
-                    break;
-                }
-                pending.remove(0);
+            let fifo = self.config.policy == BackgroundPolicy::Fifo;
+            while fifo || self.schedulers[member].has_room(IoClass::Background) {
+                let Some(request) = pending.pop_front() else { break };
                 admitted.push((member, request));
             }
         }
@@ -445,7 +508,7 @@ impl<'a> Host<'a> {
         match self.purposes.remove(&completion.id).expect("every request has a purpose") {
             Purpose::Read { client, arrival_ns } => {
                 if counted {
-                    self.read_latencies_ns.push(now - arrival_ns);
+                    self.read_latencies.record(now - arrival_ns);
                 }
                 self.complete_client(client, arrival_ns, now);
             }
@@ -469,7 +532,7 @@ impl<'a> Host<'a> {
 
     fn complete_client(&mut self, client: usize, arrival_ns: Nanos, now: Nanos) {
         if now >= self.warm_up_ns {
-            self.latencies_ns.push(now - arrival_ns);
+            self.latencies.record(now - arrival_ns);
             self.foreground_bytes += BLOCK_SIZE_BYTES;
         }
         self.wakeups.push(Reverse((now + self.config.think_ns, client)));
@@ -483,12 +546,12 @@ impl<'a> Host<'a> {
         }
         self.destage_active = false;
         destage.round += 1;
-        if destage.round < destage.batches[destage.batch].len() {
+        if destage.round < destage.rounds.batches[destage.batch].len() {
             return;
         }
-        let blocks = destage.user_blocks[destage.batch];
+        let blocks = destage.rounds.user_blocks[destage.batch];
         destage.round = 0;
-        destage.batch = (destage.batch + 1) % destage.batches.len();
+        destage.batch = (destage.batch + 1) % destage.rounds.batches.len();
         if counted {
             self.destaged_blocks += blocks;
         }
@@ -497,19 +560,16 @@ impl<'a> Host<'a> {
         }
     }
 
-    fn outcome(&mut self) -> ReplayOutcome {
+    fn outcome(&self) -> ReplayOutcome {
         let seconds = (self.config.duration_ns - self.warm_up_ns) as f64 / 1e9;
-        self.latencies_ns.sort_unstable();
-        self.read_latencies_ns.sort_unstable();
-        let ms = |ns: f64| ns / 1e6;
         ReplayOutcome {
-            foreground_requests: self.latencies_ns.len() as u64,
+            foreground_requests: self.latencies.count(),
             foreground_mb_s: self.foreground_bytes as f64 / seconds / 1e6,
-            foreground_mean_ms: ms(mean(&self.latencies_ns)),
-            foreground_read_mean_ms: ms(mean(&self.read_latencies_ns)),
-            foreground_p99_ms: ms(percentile(&self.latencies_ns, 0.99)),
-            foreground_read_p99_ms: ms(percentile(&self.read_latencies_ns, 0.99)),
-            foreground_max_ms: ms(self.latencies_ns.last().copied().unwrap_or(0) as f64),
+            foreground_mean_ms: self.latencies.mean_ms(),
+            foreground_read_mean_ms: self.read_latencies.mean_ms(),
+            foreground_p99_ms: self.latencies.quantile_ms(0.99),
+            foreground_read_p99_ms: self.read_latencies.quantile_ms(0.99),
+            foreground_max_ms: self.latencies.max_ms(),
             destaged_blocks_per_s: self.destaged_blocks as f64 / seconds,
             staged_blocks_per_s: self.staged_blocks as f64 / seconds,
             background_device_mb_s: (self.background_sectors * 512) as f64 / seconds / 1e6,
@@ -525,21 +585,4 @@ impl<'a> Host<'a> {
             },
         }
     }
-}
-
-/// The mean of `values`, 0 when empty.
-fn mean(values: &[Nanos]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.iter().map(|&ns| ns as f64).sum::<f64>() / values.len() as f64
-}
-
-/// The `fraction` quantile of sorted `values` (nearest rank), 0 when empty.
-fn percentile(sorted: &[Nanos], fraction: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((sorted.len() as f64 * fraction).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1] as f64
 }
