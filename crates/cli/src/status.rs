@@ -45,7 +45,11 @@ fn print_report(directory: &std::path::Path, report: &Value, venue: Venue) {
         bytes(report, "held_by_snapshots_bytes"),
         bytes(report, "copied_out_bytes")
     );
-    println!("  free                {}", bytes(report, "free_bytes"));
+    println!(
+        "  free                {} ({} of it reserved for extents' first writes)",
+        bytes(report, "free_bytes"),
+        bytes(report, "reserved_bytes")
+    );
     println!(
         "  flash used          {} of {}",
         bytes(report, "flash_used_bytes"),

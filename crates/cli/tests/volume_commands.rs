@@ -65,6 +65,8 @@ fn extents_snapshots_status_and_restore() {
     for key in [
         "used_bytes",
         "held_by_snapshots_bytes",
+        "free_bytes",
+        "reserved_bytes",
         "copied_out_bytes",
         "fragmentation",
         "layout_score",

@@ -557,6 +557,39 @@ pub struct ExtentRecord {
     pub map: TreePointer,
     /// The CP that created it.
     pub created_generation: u64,
+    /// The allocation ranges kept for its first writes, if any.
+    pub reservation: Option<RangeReservation>,
+}
+
+/// Consecutive allocation ranges kept for one extent's first writes: window
+/// `w` of the extent (its logical blocks `[w·R, (w+1)·R)`, R blocks per range)
+/// is laid out in range `first_range + w`, so that first writes arriving in
+/// any order end up in logical order. Advisory: allocation never refuses a
+/// block for being reserved; the search for empty ranges passes over the
+/// reservations until only reserved ranges are left (docs/layouts.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RangeReservation {
+    /// The range window 0 goes to.
+    pub first_range: u64,
+    /// Ranges kept (at least 1; at most `u32::MAX`).
+    pub range_count: u64,
+}
+
+impl RangeReservation {
+    /// The range one past the last.
+    pub fn end_range(&self) -> u64 {
+        self.first_range + self.range_count
+    }
+
+    /// Whether `range` is one of the reserved ranges.
+    pub fn contains(&self, range: u64) -> bool {
+        (self.first_range..self.end_range()).contains(&range)
+    }
+
+    /// Whether the two share a range.
+    pub fn overlaps(&self, other: &RangeReservation) -> bool {
+        self.first_range < other.end_range() && other.first_range < self.end_range()
+    }
 }
 
 impl TreeEntry for ExtentRecord {
@@ -569,6 +602,13 @@ impl TreeEntry for ExtentRecord {
         self.map.encode(out, 16);
         put_u64(out, 32, self.created_generation);
         encode_name(&self.name, out, 40, 56);
+        if let Some(reservation) = self.reservation {
+            let range_count =
+                u32::try_from(reservation.range_count).expect("a reservation holds at most u32::MAX ranges");
+            assert!(range_count > 0, "a reservation holds a range");
+            put_u32(out, 44, range_count);
+            put_u64(out, 48, reservation.first_range);
+        }
     }
 
     fn decode(bytes: &[u8]) -> Result<(u64, Self), String> {
@@ -583,6 +623,12 @@ impl TreeEntry for ExtentRecord {
                 size_bytes,
                 map: TreePointer::decode(bytes, 16),
                 created_generation: get_u64(bytes, 32),
+                reservation: match get_u32(bytes, 44) {
+                    0 => None,
+                    range_count => {
+                        Some(RangeReservation { first_range: get_u64(bytes, 48), range_count: u64::from(range_count) })
+                    }
+                },
             },
         ))
     }
@@ -1101,10 +1147,19 @@ mod tests {
             size_bytes: 8192,
             map: TreePointer { block: 5, crc: 6, height: 2 },
             created_generation: 3,
+            reservation: None,
         };
         let mut bytes = vec![0; ExtentRecord::SIZE];
         extent.encode(42, &mut bytes);
-        assert_eq!(ExtentRecord::decode(&bytes).unwrap(), (42, extent));
+        assert_eq!(ExtentRecord::decode(&bytes).unwrap(), (42, extent.clone()));
+        let reserved = ExtentRecord {
+            name: "n".repeat(64),
+            reservation: Some(RangeReservation { first_range: u64::MAX - 7, range_count: u64::from(u32::MAX) }),
+            ..extent
+        };
+        let mut bytes = vec![0; ExtentRecord::SIZE];
+        reserved.encode(43, &mut bytes);
+        assert_eq!(ExtentRecord::decode(&bytes).unwrap(), (43, reserved));
         let snapshot = SnapshotRecord {
             name: "s".repeat(64),
             generation: 8,

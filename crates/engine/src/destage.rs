@@ -23,7 +23,7 @@
 use proxima_device::{BlockDevice, IoRequest};
 use serde::Serialize;
 
-use crate::codec::{LogRecord, BLOCK_SIZE};
+use crate::codec::LogRecord;
 use crate::error::{DeviceRole, EngineError, Result};
 use crate::io::{block_bytes, device_error, read_pieces, write_requests, MAX_REQUEST_BLOCKS};
 use crate::layouts::{
@@ -672,9 +672,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             run_starts[index].1 + (logical - run_starts[index].0)
         };
         let mut placed: Vec<PlacedPiece> = Vec::new();
-        // The region reserved for an extent with nothing on the data device
-        // yet, once its first group needed one.
-        let mut extent_region: Option<u64> = None;
         for group in group_staged_runs(staged.to_vec(), window) {
             let neighbour =
                 placed_neighbour(self.extents.map(id), group.first_logical_block(), group.end_logical_block(), window);
@@ -682,9 +679,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 (DestageRule::NearNeighbours, Some(_)) => {
                     self.destage_range(neighbour, group.first_logical_block(), group.block_count())
                 }
-                (DestageRule::NearNeighbours, None) => {
-                    self.first_range_of_window(id, group.first_logical_block(), &mut extent_region)
-                }
+                (DestageRule::NearNeighbours, None) => self.first_range_of_window(id, group.first_logical_block()),
                 (DestageRule::FrameHomes, _) => None,
             };
             for run in &group.runs {
@@ -718,23 +713,14 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     /// The range for the window of `logical` of extent `id`, which has nothing
-    /// on the data device yet: the window's range in a region of empty ranges
-    /// as large as the extent, reserved (the fresh-range search moves past it)
-    /// when the extent's first group needs it, so that the extent is laid out
-    /// in logical order however its first writes arrive; every later group
-    /// continues a neighbour placed there. Without a region that large, the
+    /// on the data device yet: the window's range in the extent's
+    /// reservation (made now, as large as the extent, if it has none), so
+    /// that the extent is laid out in logical order however its first writes
+    /// arrive; every later group continues a neighbour placed there. Past
+    /// the reservation, or without a run of empty ranges that large, the
     /// next empty range.
-    fn first_range_of_window(&mut self, id: u64, logical: u64, region: &mut Option<u64>) -> Option<u64> {
-        let range_blocks = self.options.allocation_range_blocks;
-        if region.is_none() {
-            let extent_blocks = self.extent_size(id).expect("a destaged extent exists") / BLOCK_SIZE as u64;
-            let region_ranges = extent_blocks.div_ceil(range_blocks).max(1);
-            *region = self.fresh_ranges.next_run(&self.data_space, range_blocks, region_ranges);
-        }
-        match *region {
-            Some(first) => Some(first + logical / range_blocks),
-            None => self.find_fresh_range(),
-        }
+    fn first_range_of_window(&mut self, id: u64, logical: u64) -> Option<u64> {
+        self.reserved_range_of_window(id, logical).or_else(|| self.find_fresh_range())
     }
 
     /// The allocation range a group goes to (`None`: no range has room and no

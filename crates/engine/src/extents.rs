@@ -1,15 +1,18 @@
 //! The active extents: the extent table (one record per extent: name, size,
-//! the root of its map), each extent's block map in memory, the index from
-//! names to ids, and the next id to hand out.
+//! the root of its map, the ranges reserved for its first writes), each
+//! extent's block map in memory, the index from names to ids, the index of
+//! reservations by range, and the next id to hand out.
 //!
 //! Invariants: every extent has exactly one record, one map and one name, and
-//! no two extents share a name; ids are never reused (`next_id` only grows).
+//! no two extents share a name; ids are never reused (`next_id` only grows);
+//! no two extents' reservations share a range, and the reservation index
+//! holds exactly the records' reservations.
 //! No I/O: the table and maps are persisted by the CP (`checkpoint.rs`),
 //! which reaches them through [`Extents::table_mut`] and [`Extents::map_mut`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-use crate::codec::ExtentRecord;
+use crate::codec::{ExtentRecord, RangeReservation};
 use crate::map::ExtentMap;
 use crate::tree::PersistentTree;
 
@@ -24,16 +27,27 @@ pub(crate) struct Extents {
     names: HashMap<String, u64>,
     /// The id the next extent gets.
     next_id: u64,
+    /// Reservations by first range: `(range count, extent id)`.
+    reservations: BTreeMap<u64, (u64, u64)>,
 }
 
 impl Extents {
     /// No extents; the first gets id 1.
     pub(crate) fn new() -> Self {
-        Self { table: PersistentTree::new(0), maps: HashMap::new(), names: HashMap::new(), next_id: 1 }
+        Self {
+            table: PersistentTree::new(0),
+            maps: HashMap::new(),
+            names: HashMap::new(),
+            next_id: 1,
+            reservations: BTreeMap::new(),
+        }
     }
 
     /// Extents loaded from a CP (or adopted from a snapshot): the table and a
-    /// map for each of its records.
+    /// map for each of its records. A reservation sharing a range with one of
+    /// a lower id is dropped (an extent restored from a snapshot may carry one
+    /// that was released and given to another since); a volume that was not
+    /// restored has none such (fsck reports them).
     pub(crate) fn loaded(table: PersistentTree<ExtentRecord>, maps: HashMap<u64, ExtentMap>, next_id: u64) -> Self {
         let names: HashMap<String, u64> = table.iter().map(|(id, record)| (record.name.clone(), id)).collect();
         assert_eq!(maps.len(), table.len(), "every extent has a map");
@@ -41,12 +55,23 @@ impl Extents {
             assert!(maps.contains_key(&id), "extent #{id} has a map");
             assert!(id < next_id, "extent ids are below the next id");
         }
-        Self { table, maps, names, next_id }
+        let reserved: Vec<(u64, RangeReservation)> =
+            table.iter().filter_map(|(id, record)| record.reservation.map(|reservation| (id, reservation))).collect();
+        let mut extents = Self { table, maps, names, next_id, reservations: BTreeMap::new() };
+        for (id, reservation) in reserved {
+            if extents.overlapping_reservation(&reservation).is_none() {
+                extents.reservations.insert(reservation.first_range, (reservation.range_count, id));
+            } else {
+                extents.set_reservation(id, None);
+            }
+        }
+        extents
     }
 
     /// Creates an extent; returns its id.
     pub(crate) fn create(&mut self, record: ExtentRecord) -> u64 {
         assert!(!self.names.contains_key(&record.name), "extent names are unique");
+        assert!(record.reservation.is_none(), "a new extent has nothing reserved yet");
         let id = self.next_id;
         self.next_id += 1;
         self.names.insert(record.name.clone(), id);
@@ -60,6 +85,9 @@ impl Extents {
         let record = self.table.get(id).expect("the extent exists").clone();
         let removed = self.names.remove(&record.name);
         assert_eq!(removed, Some(id), "the name names the extent");
+        if let Some(reservation) = record.reservation {
+            self.reservations.remove(&reservation.first_range);
+        }
         self.table.remove(id);
         self.maps.remove(&id).expect("every extent has a map")
     }
@@ -79,11 +107,60 @@ impl Extents {
         self.table.get(id)
     }
 
-    /// Replaces the record of extent `id` (its size, or its map's root).
+    /// Replaces the record of extent `id` (its size, or its map's root; its
+    /// reservation changes through [`Extents::set_reservation`]).
     pub(crate) fn set_record(&mut self, id: u64, record: ExtentRecord) {
         let current = self.table.get(id).expect("the extent exists");
         assert_eq!(current.name, record.name, "a record update keeps the name");
+        assert_eq!(current.reservation, record.reservation, "a record update keeps the reservation");
         self.table.insert(id, record);
+    }
+
+    /// Reserves `reservation` for extent `id` (`None`: releases its
+    /// reservation), which no other extent's reservation overlaps.
+    pub(crate) fn set_reservation(&mut self, id: u64, reservation: Option<RangeReservation>) {
+        let mut record = self.table.get(id).expect("the extent exists").clone();
+        if record.reservation == reservation {
+            return;
+        }
+        if let Some(old) = record.reservation {
+            let removed = self.reservations.remove(&old.first_range);
+            debug_assert_eq!(removed, Some((old.range_count, id)), "the index holds the record's reservation");
+        }
+        if let Some(new) = reservation {
+            assert!(new.range_count > 0, "a reservation holds a range");
+            assert_eq!(self.overlapping_reservation(&new), None, "reservations share no range");
+            self.reservations.insert(new.first_range, (new.range_count, id));
+        }
+        record.reservation = reservation;
+        self.table.insert(id, record);
+    }
+
+    /// The reservation of extent `id`, if it exists and has one.
+    pub(crate) fn reservation(&self, id: u64) -> Option<RangeReservation> {
+        self.table.get(id).and_then(|record| record.reservation)
+    }
+
+    /// The extent whose reservation holds allocation range `range`.
+    pub(crate) fn reservation_owner(&self, range: u64) -> Option<u64> {
+        let (&first, &(count, id)) = self.reservations.range(..=range).next_back()?;
+        (range < first + count).then_some(id)
+    }
+
+    /// Every reservation, by first range: `(extent id, reservation)`.
+    pub(crate) fn reservations(&self) -> impl Iterator<Item = (u64, RangeReservation)> + '_ {
+        self.reservations
+            .iter()
+            .map(|(&first_range, &(range_count, id))| (id, RangeReservation { first_range, range_count }))
+    }
+
+    /// The extent (other than none) whose reservation shares a range with
+    /// `reservation`.
+    fn overlapping_reservation(&self, reservation: &RangeReservation) -> Option<u64> {
+        // The last reservation starting before its end is the only candidate:
+        // reservations in the index never overlap one another.
+        let (&first, &(count, id)) = self.reservations.range(..reservation.end_range()).next_back()?;
+        RangeReservation { first_range: first, range_count: count }.overlaps(reservation).then_some(id)
     }
 
     /// Every extent's id and record, by id.
@@ -127,7 +204,64 @@ mod tests {
     use super::*;
 
     fn record(name: &str) -> ExtentRecord {
-        ExtentRecord { name: name.to_string(), size_bytes: 4096, map: Default::default(), created_generation: 1 }
+        ExtentRecord {
+            name: name.to_string(),
+            size_bytes: 4096,
+            map: Default::default(),
+            created_generation: 1,
+            reservation: None,
+        }
+    }
+
+    fn ranges(first_range: u64, range_count: u64) -> RangeReservation {
+        RangeReservation { first_range, range_count }
+    }
+
+    #[test]
+    fn reservations_are_found_by_range_and_follow_their_extents() {
+        let mut extents = Extents::new();
+        let a = extents.create(record("a"));
+        let b = extents.create(record("b"));
+        extents.set_reservation(a, Some(ranges(10, 5)));
+        extents.set_reservation(b, Some(ranges(15, 1)));
+        assert_eq!(extents.reservation_owner(9), None);
+        assert_eq!(extents.reservation_owner(10), Some(a));
+        assert_eq!(extents.reservation_owner(14), Some(a));
+        assert_eq!(extents.reservation_owner(15), Some(b));
+        assert_eq!(extents.reservation_owner(16), None);
+        assert_eq!(extents.reservation(a), Some(ranges(10, 5)));
+        extents.set_reservation(a, Some(ranges(0, 2)));
+        assert_eq!(extents.reservation_owner(12), None);
+        assert_eq!(extents.reservation_owner(1), Some(a));
+        extents.remove(b);
+        assert_eq!(extents.reservation_owner(15), None);
+        assert_eq!(extents.reservations().collect::<Vec<_>>(), vec![(a, ranges(0, 2))]);
+        extents.set_reservation(a, None);
+        assert_eq!(extents.reservations().count(), 0);
+        assert_eq!(extents.record(a).unwrap().reservation, None);
+    }
+
+    #[test]
+    #[should_panic(expected = "reservations share no range")]
+    fn two_extents_never_reserve_one_range() {
+        let mut extents = Extents::new();
+        let a = extents.create(record("a"));
+        let b = extents.create(record("b"));
+        extents.set_reservation(a, Some(ranges(10, 5)));
+        extents.set_reservation(b, Some(ranges(3, 8)));
+    }
+
+    #[test]
+    fn loading_drops_a_reservation_that_overlaps_an_older_extents() {
+        let mut table = PersistentTree::new(0);
+        let mut maps = HashMap::new();
+        for (id, name, reservation) in [(1, "a", ranges(10, 5)), (2, "b", ranges(12, 5)), (3, "c", ranges(20, 1))] {
+            table.insert(id, ExtentRecord { reservation: Some(reservation), ..record(name) });
+            maps.insert(id, ExtentMap::new(id));
+        }
+        let extents = Extents::loaded(table, maps, 4);
+        assert_eq!(extents.reservations().collect::<Vec<_>>(), vec![(1, ranges(10, 5)), (3, ranges(20, 1))]);
+        assert_eq!(extents.record(2).unwrap().reservation, None);
     }
 
     #[test]

@@ -16,8 +16,8 @@ use serde::Serialize;
 use crate::bitmap::{Bitmap, PersistentBitmap};
 use crate::checksums::PersistentChecksums;
 use crate::codec::{
-    CopyOutRecord, ExtentRecord, LogRecord, LogSlot, RootSet, SnapshotRecord, SnapshotState, Superblock, TreePointer,
-    BLOCK_SIZE, SUPERBLOCK_SLOTS, WORDS_PER_PAGE,
+    CopyOutRecord, ExtentRecord, LogRecord, LogSlot, RangeReservation, RootSet, SnapshotRecord, SnapshotState,
+    Superblock, TreePointer, BLOCK_SIZE, SUPERBLOCK_SLOTS, WORDS_PER_PAGE,
 };
 use crate::copy_out::CopyOuts;
 use crate::error::{DeviceRole, EngineError, Result, Unsuitable};
@@ -25,6 +25,9 @@ use crate::io::{read_pieces, FlashReader};
 use crate::log::walk::{walk_log, ChainEnd, LogIdentity};
 use crate::map::{ExtentMap, Location};
 use crate::tree::PersistentTree;
+
+/// The name findings give the active tree.
+const ACTIVE_TREE: &str = "active tree";
 
 /// How much fsck reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +68,8 @@ pub enum FindingKind {
     LogCopyDamaged,
     /// An acknowledged staged record names data that does not match it.
     StagedDataDamaged,
+    /// Two extents of the active tree reserve one allocation range.
+    ReservationsOverlap,
 }
 
 /// One problem found.
@@ -251,6 +256,9 @@ impl<F: BlockDevice> Checker<'_, F> {
             self.mark(flash_used, DeviceRole::Flash, block, tree, "extent table");
         }
         walk.extent_count = extents.len() as u64;
+        if tree == ACTIVE_TREE {
+            self.check_reservations(&extents);
+        }
         for (id, record) in extents.iter() {
             let map = match ExtentMap::load(record.map, id, &mut self.reader) {
                 Ok(map) => map,
@@ -283,6 +291,31 @@ impl<F: BlockDevice> Checker<'_, F> {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// The active extents' reservations share no range (a snapshot's records
+    /// may: an extent restored from it drops what overlaps).
+    fn check_reservations(&mut self, extents: &PersistentTree<ExtentRecord>) {
+        let mut reserved: Vec<(RangeReservation, &str)> = extents
+            .iter()
+            .filter_map(|(_, record)| record.reservation.map(|reservation| (reservation, record.name.as_str())))
+            .collect();
+        reserved.sort_unstable_by_key(|(reservation, _)| reservation.first_range);
+        for pair in reserved.windows(2) {
+            let ((first, first_name), (second, second_name)) = (pair[0], pair[1]);
+            if first.overlaps(&second) {
+                self.report.add(
+                    FindingKind::ReservationsOverlap,
+                    format!(
+                        "extents {first_name:?} (ranges {}..{}) and {second_name:?} (ranges {}..{}) reserve the same ranges",
+                        first.first_range,
+                        first.end_range(),
+                        second.first_range,
+                        second.end_range()
+                    ),
+                );
             }
         }
     }
@@ -414,7 +447,7 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F, scope:
         report,
     };
     let keep = superblock.has_data_checksums().then_some(Keep::Tables);
-    let mut active = checker.walk(&superblock.roots, superblock.log_head, keep, "active tree");
+    let mut active = checker.walk(&superblock.roots, superblock.log_head, keep, ACTIVE_TREE);
     checker.compare(&active.data_used, active.data_active.as_ref(), DeviceRole::Data, "active tree");
     checker.compare(&active.flash_used, active.flash_active.as_ref(), DeviceRole::Flash, "active tree");
     checker.report.extent_count = active.extent_count;

@@ -674,6 +674,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.data_space.rebase(data_active, data_summary);
         self.flash_space.rebase(flash_active, flash_summary);
         self.extents = Extents::loaded(extents, maps, self.extents.next_id());
+        self.fresh_ranges.reservation_released();
         self.snapshots.forget_blocks();
         self.snapshot_caches.forget_all();
         self.refresh_youngest()?;

@@ -13,7 +13,7 @@
 
 use proxima_device::BlockDevice;
 
-use crate::codec::{LogRecord, BLOCK_SIZE};
+use crate::codec::{LogRecord, RangeReservation, BLOCK_SIZE};
 use crate::destage::{DestageScope, NoDestageObserver, StagingRelease};
 use crate::error::{DeviceRole, EngineError, Result};
 use crate::io::{block_bytes, device_error, in_memory, write_pieces, MAX_REQUEST_BLOCKS};
@@ -596,9 +596,82 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.allocate_data(hint.unwrap_or(0), count)
     }
 
-    /// The next allocation range with every block allocatable.
+    /// The next allocation range with every block allocatable: outside the
+    /// extents' reservations while one is left; else a reserved one, whose
+    /// extent's reservation is released (space pressure).
     pub(crate) fn find_fresh_range(&mut self) -> Option<u64> {
-        self.fresh_ranges.next(&self.data_space, self.options.allocation_range_blocks)
+        let extents = &self.extents;
+        let fresh = self
+            .fresh_ranges
+            .next(&self.data_space, self.options.allocation_range_blocks, |range| extents.reservation_owner(range))?;
+        if let Some(owner) = fresh.reserved_for {
+            self.release_reservation(owner);
+        }
+        Some(fresh.range)
+    }
+
+    /// The range for window `logical / R` of extent `id` (R blocks per range)
+    /// from the extent's reservation: reserved now, as many consecutive empty
+    /// ranges as the extent has windows, if it has none yet. `None` when the
+    /// window lies past the reservation or no run of empty ranges that long
+    /// is left outside the other reservations.
+    pub(crate) fn reserved_range_of_window(&mut self, id: u64, logical: u64) -> Option<u64> {
+        let range_blocks = self.options.allocation_range_blocks;
+        let reservation = match self.extents.reservation(id) {
+            Some(reservation) => reservation,
+            None => {
+                let record = self.extents.record(id).expect("the extent exists");
+                let range_count = (record.size_bytes / BLOCK_SIZE as u64).div_ceil(range_blocks).max(1);
+                let extents = &self.extents;
+                let first_range = self
+                    .fresh_ranges
+                    .next_run(&self.data_space, range_blocks, range_count, |range| extents.reservation_owner(range))?;
+                let reservation = RangeReservation { first_range, range_count };
+                self.extents.set_reservation(id, Some(reservation));
+                reservation
+            }
+        };
+        let window = logical / range_blocks;
+        (window < reservation.range_count).then_some(reservation.first_range + window)
+    }
+
+    /// Releases extent `id`'s reservation: its empty ranges are for anyone.
+    pub(crate) fn release_reservation(&mut self, id: u64) {
+        self.extents.set_reservation(id, None);
+        self.fresh_ranges.reservation_released();
+    }
+
+    /// Shrinks extent `id`'s reservation to the windows its size has (after a
+    /// resize).
+    pub(crate) fn trim_reservation(&mut self, id: u64) {
+        let range_blocks = self.options.allocation_range_blocks;
+        let Some(reservation) = self.extents.reservation(id) else { return };
+        let windows = (self.extent_size(id).expect("the extent exists") / BLOCK_SIZE as u64).div_ceil(range_blocks);
+        if windows >= reservation.range_count {
+            return;
+        }
+        match windows {
+            0 => self.release_reservation(id),
+            range_count => {
+                self.extents.set_reservation(id, Some(RangeReservation { range_count, ..reservation }));
+                self.fresh_ranges.reservation_released();
+            }
+        }
+    }
+
+    /// Free data blocks inside the extents' reservations (kept for their
+    /// first writes; part of the allocatable blocks).
+    pub(crate) fn reserved_blocks(&self) -> u64 {
+        let range_blocks = self.options.allocation_range_blocks;
+        let block_count = self.data_space.block_count();
+        self.extents
+            .reservations()
+            .map(|(_, reservation)| {
+                let start = (reservation.first_range * range_blocks).min(block_count);
+                let end = (reservation.end_range() * range_blocks).min(block_count);
+                self.data_space.allocatable_in(start, end)
+            })
+            .sum()
     }
 
     /// Allocates up to `count` consecutive data blocks at or after `hint`

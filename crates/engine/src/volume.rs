@@ -262,6 +262,9 @@ pub struct SpaceReport {
     /// Data blocks holding copies of frame blocks for snapshots (in-place
     /// layout; counted in the data device's used blocks).
     pub copied_out_blocks: u64,
+    /// Free data blocks inside the allocation ranges reserved for extents'
+    /// first writes (counted in the data device's allocatable blocks).
+    pub reserved_blocks: u64,
     /// Generation of the last durable CP.
     pub generation: u64,
 }
@@ -710,6 +713,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 size_bytes,
                 map: Default::default(),
                 created_generation: volume.generation + 1,
+                reservation: None,
             });
             volume.commit()?;
             Ok(id)
@@ -723,6 +727,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             volume.ensure_room_for_metadata_operation(MetadataOperation::DeleteExtent { id })?;
             volume.flush_pending_records()?;
             let mut map = volume.extents.remove(id);
+            volume.fresh_ranges.reservation_released();
             let end = map.iter().next_back().map_or(0, |(key, run)| key + run.count());
             for (location, count) in map::punch(&mut map, 0, end) {
                 volume.free_location(location, count);
@@ -758,6 +763,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             }
             record.size_bytes = size_bytes;
             volume.extents.set_record(id, record);
+            volume.trim_reservation(id);
             volume.commit()
         })
     }
@@ -1120,6 +1126,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             flash: device(&self.flash_space),
             staged_blocks: self.staged_block_count,
             copied_out_blocks: self.copy_outs.len() as u64,
+            reserved_blocks: self.reserved_blocks(),
             generation: self.generation,
         }
     }

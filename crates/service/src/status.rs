@@ -51,6 +51,9 @@ pub struct StatusReport {
     pub copied_out_bytes: u64,
     /// Data device bytes allocatable now.
     pub free_bytes: u64,
+    /// Of those, bytes inside the allocation ranges reserved for extents'
+    /// first writes (released to others under space pressure).
+    pub reserved_bytes: u64,
     /// Data and flash bytes freed since the last CP (free once it is durable).
     pub awaiting_checkpoint_bytes: u64,
     /// Flash capacity in bytes.
@@ -151,6 +154,7 @@ pub fn status(volume: &ServiceVolume, config: &VolumeConfig) -> StatusReport {
         held_by_snapshots_bytes: space.data.snapshot_only_blocks * BLOCK_BYTES,
         copied_out_bytes: space.copied_out_blocks * BLOCK_BYTES,
         free_bytes: space.data.allocatable_blocks * BLOCK_BYTES,
+        reserved_bytes: space.reserved_blocks * BLOCK_BYTES,
         awaiting_checkpoint_bytes: (space.data.awaiting_checkpoint_blocks + space.flash.awaiting_checkpoint_blocks)
             * BLOCK_BYTES,
         flash_capacity_bytes: space.flash.block_count * BLOCK_BYTES,

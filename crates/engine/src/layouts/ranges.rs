@@ -169,7 +169,12 @@ pub fn densest_windows(mut windows: Vec<StagedWindow>, max_blocks: u64) -> Vec<S
 
 /// The rolling search for an allocation range with every block allocatable
 /// (where a large write or a destage group without room near its neighbours
-/// starts a new run).
+/// starts a new run, and where a new extent's first writes get their
+/// reservation).
+///
+/// Ranges reserved for an extent's first writes are passed over while an
+/// unreserved empty range is left; after that (space pressure) a reserved one
+/// is taken, and its extent's reservation is released by the caller.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FreshRangeSearch {
     /// Where the next search starts.
@@ -177,37 +182,77 @@ pub(crate) struct FreshRangeSearch {
     /// A search found no empty range; only a durable CP (which makes freed
     /// blocks allocatable) can change that.
     exhausted: bool,
+    /// A search found no empty range outside the reservations; a CP or a
+    /// released reservation can change that.
+    unreserved_exhausted: bool,
+}
+
+/// An empty range the search found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FreshRange {
+    /// The range.
+    pub(crate) range: u64,
+    /// The extent whose reservation holds it, taken under space pressure:
+    /// the caller releases that reservation.
+    pub(crate) reserved_for: Option<u64>,
 }
 
 impl FreshRangeSearch {
     /// The next range of `range_blocks` blocks with every block allocatable in
-    /// `space`, from the cursor (wrapping once).
-    pub(crate) fn next(&mut self, space: &SpaceMap, range_blocks: u64) -> Option<u64> {
+    /// `space`, from the cursor (wrapping once): one outside the reservations
+    /// (`owner` names the extent a range is reserved for) while any is left,
+    /// else a reserved one.
+    pub(crate) fn next(
+        &mut self,
+        space: &SpaceMap,
+        range_blocks: u64,
+        owner: impl Fn(u64) -> Option<u64>,
+    ) -> Option<FreshRange> {
         assert!(range_blocks > 0, "a range holds at least one block");
         if self.exhausted {
             return None;
         }
-        let range_count = space.block_count().div_ceil(range_blocks);
-        for step in 0..range_count {
-            let range = (self.cursor + step) % range_count;
-            if is_empty_range(space, range, range_blocks) {
-                self.cursor = (range + 1) % range_count;
-                return Some(range);
+        if !self.unreserved_exhausted {
+            if let Some(range) = self.scan(space, range_blocks, |range| owner(range).is_none()) {
+                return Some(FreshRange { range, reserved_for: None });
+            }
+            self.unreserved_exhausted = true;
+        }
+        match self.scan(space, range_blocks, |_| true) {
+            Some(range) => Some(FreshRange { range, reserved_for: owner(range) }),
+            None => {
+                self.exhausted = true;
+                None
             }
         }
-        self.exhausted = true;
-        None
+    }
+
+    /// The first empty range from the cursor (wrapping once) that `accept`s;
+    /// moves the cursor past it.
+    fn scan(&mut self, space: &SpaceMap, range_blocks: u64, accept: impl Fn(u64) -> bool) -> Option<u64> {
+        let range_count = space.block_count().div_ceil(range_blocks);
+        let range = (0..range_count)
+            .map(|step| (self.cursor + step) % range_count)
+            .find(|&range| is_empty_range(space, range, range_blocks) && accept(range))?;
+        self.cursor = (range + 1) % range_count;
+        Some(range)
     }
 
     /// The first of `run_ranges` consecutive ranges with every block
-    /// allocatable, from the cursor (wrapping once; a run does not wrap),
+    /// allocatable and none reserved (`owner` names the extent a range is
+    /// reserved for), from the cursor (wrapping once; a run does not wrap),
     /// moving the cursor past the run: the region a new extent's first writes
-    /// are laid out in, window by window, which the next searches skip until
-    /// they wrap around (under space pressure). `None` if no run is that long.
-    pub(crate) fn next_run(&mut self, space: &SpaceMap, range_blocks: u64, run_ranges: u64) -> Option<u64> {
+    /// are reserved, window by window. `None` if no run is that long.
+    pub(crate) fn next_run(
+        &mut self,
+        space: &SpaceMap,
+        range_blocks: u64,
+        run_ranges: u64,
+        owner: impl Fn(u64) -> Option<u64>,
+    ) -> Option<u64> {
         assert!(range_blocks > 0, "a range holds at least one block");
         assert!(run_ranges > 0, "a run holds at least one range");
-        if self.exhausted {
+        if self.exhausted || self.unreserved_exhausted {
             return None;
         }
         // Whole ranges only: a run never includes the device's partial last one.
@@ -220,7 +265,9 @@ impl FreshRangeSearch {
                 step += range_count - first;
                 continue;
             }
-            match (first..first + run_ranges).find(|&range| !is_empty_range(space, range, range_blocks)) {
+            let taken = (first..first + run_ranges)
+                .find(|&range| !is_empty_range(space, range, range_blocks) || owner(range).is_some());
+            match taken {
                 None => {
                     self.cursor = (first + run_ranges) % range_count;
                     return Some(first);
@@ -234,6 +281,12 @@ impl FreshRangeSearch {
     /// A CP made the blocks freed before it allocatable: ranges may be empty again.
     pub(crate) fn blocks_were_freed(&mut self) {
         self.exhausted = false;
+        self.unreserved_exhausted = false;
+    }
+
+    /// A reservation was released: its empty ranges are for anyone now.
+    pub(crate) fn reservation_released(&mut self) {
+        self.unreserved_exhausted = false;
     }
 }
 
@@ -298,17 +351,18 @@ mod tests {
         let mut space = SpaceMap::new(DeviceRole::Data, PersistentBitmap::new(300), PersistentBitmap::new(300), 0);
         assert_eq!(space.allocate_within(70, 64, 128, 1), Some((70, 1)));
         let mut search = FreshRangeSearch::default();
-        assert_eq!(search.next(&space, 64), Some(0));
-        assert_eq!(search.next(&space, 64), Some(2));
-        assert_eq!(search.next(&space, 64), Some(3));
-        assert_eq!(search.next(&space, 64), Some(0));
+        let mut next = |space: &SpaceMap| search.next(space, 64, |_| None).map(|fresh| fresh.range);
+        assert_eq!(next(&space), Some(0));
+        assert_eq!(next(&space), Some(2));
+        assert_eq!(next(&space), Some(3));
+        assert_eq!(next(&space), Some(0));
         for start in [0, 128, 192] {
             assert_eq!(space.allocate_within(start, start, start + 64, 1), Some((start, 1)));
         }
-        assert_eq!(search.next(&space, 64), None);
+        assert_eq!(next(&space), None);
         assert!(search.exhausted);
         search.blocks_were_freed();
-        assert_eq!(search.next(&space, 64), None);
+        assert_eq!(search.next(&space, 64, |_| None), None);
     }
 
     #[test]
@@ -319,12 +373,47 @@ mod tests {
         let mut space = SpaceMap::new(DeviceRole::Data, PersistentBitmap::new(128), PersistentBitmap::new(128), 0);
         assert_eq!(space.allocate_within(40, 32, 48, 1), Some((40, 1)));
         let mut search = FreshRangeSearch::default();
-        assert_eq!(search.next_run(&space, 16, 2), Some(0));
-        assert_eq!(search.next_run(&space, 16, 3), Some(3), "range 2 is not empty");
-        assert_eq!(search.next(&space, 16), Some(6), "single ranges come after the runs");
+        assert_eq!(search.next_run(&space, 16, 2, |_| None), Some(0));
+        assert_eq!(search.next_run(&space, 16, 3, |_| None), Some(3), "range 2 is not empty");
+        assert_eq!(
+            search.next(&space, 16, |_| None).map(|fresh| fresh.range),
+            Some(6),
+            "single ranges come after the runs"
+        );
         // Wrapping: the run from range 0 is broken by range 2 again.
-        assert_eq!(search.next_run(&space, 16, 3), Some(3));
-        assert_eq!(search.next_run(&space, 16, 6), None, "no six empty ranges in a row");
+        assert_eq!(search.next_run(&space, 16, 3, |_| None), Some(3));
+        assert_eq!(search.next_run(&space, 16, 6, |_| None), None, "no six empty ranges in a row");
+    }
+
+    #[test]
+    fn reserved_ranges_are_passed_over_until_only_they_are_left() {
+        use crate::bitmap::PersistentBitmap;
+        use crate::error::DeviceRole;
+        // Eight ranges of 16 blocks; ranges 1 to 4 are reserved for extent 7,
+        // range 6 holds a block.
+        let mut space = SpaceMap::new(DeviceRole::Data, PersistentBitmap::new(128), PersistentBitmap::new(128), 0);
+        assert_eq!(space.allocate_within(96, 96, 112, 1), Some((96, 1)));
+        let owner = |range: u64| (1..5).contains(&range).then_some(7);
+        let mut search = FreshRangeSearch::default();
+        assert_eq!(search.next_run(&space, 16, 2, owner), None, "no two unreserved empty ranges in a row");
+        // Each range found is used (a block allocated in it), as its caller does.
+        let take = |search: &mut FreshRangeSearch, space: &mut SpaceMap| {
+            let fresh = search.next(space, 16, owner)?;
+            let start = fresh.range * 16;
+            assert_eq!(space.allocate_within(start, start, start + 16, 1), Some((start, 1)));
+            Some(fresh)
+        };
+        assert_eq!(take(&mut search, &mut space), Some(FreshRange { range: 0, reserved_for: None }));
+        assert_eq!(take(&mut search, &mut space), Some(FreshRange { range: 5, reserved_for: None }));
+        assert_eq!(take(&mut search, &mut space), Some(FreshRange { range: 7, reserved_for: None }));
+        // Only reserved ranges are empty now: they are taken, naming their extent.
+        assert_eq!(take(&mut search, &mut space), Some(FreshRange { range: 1, reserved_for: Some(7) }));
+        assert!(search.unreserved_exhausted);
+        assert_eq!(search.next_run(&space, 16, 1, owner), None, "a new reservation never comes out of another");
+        // Once the reservation is released, its ranges are ordinary empty ranges.
+        search.reservation_released();
+        assert_eq!(search.next(&space, 16, |_| None), Some(FreshRange { range: 2, reserved_for: None }));
+        assert_eq!(search.next_run(&space, 16, 2, |_| None), Some(3));
     }
 
     #[test]
