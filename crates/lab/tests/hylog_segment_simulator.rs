@@ -8,7 +8,7 @@
 
 use proxima_lab::seed001_hylog::cleaning_figures::{figure_2, figure_5, simulate, CleaningRunSpec};
 use proxima_lab::seed001_hylog::cost_model::{lfs_cleaning_cost, lfs_plugging_cost};
-use proxima_lab::seed001_hylog::segment_simulator::CleaningPolicy;
+use proxima_lab::seed001_hylog::segment_simulator::{CleaningPolicy, Separation};
 use proxima_workload::synthetic::Pattern;
 
 const SEED: u64 = 7;
@@ -78,6 +78,25 @@ fn adaptive_is_never_worse_under_skewed_updates() {
             let adaptive = cost(CleaningPolicy::Adaptive);
             assert!(adaptive <= best * 1.02, "{pattern:?} at {u}: adaptive {adaptive} against {best}");
         }
+    }
+}
+
+#[test]
+fn separate_hot_and_cold_logs_clean_cheaper() {
+    // Hot pages (written twice or more in the last interval of as many writes
+    // as there are pages) get a log head and partition of their own; the
+    // adaptive cleaner then does at least as well as either method alone.
+    let one_log = spec(1024);
+    let two_logs =
+        CleaningRunSpec { separation: Separation::WriteFrequency { interval_writes: 0, hot_writes: 2 }, ..one_log };
+    let hot_cold = Pattern::HotCold { hot_block_fraction: 0.1, hot_access_fraction: 0.9 };
+    for u in [0.8, 0.9] {
+        let mixed = simulate(&one_log, u, CleaningPolicy::Adaptive, hot_cold);
+        let separated = simulate(&two_logs, u, CleaningPolicy::Adaptive, hot_cold);
+        assert!(separated.write_cost < mixed.write_cost, "at {u}: {separated:?} against {mixed:?}");
+        let cost_age = simulate(&two_logs, u, CleaningPolicy::CostAge, hot_cold).write_cost;
+        let plugging = simulate(&two_logs, u, CleaningPolicy::HolePlugging, hot_cold).write_cost;
+        assert!(separated.write_cost <= cost_age.min(plugging) * 1.02, "at {u}: {separated:?}");
     }
 }
 

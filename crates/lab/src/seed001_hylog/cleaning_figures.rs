@@ -20,7 +20,9 @@ use crate::seed001_hylog::cost_model::{
     cleaning_utilization_for, segment_efficiency, segment_size_bytes, PAGE_SIZE_BYTES, SEGMENT_EFFICIENCY_SHARE,
 };
 use crate::seed001_hylog::paper;
-use crate::seed001_hylog::segment_simulator::{CleaningPolicy, SegmentSimulator, SimulatorConfig, SimulatorReport};
+use crate::seed001_hylog::segment_simulator::{
+    CleaningPolicy, SegmentSimulator, Separation, SimulatorConfig, SimulatorReport,
+};
 
 /// The utilisations of both figures: 0.50 to 0.95 in steps of 0.05.
 pub const UTILIZATIONS: [f64; 10] = [0.50, 0.55, 0.60, 0.65, 0.70, 0.75, 0.80, 0.85, 0.90, 0.95];
@@ -40,6 +42,8 @@ pub struct CleaningRunSpec {
     pub measured_rewrites: u64,
     /// Seed of the write stream.
     pub seed: u64,
+    /// Hot/cold log heads, or one log.
+    pub separation: Separation,
 }
 
 impl CleaningRunSpec {
@@ -55,6 +59,7 @@ impl CleaningRunSpec {
             warmup_rewrites: 4,
             measured_rewrites: 4,
             seed,
+            separation: Separation::None,
         }
     }
 }
@@ -99,8 +104,10 @@ pub fn updates(pattern: Pattern, pages: u64, seed: u64) -> impl Iterator<Item = 
 
 /// One simulation: `policy` at utilisation `u` under `pattern`.
 pub fn simulate(spec: &CleaningRunSpec, u: f64, policy: CleaningPolicy, pattern: Pattern) -> SimulatorReport {
-    let config =
-        SimulatorConfig::at_utilization(spec.segment_pages, spec.segment_count, u, policy, spec.segment_efficiency);
+    let config = SimulatorConfig {
+        separation: spec.separation,
+        ..SimulatorConfig::at_utilization(spec.segment_pages, spec.segment_count, u, policy, spec.segment_efficiency)
+    };
     let pages = config.live_pages;
     let mut simulator = SegmentSimulator::new(config);
     let mut writes = updates(pattern, pages, spec.seed);

@@ -24,7 +24,7 @@
 //! - [`CleaningPolicy::Adaptive`]: HyLog's adaptive cleaner: for cost-age and
 //!   hole-plugging in each partition, the write cost the pass would have
 //!   (Eq 4, 2/(1 − u_c), or Eq 5, 2 + u_c·A, with u_c the victims'
-//!   utilisation) is computed, and the cheapest is run.
+//!   utilisation) is computed, and the cheaper is run.
 //!
 //! Costs are the model's scaled write costs (time per user page over T_s/n):
 //! a segment read or write costs n, a page write A (the segment-vs-page
@@ -81,7 +81,8 @@ pub enum Separation {
     /// Per-page write counters, reset every `interval_writes` user writes: a
     /// page written at least `hot_writes` times in the last interval is hot.
     WriteFrequency {
-        /// User writes per measurement interval.
+        /// User writes per measurement interval; 0 means as many as the data
+        /// set has pages.
         interval_writes: u64,
         /// Writes in an interval that make a page hot.
         hot_writes: u32,
@@ -352,7 +353,8 @@ impl SegmentSimulator {
         let Separation::WriteFrequency { interval_writes, hot_writes } = self.config.separation else {
             return 0;
         };
-        if self.clock.is_multiple_of(interval_writes.max(1)) {
+        let interval = if interval_writes == 0 { self.config.live_pages } else { interval_writes };
+        if self.clock.is_multiple_of(interval.max(1)) {
             for (hot, writes) in self.page_hot.iter_mut().zip(self.page_interval_writes.iter_mut()) {
                 *hot = *writes >= hot_writes;
                 *writes = 0;
@@ -510,6 +512,18 @@ impl SegmentSimulator {
         Some(PassPlan { partition, plugging, victims, estimated_cost })
     }
 
+    /// The adaptive cleaner's choice: in the partition with the most
+    /// reclaimable space, the method of lower estimated write cost. (Taking
+    /// the lowest cost over both partitions instead starves the cold
+    /// partition's cleaning; see docs/hylog.md.)
+    fn adaptive_plan(&self) -> Option<PassPlan> {
+        let partition = self.fuller_partition();
+        [self.plan(partition, false), self.plan(partition, true)]
+            .into_iter()
+            .flatten()
+            .min_by(|a, b| a.estimated_cost.total_cmp(&b.estimated_cost))
+    }
+
     /// The partition that needs cleaning most: the one with more holes.
     fn fuller_partition(&self) -> usize {
         usize::from(self.partition_holes[1] > self.partition_holes[0])
@@ -524,11 +538,7 @@ impl SegmentSimulator {
             }
             CleaningPolicy::CostAge => self.plan(partition, false),
             CleaningPolicy::HolePlugging => self.plan(partition, true).or_else(|| self.plan(partition, false)),
-            CleaningPolicy::Adaptive => [0, 1]
-                .into_iter()
-                .flat_map(|partition| [self.plan(partition, false), self.plan(partition, true)])
-                .flatten()
-                .min_by(|a, b| a.estimated_cost.total_cmp(&b.estimated_cost)),
+            CleaningPolicy::Adaptive => self.adaptive_plan(),
         };
         let plan = plan.expect("some sealed segment has a hole to clean");
         assert!(!plan.victims.is_empty(), "the cleaner found a victim");
