@@ -4,7 +4,12 @@
 
 use std::time::Instant;
 
-use proxima_lab::seed001_hylog::cleaning_figures::{figure_2, figure_5, CleaningRunSpec, UTILIZATIONS};
+use proxima_lab::seed001_hylog::cleaning_figures::{figure_2, figure_5, simulate, CleaningRunSpec, UTILIZATIONS};
+use proxima_lab::seed001_hylog::segment_simulator::{CleaningPolicy, Separation};
+use proxima_workload::synthetic::Pattern;
+
+/// The utilisations of the hot-and-cold table.
+const SEPARATION_UTILIZATIONS: [f64; 3] = [0.7, 0.8, 0.9];
 
 fn main() {
     let mut arguments = std::env::args().skip(1);
@@ -42,10 +47,27 @@ fn main() {
             point.adaptive / best
         );
     }
+    println!(
+        "\nHot and cold (10 % of the pages take 90 % of the writes): W' with one log and with hot and cold logs\n"
+    );
+    println!("| u | policy | one log | hot and cold logs |\n| ---: | --- | ---: | ---: |");
+    let two_logs =
+        CleaningRunSpec { separation: Separation::WriteFrequency { interval_writes: 0, hot_writes: 2 }, ..spec };
+    let hot_cold = Pattern::HotCold { hot_block_fraction: 0.1, hot_access_fraction: 0.9 };
+    let mut separation_writes = 0.0;
+    for u in SEPARATION_UTILIZATIONS {
+        for policy in CleaningPolicy::ALL {
+            let one = simulate(&spec, u, policy, hot_cold).write_cost;
+            let two = simulate(&two_logs, u, policy, hot_cold).write_cost;
+            println!("| {u:.2} | {} | {one:.3} | {two:.3} |", policy.name());
+            let pages = (f64::from(spec.segment_pages) * f64::from(spec.segment_count) * u).round();
+            separation_writes += 2.0 * pages * (spec.warmup_rewrites + spec.measured_rewrites) as f64;
+        }
+    }
     // Figure 2 runs one policy per utilisation, Figure 5 four.
     let slots = f64::from(spec.segment_pages) * f64::from(spec.segment_count);
     let data_pages: f64 = UTILIZATIONS.iter().map(|u| (slots * u).round()).sum();
-    let user_writes = 5.0 * data_pages * (spec.warmup_rewrites + spec.measured_rewrites) as f64;
+    let user_writes = 5.0 * data_pages * (spec.warmup_rewrites + spec.measured_rewrites) as f64 + separation_writes;
     let seconds = started.elapsed().as_secs_f64();
     println!("\n{user_writes:.0} user page writes simulated");
     println!("wall {seconds:.1} s, {:.2} million user page writes per second", user_writes / seconds / 1e6);
