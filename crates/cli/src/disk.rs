@@ -41,7 +41,7 @@ enum DiskCommand {
 /// The model a command runs: a built-in name or a `.parv` path, plus overrides.
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
-    /// Built-in model (cheetah15k5, atlas10k, nearline7200) or a DiskSim `.parv` file.
+    /// Built-in model (cheetah15k5, atlas10k, nearline7200, disk2003, disk2008, dsp3105) or a DiskSim `.parv` file.
     #[arg(long, default_value = "cheetah15k5")]
     pub model: String,
     /// Override one parameter, as DiskSim's command line: 'disk0:PARAMETER=VALUE' (repeatable).

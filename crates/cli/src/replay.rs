@@ -36,7 +36,7 @@ pub struct ReplayArgs {
     /// What to replay on: the disk model alone (default; `--nbd` replays on an export instead).
     #[arg(long, value_enum)]
     target: Option<TargetArg>,
-    /// Disk model: a built-in name (cheetah15k5, atlas10k, nearline7200) or a DiskSim `.parv` [default: cheetah15k5].
+    /// Disk model: a built-in name (cheetah15k5, atlas10k, nearline7200, disk2003, disk2008, dsp3105) or a DiskSim `.parv` [default: cheetah15k5].
     #[arg(long)]
     model: Option<String>,
     /// Override one model parameter: 'disk0:PARAMETER=VALUE' (repeatable; disk target).

@@ -9,6 +9,9 @@
 //! - [`synthetic`]: seeded generators of block addresses (uniform, hot/cold,
 //!   Knuth's 80/20 family, Zipf, sequential and interleaved appenders,
 //!   TPC-B-like), and open-loop arrival timing for writing traces.
+//! - [`tpcc`]: a TPC-C-like transaction mix of closed-loop users over a
+//!   warehouse database's pages through an LRU buffer pool (the HyLog
+//!   paper's setup).
 //! - [`srarw`]: the proximal I/O paper's serial-read-after-random-write
 //!   workload (fill, random updates, serial reads of whole extents).
 //! - [`mixed`]: a mixed aging workload (fixed-size I/Os from threads taking
@@ -30,6 +33,7 @@ pub mod replay;
 pub mod request;
 pub mod srarw;
 pub mod synthetic;
+pub mod tpcc;
 pub mod trace;
 
 pub use request::{Operation, TraceRequest};
