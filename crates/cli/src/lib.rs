@@ -14,6 +14,7 @@ mod extent;
 mod fsck;
 mod management;
 mod replay;
+mod replay_volume;
 mod reproduce;
 mod scrub;
 mod serve;
@@ -54,7 +55,7 @@ enum Command {
     Scrub(service_common::ReportArgs),
     /// Serve a volume's extents and snapshots over NBD.
     Serve(serve::ServeArgs),
-    /// Replay a block trace on the disk model or against an NBD export; accuracy figures as JSON.
+    /// Replay a block trace on the disk model, a simulated volume or an NBD export; accuracy figures as JSON.
     Replay(replay::ReplayArgs),
 }
 

@@ -1923,7 +1923,7 @@ fn replay(trace: &'static str, base: Words, extra: Words) -> Probe {
 
 /// The replay probes: every option on the DiskSim ascii sample (or the
 /// Systor one, which records response times and is out of order) replayed on
-/// the disk model.
+/// the disk model, and the volume target's options on the Systor sample.
 fn replay_probes() -> Vec<(&'static str, &'static str, Probe)> {
     const ASCII: &str = "disksim-ascii.trace";
     // Records response times (dependency mode needs them) and out of order.
@@ -1931,6 +1931,7 @@ fn replay_probes() -> Vec<(&'static str, &'static str, Probe)> {
     const NO_BASE: Words = &[];
     const DEPENDENCY: Words = &["--mode", "dependency"];
     const SLICED: Words = &["--device-map", "split:100000"];
+    const ON_A_VOLUME: Words = &["--target", "volume"];
     let no_disk_option_with_nbd: &'static [&'static str] =
         &["replay", "{traces}/disksim-ascii.trace", "--nbd", "nbd+unix:///lun0?socket={tmp}/none.sock"];
     let with = |extra: &[&'static str]| -> Words {
@@ -1939,6 +1940,13 @@ fn replay_probes() -> Vec<(&'static str, &'static str, Probe)> {
     vec![
         ("replay", "--format", replay(ASCII, NO_BASE, &["--format", "disksim-ns"])),
         ("replay", "--target", refused(with(&["--target", "disk"]))),
+        ("replay", "--target", replay(SYSTOR, NO_BASE, &["--target", "volume"])),
+        ("replay", "--layout", replay(SYSTOR, ON_A_VOLUME, &["--layout", "in-place"])),
+        ("replay", "--layout", refused(&["replay", "{traces}/systor17-sample.csv.gz", "--layout", "in-place"])),
+        ("replay", "--staging", replay(SYSTOR, ON_A_VOLUME, &["--staging", "5"])),
+        ("replay", "--staging", refused(&["replay", "{traces}/systor17-sample.csv.gz", "--staging", "5"])),
+        ("replay", "--volume-size", replay(SYSTOR, ON_A_VOLUME, &["--volume-size", "64M"])),
+        ("replay", "--volume-size", refused(with(&["--volume-size", "64M"]))),
         ("replay", "--model", replay(ASCII, NO_BASE, &["--model", "atlas10k"])),
         ("replay", "--set", replay(ASCII, NO_BASE, &["--set", "disk0:Read completion overhead=2.0"])),
         ("replay", "--seed", replay(ASCII, NO_BASE, &["--seed", "7"])),
