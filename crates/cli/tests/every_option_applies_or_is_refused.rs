@@ -14,7 +14,8 @@
 //!
 //! In the arguments, `{vol}` is a volume directory in a fresh temporary
 //! directory `{tmp}`, `{models}` the disk models shipped in the repository,
-//! `{traces}` the trace samples, and `{port}` a free TCP port; outputs are
+//! `{traces}` the trace samples, `{sweeps}` the sweep specifications of the
+//! tests, and `{port}` a free TCP port; outputs are
 //! compared with `{tmp}` masked.
 
 mod service_support;
@@ -1966,6 +1967,20 @@ fn replay_probes() -> Vec<(&'static str, &'static str, Probe)> {
     ]
 }
 
+/// The sweep probes, on a sweep of two cheap replays. `--jobs` changes how
+/// many cells run at once, never the results (the sweep test checks the
+/// tables are the same); `--ray` runs in CI against a local Ray cluster
+/// (tools/ray/ci-sweep.sh).
+fn sweep_probes() -> Vec<(&'static str, &'static str, Probe)> {
+    const TINY: &str = "{sweeps}/sweep-tiny.toml";
+    vec![
+        ("sweep", "--out", differs(&["sweep", TINY], &["sweep", TINY, "--out", "{tmp}/elsewhere"])),
+        ("sweep", "--jobs", refused(&["sweep", TINY, "--jobs", "2", "--ray", "127.0.0.1:1"])),
+        ("sweep", "--ray", refused(&["sweep", TINY, "--ray", "127.0.0.1:1", "--jobs", "1"])),
+        ("sweep", "--ray-python", refused(&["sweep", TINY, "--ray-python", "/usr/bin/python3"])),
+    ]
+}
+
 /// `disk bench` with and without `extra` (1000 requests unless `extra` says);
 /// only the simulated figures are compared, the rest being wall time.
 fn bench(extra: Words) -> Probe {
@@ -2005,7 +2020,7 @@ fn options_of_every_subcommand() -> Vec<(String, Vec<String>)> {
 
 #[test]
 fn every_option_of_every_subcommand_has_a_probe() {
-    let probes: Vec<_> = probes().into_iter().chain(replay_probes()).collect();
+    let probes: Vec<_> = probes().into_iter().chain(replay_probes()).chain(sweep_probes()).collect();
     let probed: BTreeSet<(&str, &str)> = probes.iter().map(|(command, option, _)| (*command, *option)).collect();
     let mut missing = Vec::new();
     let walked = options_of_every_subcommand();
@@ -2060,10 +2075,12 @@ impl Scene {
     fn expand(&self, word: &str) -> String {
         let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../disk/models");
         let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workload/tests/data");
+        let sweeps = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
         word.replace("{vol}", &self.temporary.path().join("vol").display().to_string())
             .replace("{tmp}", &self.temporary.path().display().to_string())
             .replace("{models}", &models.display().to_string())
             .replace("{traces}", &traces.display().to_string())
+            .replace("{sweeps}", &sweeps.display().to_string())
             .replace("{port}", &self.port)
     }
 
@@ -2175,8 +2192,8 @@ fn check(command: &str, option: &str, probe: &Probe) {
 /// Runs the probes of the subcommands whose name starts with `family`, or of
 /// every other one with `None` (one test per family, so they run in parallel).
 fn check_family(family: Option<&str>) {
-    const FAMILIES: [&str; 4] = ["disk", "reproduce", "serve", "replay"];
-    for (command, option, probe) in probes().into_iter().chain(replay_probes()) {
+    const FAMILIES: [&str; 5] = ["disk", "reproduce", "serve", "replay", "sweep"];
+    for (command, option, probe) in probes().into_iter().chain(replay_probes()).chain(sweep_probes()) {
         let first_word = command.split(' ').next().unwrap_or_default();
         let in_family = match family {
             Some(family) => first_word == family,
@@ -2201,6 +2218,11 @@ fn the_reproduce_probes_hold() {
 #[test]
 fn the_replay_probes_hold() {
     check_family(Some("replay"));
+}
+
+#[test]
+fn the_sweep_probes_hold() {
+    check_family(Some("sweep"));
 }
 
 #[test]
