@@ -14,12 +14,14 @@ mod extent;
 mod fsck;
 mod management;
 mod replay;
+mod replay_volume;
 mod reproduce;
 mod scrub;
 mod serve;
 mod service_common;
 mod snapshot;
 mod status;
+mod sweep;
 mod volume;
 
 use std::process::ExitCode;
@@ -54,8 +56,10 @@ enum Command {
     Scrub(service_common::ReportArgs),
     /// Serve a volume's extents and snapshots over NBD.
     Serve(serve::ServeArgs),
-    /// Replay a block trace on the disk model or against an NBD export; accuracy figures as JSON.
+    /// Replay a block trace on the disk model, a simulated volume or an NBD export; accuracy figures as JSON.
     Replay(replay::ReplayArgs),
+    /// Run every cell of a parameter grid (replays or experiments), locally or on Ray; one table and plots.
+    Sweep(sweep::SweepArgs),
 }
 
 /// Parses the command line and runs the command; the process's exit code.
@@ -75,6 +79,7 @@ pub fn main() -> ExitCode {
         Command::Scrub(args) => scrub::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Replay(args) => replay::run(&args),
+        Command::Sweep(args) => sweep::run(&args),
     }
 }
 

@@ -1,5 +1,6 @@
-//! `proxima replay TRACE`: replays a block trace on the disk model (virtual
-//! time) or against a live NBD export (`--nbd URI`, wall time), and prints a
+//! `proxima replay TRACE`: replays a block trace on the disk model or a
+//! simulated volume of any layout (`--target volume`, virtual time), or
+//! against a live NBD export (`--nbd URI`, wall time), and prints a
 //! short summary and, as the last line, one JSON object. Exit 2 for a bad
 //! trace (the error names file, line and field) or bad options, 1 when the
 //! target fails.
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use proxima_disk::DiskModel;
+use proxima_engine::Layout;
 use proxima_workload::nbd_client::NbdUri;
 use proxima_workload::replay::mapping::{DeviceMap, MappingOptions, OutOfRange};
 use proxima_workload::replay::metrics::ReplayReport;
@@ -25,6 +27,10 @@ use proxima_workload::replay::{
 use proxima_workload::{TraceFormat, TraceReader};
 use serde_json::{json, Value};
 
+use crate::replay_volume::{
+    VolumeSpec, VolumeTarget, VolumeTargetError, PROXIMAL_STAGING_PERCENT_DEFAULT, VOLUME_SIZE_BYTES_DEFAULT,
+};
+
 /// `proxima replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -33,9 +39,18 @@ pub struct ReplayArgs {
     /// The trace's format; detected from the content when omitted.
     #[arg(long, value_parser = parse_format)]
     format: Option<TraceFormat>,
-    /// What to replay on: the disk model alone (default; `--nbd` replays on an export instead).
+    /// What to replay on: the disk model alone (default) or a simulated volume through the engine (`--nbd` replays on an export instead).
     #[arg(long, value_enum)]
     target: Option<TargetArg>,
+    /// Volume target: the layout (proximal, in-place, write-anywhere, ...) [default: proximal].
+    #[arg(long, value_parser = parse_layout)]
+    layout: Option<Layout>,
+    /// Volume target: the staging area in percent of the array's capacity [default: 1 for proximal, 0 otherwise].
+    #[arg(long, value_name = "PERCENT")]
+    staging: Option<f64>,
+    /// Volume target: the bytes it holds, e.g. 4G (the array is sized so they fill 89 % of it) [default: 4G].
+    #[arg(long, value_name = "SIZE", value_parser = parse_volume_size)]
+    volume_size: Option<u64>,
     /// Disk model: a built-in name (cheetah15k5, atlas10k, nearline7200, disk2003, disk2008, dsp3105) or a DiskSim `.parv` [default: cheetah15k5].
     #[arg(long)]
     model: Option<String>,
@@ -92,6 +107,8 @@ pub struct ReplayArgs {
 enum TargetArg {
     /// The disk model alone, in virtual time.
     Disk,
+    /// A simulated volume of a layout through the engine, on the laboratory's RAID-4 and flash, in virtual time.
+    Volume,
 }
 
 /// `--mode`.
@@ -125,6 +142,17 @@ fn parse_format(text: &str) -> Result<TraceFormat, String> {
         let names: Vec<&str> = TraceFormat::ALL.iter().map(|format| format.name()).collect();
         format!("unknown format `{text}` (formats: {})", names.join(", "))
     })
+}
+
+fn parse_layout(text: &str) -> Result<Layout, String> {
+    Layout::parse(text).ok_or_else(|| {
+        let names: Vec<&str> = Layout::ALL.iter().map(|layout| layout.name()).collect();
+        format!("unknown layout `{text}` (layouts: {})", names.join(", "))
+    })
+}
+
+fn parse_volume_size(text: &str) -> Result<u64, String> {
+    proxima_service::size::parse_size(text).map_err(|error| error.to_string())
 }
 
 fn parse_device_map(text: &str) -> Result<DeviceMap, String> {
@@ -234,9 +262,13 @@ fn replay_options(args: &ReplayArgs) -> Result<ReplayOptions, String> {
 
 /// The target and its description for the JSON line; errors carry an exit code.
 fn open_target(args: &ReplayArgs) -> Result<(Box<dyn Target>, Value), (u8, String)> {
+    let volume_options_given = args.layout.is_some() || args.staging.is_some() || args.volume_size.is_some();
     if let Some(uri_text) = &args.nbd {
         if args.target.is_some() || args.model.is_some() || args.seed.is_some() || !args.set.is_empty() {
-            return Err((2, "--target, --model, --set and --seed apply to the disk target, not --nbd".into()));
+            return Err((2, "--target, --model, --set and --seed apply to the simulated targets, not --nbd".into()));
+        }
+        if volume_options_given {
+            return Err((2, "--layout, --staging and --volume-size apply to --target volume, not --nbd".into()));
         }
         let uri = NbdUri::parse(uri_text).map_err(|error| (2, error.to_string()))?;
         let target = NbdTarget::connect(&uri).map_err(|error| (1, error.to_string()))?;
@@ -247,13 +279,43 @@ fn open_target(args: &ReplayArgs) -> Result<(Box<dyn Target>, Value), (u8, Strin
     let overrides = crate::disk::parse_overrides(&args.set).map_err(|error| (2, error.to_string()))?;
     let model = DiskModel::resolve(&name, &overrides).map_err(|error| (2, error.to_string()))?;
     let seed = args.seed.unwrap_or(0);
+    if args.target != Some(TargetArg::Volume) {
+        if volume_options_given {
+            return Err((
+                2,
+                "--layout, --staging and --volume-size apply to --target volume, not the disk model".into(),
+            ));
+        }
+        let description = json!({
+            "kind": "disk",
+            "model": model.name(),
+            "seed": seed,
+            "size_bytes": model.sector_count() * u64::from(model.sector_size_bytes()),
+        });
+        return Ok((Box::new(DiskTarget::new(Arc::new(model), seed)), description));
+    }
+    let layout = args.layout.unwrap_or(Layout::Proximal);
+    let default_staging = if layout == Layout::Proximal { PROXIMAL_STAGING_PERCENT_DEFAULT } else { 0.0 };
+    let spec = VolumeSpec {
+        model: Arc::new(model),
+        layout,
+        staging_percent: args.staging.unwrap_or(default_staging),
+        size_bytes: args.volume_size.unwrap_or(VOLUME_SIZE_BYTES_DEFAULT),
+        seed,
+    };
+    let target = VolumeTarget::build(&spec).map_err(|error| match error {
+        VolumeTargetError::Invalid(message) => (2, message),
+        VolumeTargetError::Build(message) => (1, message),
+    })?;
     let description = json!({
-        "kind": "disk",
-        "model": model.name(),
+        "kind": "volume",
+        "model": spec.model.name(),
+        "layout": layout.name(),
+        "staging_percent": spec.staging_percent,
         "seed": seed,
-        "size_bytes": model.sector_count() * u64::from(model.sector_size_bytes()),
+        "size_bytes": spec.size_bytes,
     });
-    Ok((Box::new(DiskTarget::new(Arc::new(model), seed)), description))
+    Ok((Box::new(target), description))
 }
 
 /// The progress bar and the per-request CSV.

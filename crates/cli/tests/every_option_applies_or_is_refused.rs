@@ -14,7 +14,8 @@
 //!
 //! In the arguments, `{vol}` is a volume directory in a fresh temporary
 //! directory `{tmp}`, `{models}` the disk models shipped in the repository,
-//! `{traces}` the trace samples, and `{port}` a free TCP port; outputs are
+//! `{traces}` the trace samples, `{sweeps}` the sweep specifications of the
+//! tests, and `{port}` a free TCP port; outputs are
 //! compared with `{tmp}` masked.
 
 mod service_support;
@@ -1923,7 +1924,7 @@ fn replay(trace: &'static str, base: Words, extra: Words) -> Probe {
 
 /// The replay probes: every option on the DiskSim ascii sample (or the
 /// Systor one, which records response times and is out of order) replayed on
-/// the disk model.
+/// the disk model, and the volume target's options on the Systor sample.
 fn replay_probes() -> Vec<(&'static str, &'static str, Probe)> {
     const ASCII: &str = "disksim-ascii.trace";
     // Records response times (dependency mode needs them) and out of order.
@@ -1931,6 +1932,7 @@ fn replay_probes() -> Vec<(&'static str, &'static str, Probe)> {
     const NO_BASE: Words = &[];
     const DEPENDENCY: Words = &["--mode", "dependency"];
     const SLICED: Words = &["--device-map", "split:100000"];
+    const ON_A_VOLUME: Words = &["--target", "volume"];
     let no_disk_option_with_nbd: &'static [&'static str] =
         &["replay", "{traces}/disksim-ascii.trace", "--nbd", "nbd+unix:///lun0?socket={tmp}/none.sock"];
     let with = |extra: &[&'static str]| -> Words {
@@ -1939,6 +1941,13 @@ fn replay_probes() -> Vec<(&'static str, &'static str, Probe)> {
     vec![
         ("replay", "--format", replay(ASCII, NO_BASE, &["--format", "disksim-ns"])),
         ("replay", "--target", refused(with(&["--target", "disk"]))),
+        ("replay", "--target", replay(SYSTOR, NO_BASE, &["--target", "volume"])),
+        ("replay", "--layout", replay(SYSTOR, ON_A_VOLUME, &["--layout", "in-place"])),
+        ("replay", "--layout", refused(&["replay", "{traces}/systor17-sample.csv.gz", "--layout", "in-place"])),
+        ("replay", "--staging", replay(SYSTOR, ON_A_VOLUME, &["--staging", "5"])),
+        ("replay", "--staging", refused(&["replay", "{traces}/systor17-sample.csv.gz", "--staging", "5"])),
+        ("replay", "--volume-size", replay(SYSTOR, ON_A_VOLUME, &["--volume-size", "64M"])),
+        ("replay", "--volume-size", refused(with(&["--volume-size", "64M"]))),
         ("replay", "--model", replay(ASCII, NO_BASE, &["--model", "atlas10k"])),
         ("replay", "--set", replay(ASCII, NO_BASE, &["--set", "disk0:Read completion overhead=2.0"])),
         ("replay", "--seed", replay(ASCII, NO_BASE, &["--seed", "7"])),
@@ -1955,6 +1964,20 @@ fn replay_probes() -> Vec<(&'static str, &'static str, Probe)> {
         ("replay", "--out-of-range", replay(ASCII, SLICED, &["--out-of-range", "skip"])),
         ("replay", "--order-window", replay(SYSTOR, NO_BASE, &["--order-window", "1"])),
         ("replay", "--per-request", replay(ASCII, NO_BASE, &["--per-request", "{tmp}/requests.csv"])),
+    ]
+}
+
+/// The sweep probes, on a sweep of two cheap replays. `--jobs` changes how
+/// many cells run at once, never the results (the sweep test checks the
+/// tables are the same); `--ray` runs in CI against a local Ray cluster
+/// (tools/ray/ci-sweep.sh).
+fn sweep_probes() -> Vec<(&'static str, &'static str, Probe)> {
+    const TINY: &str = "{sweeps}/sweep-tiny.toml";
+    vec![
+        ("sweep", "--out", differs(&["sweep", TINY], &["sweep", TINY, "--out", "{tmp}/elsewhere"])),
+        ("sweep", "--jobs", refused(&["sweep", TINY, "--jobs", "2", "--ray", "127.0.0.1:1"])),
+        ("sweep", "--ray", refused(&["sweep", TINY, "--ray", "127.0.0.1:1", "--jobs", "1"])),
+        ("sweep", "--ray-python", refused(&["sweep", TINY, "--ray-python", "/usr/bin/python3"])),
     ]
 }
 
@@ -1997,7 +2020,7 @@ fn options_of_every_subcommand() -> Vec<(String, Vec<String>)> {
 
 #[test]
 fn every_option_of_every_subcommand_has_a_probe() {
-    let probes: Vec<_> = probes().into_iter().chain(replay_probes()).collect();
+    let probes: Vec<_> = probes().into_iter().chain(replay_probes()).chain(sweep_probes()).collect();
     let probed: BTreeSet<(&str, &str)> = probes.iter().map(|(command, option, _)| (*command, *option)).collect();
     let mut missing = Vec::new();
     let walked = options_of_every_subcommand();
@@ -2052,10 +2075,12 @@ impl Scene {
     fn expand(&self, word: &str) -> String {
         let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../disk/models");
         let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workload/tests/data");
+        let sweeps = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
         word.replace("{vol}", &self.temporary.path().join("vol").display().to_string())
             .replace("{tmp}", &self.temporary.path().display().to_string())
             .replace("{models}", &models.display().to_string())
             .replace("{traces}", &traces.display().to_string())
+            .replace("{sweeps}", &sweeps.display().to_string())
             .replace("{port}", &self.port)
     }
 
@@ -2167,8 +2192,8 @@ fn check(command: &str, option: &str, probe: &Probe) {
 /// Runs the probes of the subcommands whose name starts with `family`, or of
 /// every other one with `None` (one test per family, so they run in parallel).
 fn check_family(family: Option<&str>) {
-    const FAMILIES: [&str; 4] = ["disk", "reproduce", "serve", "replay"];
-    for (command, option, probe) in probes().into_iter().chain(replay_probes()) {
+    const FAMILIES: [&str; 5] = ["disk", "reproduce", "serve", "replay", "sweep"];
+    for (command, option, probe) in probes().into_iter().chain(replay_probes()).chain(sweep_probes()) {
         let first_word = command.split(' ').next().unwrap_or_default();
         let in_family = match family {
             Some(family) => first_word == family,
@@ -2193,6 +2218,11 @@ fn the_reproduce_probes_hold() {
 #[test]
 fn the_replay_probes_hold() {
     check_family(Some("replay"));
+}
+
+#[test]
+fn the_sweep_probes_hold() {
+    check_family(Some("sweep"));
 }
 
 #[test]

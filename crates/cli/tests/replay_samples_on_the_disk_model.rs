@@ -122,7 +122,10 @@ fn options_that_do_not_apply_are_bad_input() {
     bad_input(&replay(&disksim, &["--mode", "afap", "--scale", "2"]), "--scale applies to scaled mode");
     bad_input(&replay(&disksim, &["--mode", "scaled"]), "needs --scale");
     bad_input(&replay(&disksim, &["--think-threshold-us", "5"]), "apply to dependency mode");
-    bad_input(&replay(&disksim, &["--nbd", "nbd://127.0.0.1/x", "--model", "atlas10k"]), "apply to the disk target");
+    bad_input(
+        &replay(&disksim, &["--nbd", "nbd://127.0.0.1/x", "--model", "atlas10k"]),
+        "apply to the simulated targets",
+    );
     bad_input(&replay(&disksim, &["--model", "no-such-drive"]), "no-such-drive");
     bad_input(&replay(&disksim, &["--device-map", "split:0"]), "split:N");
     bad_input(&replay(&disksim, &["--block-bytes", "1000"]), "multiple of 512");

@@ -90,12 +90,14 @@ impl ArrayShape {
     /// nearline drives.
     pub fn for_model(name_or_parv_path: &str) -> Result<ArrayShape, LabError> {
         let model = DiskModel::resolve(name_or_parv_path, &[]).map_err(|source| LabError::Model { source })?;
+        Ok(ArrayShape::for_disk_model(Arc::new(model)))
+    }
+
+    /// The shape for a model already resolved (with overrides, say), by the
+    /// rule of [`ArrayShape::for_model`].
+    pub fn for_disk_model(model: Arc<DiskModel>) -> ArrayShape {
         let unit_bytes: u64 = if model.rpm() >= 10_000.0 { 512 * 1024 } else { 1 << 20 };
-        Ok(ArrayShape {
-            model: Arc::new(model),
-            allocation_range_blocks: unit_bytes / BLOCK_SIZE_BYTES,
-            stripe_unit_bytes: unit_bytes,
-        })
+        ArrayShape { model, allocation_range_blocks: unit_bytes / BLOCK_SIZE_BYTES, stripe_unit_bytes: unit_bytes }
     }
 
     /// Blocks of each drive used at `scale` (whole stripe units, at least enough
@@ -686,7 +688,7 @@ fn volume_options(spec: &RunSpec, staging_blocks: u64) -> VolumeOptions {
 /// both data bitmaps and their copies, and a fixed reserve; and, for each
 /// snapshot held at once, one more of each (a snapshot holds the staged
 /// blocks, maps and bitmaps of its CP).
-pub(crate) fn flash_block_count(staging_blocks: u64, extent_count: u64, capacity_blocks: u64, snapshots: u64) -> u64 {
+pub fn flash_block_count(staging_blocks: u64, extent_count: u64, capacity_blocks: u64, snapshots: u64) -> u64 {
     let map_blocks_per_extent = 64;
     let bitmap_blocks = capacity_blocks.div_ceil(8 * BLOCK_SIZE_BYTES);
     staging_blocks * (1 + snapshots)
