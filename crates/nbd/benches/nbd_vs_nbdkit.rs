@@ -36,6 +36,7 @@ const BENCHMARK: Benchmark = Benchmark {
 
 fn main() {
     let options = Options::parse();
+    assert!(!options.direct, "--direct: this benchmark measures buffered targets only (see volume_vs_peers)");
     let scratch = options.scratch_directory(&std::env::temp_dir());
     let size_bytes = options.size_bytes();
     eprintln!("nbd benchmark: {options:?}, scratch {}", scratch.path().display());

@@ -63,6 +63,7 @@ fn start_proxima_volume(scratch: &Path, size_bytes: u64) -> (Target, VolumeLock)
 
 fn main() {
     let options = Options::parse();
+    assert!(!options.direct, "--direct: this benchmark measures buffered targets only (see volume_vs_peers)");
     let scratch = options.scratch_directory(&std::env::current_dir().expect("working directory"));
     let size_bytes = options.size_bytes();
     eprintln!("volume benchmark: {options:?}, scratch {}", scratch.path().display());
