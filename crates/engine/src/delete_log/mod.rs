@@ -38,14 +38,15 @@ use tlog::{TreeLog, TreeSizes};
 const HEADER_KEY: u64 = 0;
 /// Log entries one 4 KiB log block holds.
 pub const ENTRIES_PER_LOG_BLOCK: u64 = leaf_capacity(DeleteLogEntry::SIZE) as u64;
-/// A tree log's size, in blocks per million blocks of the device (1.5 %).
-const TREE_LOG_BLOCKS_PER_MILLION: u64 = 15_000;
+/// A tree log's size: the blocks it may hold, per million blocks of the
+/// device (1.5 %).
+const TREE_LOG_ENTRIES_PER_MILLION: u64 = 15_000;
 /// A batched free log's size (all three logs), per million (0.5 %).
-const BATCHED_LOG_BLOCKS_PER_MILLION: u64 = 5_000;
+const BATCHED_LOG_ENTRIES_PER_MILLION: u64 = 5_000;
 /// Activemap pages a tree-log leaf aims to cover (the paper's 4 to 6).
 const TREE_LEAF_PAGES: u64 = 5;
-/// Smallest log, in log blocks, whatever the device's size.
-const MIN_LOG_BLOCKS: u64 = 4;
+/// Smallest log, in blocks it may hold, whatever the device's size.
+const MIN_LOG_ENTRIES: u64 = 64;
 /// Log blocks a batched free log sorts together (one chunk).
 const CHUNK_LOG_BLOCKS: u64 = 4;
 
@@ -103,20 +104,21 @@ impl DeleteLogMode {
         }
     }
 
-    /// Log blocks the log may occupy on a device of `block_count` blocks.
-    pub fn size_blocks(self, block_count: u64) -> u64 {
+    /// Blocks the log may hold on a device of `block_count` blocks: the
+    /// paper's size (1.5 % for TLog, 0.5 % for BFLog) read as the share of
+    /// the volume that may wait in the log (docs/wafl.md, "Size").
+    pub fn capacity_entries(self, block_count: u64) -> u64 {
         let per_million = match self {
             Self::None => return 0,
-            Self::Tree => TREE_LOG_BLOCKS_PER_MILLION,
-            Self::Batched => BATCHED_LOG_BLOCKS_PER_MILLION,
+            Self::Tree => TREE_LOG_ENTRIES_PER_MILLION,
+            Self::Batched => BATCHED_LOG_ENTRIES_PER_MILLION,
         };
-        (block_count * per_million / 1_000_000).max(MIN_LOG_BLOCKS)
+        (block_count * per_million / 1_000_000).max(MIN_LOG_ENTRIES)
     }
 
-    /// Blocks the log may hold on a device of `block_count` blocks (its
-    /// size in log blocks times the entries of one).
-    pub fn capacity_entries(self, block_count: u64) -> u64 {
-        self.size_blocks(block_count) * ENTRIES_PER_LOG_BLOCK
+    /// Log leaves (4 KiB flash blocks) the log's entries fill when it is full.
+    pub fn size_blocks(self, block_count: u64) -> u64 {
+        self.capacity_entries(block_count).div_ceil(ENTRIES_PER_LOG_BLOCK)
     }
 }
 
@@ -500,8 +502,9 @@ pub(crate) mod tests {
     #[test]
     fn sizes_follow_the_paper() {
         let block_count = 1 << 28; // 1 TiB of 4 KiB blocks
-        assert_eq!(DeleteLogMode::Tree.size_blocks(block_count), block_count * 15 / 1000);
-        assert_eq!(DeleteLogMode::Batched.size_blocks(block_count), block_count * 5 / 1000);
+        assert_eq!(DeleteLogMode::Tree.capacity_entries(block_count), block_count * 15 / 1000);
+        assert_eq!(DeleteLogMode::Batched.capacity_entries(block_count), block_count * 5 / 1000);
+        assert_eq!(DeleteLogMode::Batched.capacity_entries(1024), 64, "the smallest log");
         let tree = tree_sizes(block_count);
         let leaf_pages = block_count.div_ceil(BITS_PER_PAGE) / tree.leaf_count;
         assert!((4..=6).contains(&leaf_pages), "a leaf covers {leaf_pages} activemap pages");
