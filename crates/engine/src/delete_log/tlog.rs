@@ -66,6 +66,11 @@ pub(crate) struct TreeLog {
     nodes: Vec<Vec<u64>>,
 }
 
+/// The position of node `node` in the node vector.
+fn index(node: u64) -> usize {
+    usize::try_from(node).expect("a node number fits usize")
+}
+
 fn key(node: u64, slot: u64) -> u64 {
     node << SLOT_BITS | slot
 }
@@ -91,7 +96,7 @@ impl TreeLog {
             if !(start..end).contains(&block) {
                 return Err(format!("node {node} covers blocks {start}..{end} but holds block {block}"));
             }
-            let held = &mut log.nodes[node as usize];
+            let held = &mut log.nodes[index(node)];
             if slot != held.len() as u64 {
                 return Err(format!("entry {key:#x} leaves a gap in node {node}"));
             }
@@ -114,7 +119,7 @@ impl TreeLog {
         self.put(1, block, sink);
         let mut full = vec![1u64];
         while let Some(node) = full.pop() {
-            if (self.nodes[node as usize].len() as u64) < self.sizes.node_capacity {
+            if (self.nodes[index(node)].len() as u64) < self.sizes.node_capacity {
                 continue;
             }
             full.extend(self.empty_node(node, sink));
@@ -122,7 +127,7 @@ impl TreeLog {
     }
 
     fn put(&mut self, node: u64, block: u64, sink: &mut dyn LogSink) {
-        let held = &mut self.nodes[node as usize];
+        let held = &mut self.nodes[index(node)];
         sink.put(key(node, held.len() as u64), block);
         held.push(block);
     }
@@ -130,7 +135,7 @@ impl TreeLog {
     /// Empties `node`: a leaf is punched, an inner node pushes its blocks to
     /// its children. Returns the children that may now be full.
     fn empty_node(&mut self, node: u64, sink: &mut dyn LogSink) -> Vec<u64> {
-        let blocks = std::mem::take(&mut self.nodes[node as usize]);
+        let blocks = std::mem::take(&mut self.nodes[index(node)]);
         for slot in 0..blocks.len() as u64 {
             sink.remove(key(node, slot));
         }
@@ -159,19 +164,19 @@ impl TreeLog {
         while moved < entries {
             // Inner nodes first, top down, so every block reaches a leaf.
             let Some(node) = (1..=self.sizes.node_count())
-                .find(|&node| !self.nodes[node as usize].is_empty() && !self.sizes.is_leaf(node))
+                .find(|&node| !self.nodes[index(node)].is_empty() && !self.sizes.is_leaf(node))
                 .or_else(|| {
                     (self.sizes.leaf_count..=self.sizes.node_count())
-                        .max_by_key(|&node| self.nodes[node as usize].len())
-                        .filter(|&node| !self.nodes[node as usize].is_empty())
+                        .max_by_key(|&node| self.nodes[index(node)].len())
+                        .filter(|&node| !self.nodes[index(node)].is_empty())
                 })
             else {
                 return;
             };
-            moved = moved.saturating_add(self.nodes[node as usize].len() as u64);
+            moved = moved.saturating_add(self.nodes[index(node)].len() as u64);
             let mut full = self.empty_node(node, sink);
             while let Some(child) = full.pop() {
-                if (self.nodes[child as usize].len() as u64) >= self.sizes.node_capacity {
+                if (self.nodes[index(child)].len() as u64) >= self.sizes.node_capacity {
                     full.extend(self.empty_node(child, sink));
                 }
             }
