@@ -155,7 +155,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.trim_released_flash(&released_flash)?;
         self.generation = generation;
         self.roots = roots;
-        self.delete_log_root = delete_log;
         self.log = LogState::new(log_head);
         // Blocks freed up to this CP may have emptied whole allocation ranges.
         self.fresh_ranges.blocks_were_freed();

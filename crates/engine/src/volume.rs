@@ -14,8 +14,7 @@ use serde::Serialize;
 use crate::bitmap::PersistentBitmap;
 use crate::checksums::{Checksums, PersistentChecksums};
 use crate::codec::{
-    ExtentRecord, LogRecord, LogSlot, RootSet, SnapshotRecord, Superblock, TreePointer, BLOCK_SIZE, NAME_CAPACITY,
-    SUPERBLOCK_SLOTS,
+    ExtentRecord, LogRecord, LogSlot, RootSet, SnapshotRecord, Superblock, BLOCK_SIZE, NAME_CAPACITY, SUPERBLOCK_SLOTS,
 };
 use crate::copy_out::CopyOuts;
 use crate::delete_log::{DeleteLog, DeleteLogMode};
@@ -329,8 +328,6 @@ pub struct Volume<D: BlockDevice, F: BlockDevice> {
     pub(crate) next_snapshot_id: u64,
     /// The roots of the last durable CP.
     pub(crate) roots: RootSet,
-    /// The delete log's root as of the last durable CP.
-    pub(crate) delete_log_root: TreePointer,
 
     // ----- state parts -----
     /// The active extents and their maps.
@@ -465,7 +462,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             mount_count: 0,
             next_snapshot_id: 1,
             roots: RootSet::default(),
-            delete_log_root: TreePointer::default(),
             extents: Extents::new(),
             snapshots: PersistentTree::new(0),
             copy_outs: CopyOuts::new(),
@@ -575,7 +571,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         )?;
         let mut volume = Self::assemble(data, flash, options, superblock.volume_id, data_space, flash_space);
         volume.delete_log = delete_log;
-        volume.delete_log_root = superblock.delete_log;
         volume.generation = superblock.generation;
         volume.mount_count = superblock.mount_count;
         volume.next_snapshot_id = superblock.next_snapshot_id;
