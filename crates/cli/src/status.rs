@@ -1,6 +1,6 @@
 //! `proxima status DIR [--json]`: capacity, use, space held by snapshots,
-//! staging fill, CP and destage counts, the fragmentation figure and the
-//! layout score (defined in `proxima_service::status`). Through a running server when one holds the
+//! staging fill, CP and destage counts, the fragmentation figure, the
+//! layout score, and the delete log's waiting blocks and reclaim rate (defined in `proxima_service::status`). Through a running server when one holds the
 //! volume, so the counts are the live process's.
 
 use std::process::ExitCode;
@@ -78,6 +78,12 @@ fn print_report(directory: &std::path::Path, report: &Value, venue: Venue) {
     println!(
         "  layout score        {:.4} (blocks directly after their logical predecessor)",
         report["layout_score"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "  delete log          {}: {} blocks waiting, {} given back in the last CP",
+        report["delete_log"].as_str().unwrap_or("?"),
+        report["delete_log_blocks"],
+        report["reclaimed_blocks_last_checkpoint"]
     );
     if report["read_realloc"].as_bool() == Some(true) {
         println!(

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use proxima_engine::Layout;
+use proxima_engine::{DeleteLogMode, Layout};
 use proxima_service::{create_volume, format_size, CreateSpec, IoMode, RaidChoice, VolumeConfig};
 
 use crate::service_common::{fail, size_argument, with_spinner};
@@ -70,6 +70,10 @@ struct CreateArgs {
     /// each (reallocate-on-read): on or off.
     #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "off", action = clap::ArgAction::Set)]
     read_realloc: bool,
+    /// How frees reach the activemap: at once (none), through a tree log
+    /// (tlog) or a batched free log (bflog); see docs/wafl.md.
+    #[arg(long, value_name = "none|tlog|bflog", value_parser = parse_delete_log, default_value = "none")]
+    delete_log: DeleteLogMode,
     /// Take existing block devices (--data, --flash) that hold data — another
     /// volume's label, a partition table, a file system — all the same,
     /// overwriting it.
@@ -90,6 +94,10 @@ fn parse_on_off(text: &str) -> Result<bool, String> {
 
 fn parse_layout(text: &str) -> Result<Layout, String> {
     Layout::parse(text).ok_or_else(|| format!("unknown layout {text:?} (proximal, in-place or write-anywhere)"))
+}
+
+fn parse_delete_log(text: &str) -> Result<DeleteLogMode, String> {
+    DeleteLogMode::parse(text).ok_or_else(|| format!("unknown delete log {text:?} (none, tlog or bflog)"))
 }
 
 fn parse_raid(text: &str) -> Result<RaidChoice, String> {
@@ -158,6 +166,7 @@ fn run_create(args: &CreateArgs) -> ExitCode {
         force: args.force,
         preallocate: args.preallocate,
         read_realloc: args.read_realloc,
+        delete_log: args.delete_log,
     };
     let message = format!("creating volume {}", args.directory.display());
     match with_spinner(&message, || create_volume(&args.directory, &spec)) {
@@ -174,6 +183,7 @@ fn run_create(args: &CreateArgs) -> ExitCode {
 
 fn print_created(directory: &std::path::Path, config: &VolumeConfig) {
     let realloc = if config.read_realloc { ", reallocate-on-read" } else { "" };
+    let realloc = format!("{realloc}, delete log {}", config.delete_log);
     println!(
         "created volume {} ({} layout, {} I/O{realloc})",
         directory.display(),

@@ -16,9 +16,9 @@ const CHECKPOINT_WRITE_BATCH_BLOCKS: usize = 256;
 
 /// Gives every dirty block of one persistent bitmap of `space` a new flash
 /// location (allocated from `flash`, the old one freed); `which_map` 0 is the
-/// activemap, 1 the summary. Returns whether anything was assigned.
-fn assign_bitmap_locations(mut space: Option<&mut SpaceMap>, flash: &mut SpaceMap, which_map: usize) -> Result<bool> {
-    let mut assigned = false;
+/// activemap, 1 the summary. Returns how many blocks were assigned.
+fn assign_bitmap_locations(mut space: Option<&mut SpaceMap>, flash: &mut SpaceMap, which_map: usize) -> Result<u64> {
+    let mut assigned = 0;
     loop {
         let needing = {
             let target: &SpaceMap = match &space {
@@ -51,7 +51,7 @@ fn assign_bitmap_locations(mut space: Option<&mut SpaceMap>, flash: &mut SpaceMa
             if old != 0 {
                 flash.free(old);
             }
-            assigned = true;
+            assigned += 1;
         }
     }
 }
@@ -110,6 +110,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// random writes) leaves it clean.
     fn commit_unguarded(&mut self) -> Result<()> {
         self.scan_step(self.options.scan_pages_per_checkpoint)?;
+        self.delete_log_checkpoint_work();
         if self.log.data_unflushed {
             self.flush_data_device()?;
         }
@@ -121,7 +122,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let log_head = self.reserve_log_head()?;
         let mut writes = Vec::new();
         let mut written_early = 0;
-        let roots = self.persist_metadata(generation, &mut writes, &mut written_early)?;
+        let (roots, delete_log) = self.persist_metadata(generation, &mut writes, &mut written_early)?;
         self.data_space.audit()?;
         self.flash_space.audit()?;
         let written = writes.len() as u64 + written_early;
@@ -136,8 +137,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             next_extent_id: self.extents.next_id(),
             next_snapshot_id: self.next_snapshot_id,
             log_head,
-            flags: if self.checksums.is_some() { SUPERBLOCK_FLAG_DATA_CHECKSUMS } else { 0 },
+            flags: if self.checksums.is_some() { SUPERBLOCK_FLAG_DATA_CHECKSUMS } else { 0 }
+                | self.delete_log.mode().flags(),
             roots,
+            delete_log,
         };
         let encoded = superblock.encode();
         for slot in SUPERBLOCK_SLOTS {
@@ -157,6 +160,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.fresh_ranges.blocks_were_freed();
         self.stats.checkpoint_count += 1;
         self.stats.checkpoint_blocks_written += written + 2;
+        self.stats.largest_checkpoint_blocks = self.stats.largest_checkpoint_blocks.max(written + 2);
         Ok(())
     }
 
@@ -182,13 +186,13 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     /// Writes (into `writes`) every dirty tree node and bitmap block at new
-    /// locations and returns the new root set.
+    /// locations and returns the new root set and delete-log root.
     fn persist_metadata(
         &mut self,
         generation: u64,
         writes: &mut Vec<(u64, Vec<u8>)>,
         written_early: &mut u64,
-    ) -> Result<RootSet> {
+    ) -> Result<(RootSet, TreePointer)> {
         let volume_id = self.volume_id;
         let mut dirty_ids: Vec<u64> = self.extents.maps().filter(|(_, map)| map.is_dirty()).map(|(id, _)| id).collect();
         dirty_ids.sort_unstable();
@@ -211,6 +215,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let extent_table = self.extents.table_mut().persist(&mut store)?;
         let snapshot_table = self.snapshots.persist(&mut store)?;
         let copy_outs = self.copy_outs.tree_mut().persist(&mut store)?;
+        let before_delete_log = store.writes.len();
+        let delete_log = self.delete_log.persist(&mut store)?;
+        self.stats.delete_log_blocks_written += (store.writes.len() - before_delete_log) as u64;
         let (data_checksums, flash_checksums) = match &mut self.checksums {
             Some(checksums) => (
                 persist_checksums(&mut checksums.data, &mut self.flash_space, writes, volume_id, generation)?,
@@ -219,13 +226,16 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             None => (TreePointer::default(), TreePointer::default()),
         };
         for which_map in 0..2 {
-            assign_bitmap_locations(Some(&mut self.data_space), &mut self.flash_space, which_map)?;
+            let assigned = assign_bitmap_locations(Some(&mut self.data_space), &mut self.flash_space, which_map)?;
+            if which_map == 0 {
+                self.stats.data_activemap_blocks_written += assigned;
+            }
         }
         // Allocating for the flash bitmaps changes them: repeat until stable.
         loop {
             let active_moved = assign_bitmap_locations(None, &mut self.flash_space, 0)?;
             let summary_moved = assign_bitmap_locations(None, &mut self.flash_space, 1)?;
-            if !active_moved && !summary_moved {
+            if active_moved == 0 && summary_moved == 0 {
                 break;
             }
         }
@@ -249,6 +259,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             flash_checksums,
             copy_outs,
         };
-        Ok(roots)
+        Ok((roots, delete_log))
     }
 }

@@ -48,6 +48,8 @@ pub enum BlockKind {
     ChecksumIndexNode = 9,
     /// A node of the copy-out table.
     CopyOutTableNode = 10,
+    /// A node of the delete log.
+    DeleteLogNode = 11,
 }
 
 impl BlockKind {
@@ -63,6 +65,7 @@ impl BlockKind {
             8 => Self::ChecksumPage,
             9 => Self::ChecksumIndexNode,
             10 => Self::CopyOutTableNode,
+            11 => Self::DeleteLogNode,
             _ => return None,
         })
     }
@@ -80,6 +83,7 @@ impl BlockKind {
             Self::ChecksumPage => "checksum page",
             Self::ChecksumIndexNode => "checksum index node",
             Self::CopyOutTableNode => "copy-out table node",
+            Self::DeleteLogNode => "delete-log node",
         }
     }
 }
@@ -331,6 +335,13 @@ impl LogSlot {
 
 /// Superblock flag: the volume keeps data checksums.
 pub const SUPERBLOCK_FLAG_DATA_CHECKSUMS: u32 = 1;
+/// Superblock flag: data-device frees go through a tree log (TLog).
+pub const SUPERBLOCK_FLAG_DELETE_LOG_TREE: u32 = 2;
+/// Superblock flag: data-device frees go through a batched free log (BFLog).
+pub const SUPERBLOCK_FLAG_DELETE_LOG_BATCHED: u32 = 4;
+/// Every flag a superblock may carry.
+const SUPERBLOCK_FLAGS_KNOWN: u32 =
+    SUPERBLOCK_FLAG_DATA_CHECKSUMS | SUPERBLOCK_FLAG_DELETE_LOG_TREE | SUPERBLOCK_FLAG_DELETE_LOG_BATCHED;
 
 /// Byte offsets of the superblock's fields (docs/format.md).
 mod superblock_offsets {
@@ -343,7 +354,8 @@ mod superblock_offsets {
     pub const NEXT_SNAPSHOT_ID: usize = 88;
     pub const LOG_HEAD: usize = 96;
     pub const ROOTS: usize = 112;
-    pub const END: usize = ROOTS + super::RootSet::SIZE;
+    pub const DELETE_LOG: usize = ROOTS + super::RootSet::SIZE;
+    pub const END: usize = DELETE_LOG + super::TreePointer::SIZE;
 }
 
 /// A superblock's bytes lie in the block's first 512-byte sector (the rest is
@@ -376,6 +388,9 @@ pub struct Superblock {
     pub flags: u32,
     /// The active tree.
     pub roots: RootSet,
+    /// The delete log of the active tree (empty without one; zeroes in a
+    /// superblock written before delete logs existed).
+    pub delete_log: TreePointer,
 }
 
 impl Superblock {
@@ -405,6 +420,7 @@ impl Superblock {
         put_u64(&mut block, at::NEXT_SNAPSHOT_ID, self.next_snapshot_id);
         self.log_head.encode(&mut block, at::LOG_HEAD);
         self.roots.encode(&mut block, at::ROOTS);
+        self.delete_log.encode(&mut block, at::DELETE_LOG);
         seal_block(&mut block);
         block
     }
@@ -421,8 +437,11 @@ impl Superblock {
             return Err(format!("block size {block_size} is not {BLOCK_SIZE}"));
         }
         let flags = get_u32(block, at::FLAGS);
-        if flags & !SUPERBLOCK_FLAG_DATA_CHECKSUMS != 0 {
+        if flags & !SUPERBLOCK_FLAGS_KNOWN != 0 {
             return Err(format!("unknown superblock flags {flags:#x}"));
+        }
+        if flags & SUPERBLOCK_FLAG_DELETE_LOG_TREE != 0 && flags & SUPERBLOCK_FLAG_DELETE_LOG_BATCHED != 0 {
+            return Err("both delete-log flags are set".to_string());
         }
         Ok(Self {
             volume_id: header.volume_id,
@@ -435,7 +454,31 @@ impl Superblock {
             log_head: LogSlot::decode(block, at::LOG_HEAD),
             flags,
             roots: RootSet::decode(block, at::ROOTS),
+            delete_log: TreePointer::decode(block, at::DELETE_LOG),
         })
+    }
+}
+
+/// An entry of the delete log: a data block the active tree let go of and
+/// the log holds until it is punched into the activemap. The key says where
+/// in the log it sits (docs/format.md, "Delete log").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeleteLogEntry {
+    /// The data block.
+    pub block: u64,
+}
+
+impl TreeEntry for DeleteLogEntry {
+    const SIZE: usize = 16;
+    const KIND: BlockKind = BlockKind::DeleteLogNode;
+
+    fn encode(&self, key: u64, out: &mut [u8]) {
+        put_u64(out, 0, key);
+        put_u64(out, 8, self.block);
+    }
+
+    fn decode(bytes: &[u8]) -> Result<(u64, Self), String> {
+        Ok((get_u64(bytes, 0), Self { block: get_u64(bytes, 8) }))
     }
 }
 
@@ -1082,13 +1125,14 @@ mod tests {
             next_extent_id: 4,
             next_snapshot_id: 5,
             log_head: LogSlot { primary: 12, mirror: 13 },
-            flags: SUPERBLOCK_FLAG_DATA_CHECKSUMS,
+            flags: SUPERBLOCK_FLAG_DATA_CHECKSUMS | SUPERBLOCK_FLAG_DELETE_LOG_BATCHED,
             roots: RootSet {
                 extent_table: TreePointer { block: 3, crc: 0xdead, height: 1 },
                 flash_checksums: TreePointer { block: 9, crc: 0xbeef, height: 2 },
                 copy_outs: TreePointer { block: 11, crc: 0xfeed, height: 1 },
                 ..RootSet::default()
             },
+            delete_log: TreePointer { block: 17, crc: 0xcafe, height: 1 },
         };
         let mut block = superblock.encode();
         assert_eq!(Superblock::decode(&block).unwrap(), superblock);

@@ -1,7 +1,9 @@
 //! fsck: an offline check of a volume's durable state that reports every
 //! finding. It walks the active tree and every snapshot's tree, verifying each
 //! metadata block, and checks the free-space invariants of docs/format.md:
-//! activemaps equal what their trees use, no block owned twice, in use ⊆
+//! activemaps equal what their trees use (the active tree's delete log
+//! included: a logged block is allocated until punched, and is logged once
+//! and by nothing else), no block owned twice, in use ⊆
 //! activemap ∪ summary ⊆ in use ∪ what pending deletion scans will still visit,
 //! the 010 property. It walks the log after the CP (both copies of each
 //! block) without replaying it, and, unless asked for metadata only, reads
@@ -20,6 +22,7 @@ use crate::codec::{
     Superblock, TreePointer, BLOCK_SIZE, SUPERBLOCK_SLOTS, WORDS_PER_PAGE,
 };
 use crate::copy_out::CopyOuts;
+use crate::delete_log::{check_persisted, DeleteLogMode};
 use crate::error::{DeviceRole, EngineError, Result, Unsuitable};
 use crate::io::{read_pieces, FlashReader};
 use crate::log::walk::{walk_log, ChainEnd, LogIdentity};
@@ -70,6 +73,9 @@ pub enum FindingKind {
     StagedDataDamaged,
     /// Two extents of the active tree reserve one allocation range.
     ReservationsOverlap,
+    /// The delete log is malformed: a block outside the device, an entry
+    /// out of its place, more blocks than its size allows.
+    DeleteLog,
 }
 
 /// One problem found.
@@ -347,6 +353,25 @@ impl<F: BlockDevice> Checker<'_, F> {
         (keep == Keep::Tables).then_some((data, flash))
     }
 
+    /// Marks the delete log's nodes and the data blocks it holds as the
+    /// active tree's: a logged block is allocated until punched, and one
+    /// logged twice, or logged while an extent maps it, is used twice.
+    fn walk_delete_log(&mut self, superblock: &Superblock, active: &mut Walk) {
+        let mode = DeleteLogMode::from_flags(superblock.flags);
+        let tree = ACTIVE_TREE;
+        match check_persisted(mode, superblock.delete_log, self.data_count, &mut self.reader) {
+            Ok(log) => {
+                for block in log.node_blocks {
+                    self.mark(&mut active.flash_used, DeviceRole::Flash, block, tree, "delete log");
+                }
+                for block in log.blocks {
+                    self.mark(&mut active.data_used, DeviceRole::Data, block, tree, "delete log");
+                }
+            }
+            Err(error) => self.report.add(FindingKind::DeleteLog, format!("{} delete log: {error}", mode.name())),
+        }
+    }
+
     fn compare(&mut self, used: &Bitmap, map: Option<&Bitmap>, role: DeviceRole, tree: &str) {
         let Some(map) = map else { return };
         let mut missing = Vec::new();
@@ -448,8 +473,9 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F, scope:
     };
     let keep = superblock.has_data_checksums().then_some(Keep::Tables);
     let mut active = checker.walk(&superblock.roots, superblock.log_head, keep, ACTIVE_TREE);
-    checker.compare(&active.data_used, active.data_active.as_ref(), DeviceRole::Data, "active tree");
-    checker.compare(&active.flash_used, active.flash_active.as_ref(), DeviceRole::Flash, "active tree");
+    checker.walk_delete_log(&superblock, &mut active);
+    checker.compare(&active.data_used, active.data_active.as_ref(), DeviceRole::Data, ACTIVE_TREE);
+    checker.compare(&active.flash_used, active.flash_active.as_ref(), DeviceRole::Flash, ACTIVE_TREE);
     checker.report.extent_count = active.extent_count;
     checker.report.data_blocks_used = active.data_used.count_ones();
     checker.report.metadata_blocks = active.flash_used.count_ones();

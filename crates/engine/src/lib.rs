@@ -13,6 +13,7 @@ mod checksums;
 pub mod chunked;
 pub mod codec;
 mod copy_out;
+mod delete_log;
 mod destage;
 mod error;
 mod extents;
@@ -36,6 +37,7 @@ mod synthetic;
 mod tree;
 mod volume;
 
+pub use delete_log::{DeleteLogMode, DeleteLogStats, ENTRIES_PER_LOG_BLOCK};
 pub use destage::{DestageBatchReport, DestageObserver, DestagePlan, DestageScope, DestageSummary, NoDestageObserver};
 pub use error::{DeviceRole, EngineError, Result, Unsuitable};
 pub use fsck::{check as fsck_devices, Finding, FindingKind, FsckReport, FsckScope};

@@ -237,7 +237,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let scanned = (self.options.scan_pages_per_checkpoint.max(1) + DELETION_SCAN_INDEX_BLOCKS).min(data_summary);
         let flash_bitmaps = self.flash_space.tree_block_count();
         let tables = self.extents.table().persist_bound_blocks() + self.snapshots.persist_bound_blocks();
-        scanned + flash_bitmaps + tables + 8
+        let delete_log = self.delete_log.reserve_blocks(self.data_space.active().tree_block_count());
+        scanned + flash_bitmaps + tables + delete_log + 8
     }
 
     fn update_fits(&mut self, update: UpdateBound<'_>) -> bool {

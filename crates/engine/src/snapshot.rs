@@ -128,6 +128,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
         self.guarded(|volume| {
             volume.ensure_room_for_metadata_operation(MetadataOperation::CreateSnapshot)?;
+            // A snapshot's activemap is what its tree uses: the delete log's
+            // blocks reach the activemap first (docs/wafl.md).
+            volume.drain_delete_log();
             volume.commit()?;
             let id = volume.next_snapshot_id;
             volume.next_snapshot_id += 1;
@@ -673,6 +676,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         flash_summary.and_not(flash_active.bits());
         self.data_space.rebase(data_active, data_summary);
         self.flash_space.rebase(flash_active, flash_summary);
+        // The adopted activemap holds no logged block (a snapshot is taken of
+        // a drained log); the current log's blocks are in neither adopted map.
+        self.delete_log.reset_after_restore(data_count);
         self.extents = Extents::loaded(extents, maps, self.extents.next_id());
         self.fresh_ranges.reservation_released();
         self.snapshots.forget_blocks();

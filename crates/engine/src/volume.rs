@@ -17,6 +17,7 @@ use crate::codec::{
     ExtentRecord, LogRecord, LogSlot, RootSet, SnapshotRecord, Superblock, BLOCK_SIZE, NAME_CAPACITY, SUPERBLOCK_SLOTS,
 };
 use crate::copy_out::CopyOuts;
+use crate::delete_log::{DeleteLog, DeleteLogMode};
 use crate::error::{DeviceRole, EngineError, Result, Unsuitable};
 use crate::extents::Extents;
 use crate::health::Health;
@@ -110,6 +111,9 @@ pub struct VolumeOptions {
     /// Whether reads rewrite the scattered spans they read contiguously
     /// (docs/read-realloc.md). Off by default.
     pub read_realloc: ReadRealloc,
+    /// How data-device frees reach the activemap (docs/wafl.md). Decided at
+    /// format and kept in the superblock: an open takes the volume's own.
+    pub delete_log: DeleteLogMode,
 }
 
 impl Default for VolumeOptions {
@@ -130,6 +134,7 @@ impl Default for VolumeOptions {
             write_intents: true,
             data_checksums: true,
             read_realloc: ReadRealloc::OFF,
+            delete_log: DeleteLogMode::None,
         }
     }
 }
@@ -216,6 +221,15 @@ pub struct EngineStats {
     pub reallocated_blocks: u64,
     /// Blocks reads would have rewritten but found no contiguous run for.
     pub reallocation_skipped_blocks: u64,
+    /// Data blocks the active tree let go of that reached the activemap
+    /// (freed directly, or punched from the delete log).
+    pub data_blocks_freed: u64,
+    /// Data-activemap blocks (pages and index nodes) written by CPs.
+    pub data_activemap_blocks_written: u64,
+    /// Delete-log nodes written by CPs.
+    pub delete_log_blocks_written: u64,
+    /// Metadata blocks written by the largest CP.
+    pub largest_checkpoint_blocks: u64,
 }
 
 /// One extent as listed.
@@ -334,6 +348,8 @@ pub struct Volume<D: BlockDevice, F: BlockDevice> {
     pub(crate) data_space: SpaceMap,
     /// Free space of the flash device (metadata, log and staging share it).
     pub(crate) flash_space: SpaceMap,
+    /// The data device's delete log (empty and off unless the volume keeps one).
+    pub(crate) delete_log: DeleteLog,
     /// The data checksum tables (`None`: a volume formatted without payload,
     /// which keeps none).
     pub(crate) checksums: Option<Checksums>,
@@ -420,6 +436,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         );
         let flash_space = SpaceMap::new(DeviceRole::Flash, flash_active, PersistentBitmap::new(flash_block_count), 2);
         let mut volume = Self::assemble(data, flash, options, volume_id, data_space, flash_space);
+        volume.delete_log = DeleteLog::new(volume.options.delete_log, data_block_count);
         if volume.options.keeps_checksums() {
             volume.checksums = Some(Checksums::new(data_block_count, flash_block_count));
         }
@@ -452,6 +469,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             snapshots: PersistentTree::new(0),
             copy_outs: CopyOuts::new(),
             copy_out_cursor: u64::MAX,
+            delete_log: DeleteLog::new(DeleteLogMode::None, data_space.block_count()),
             data_space,
             flash_space,
             log: LogState::new(LogSlot::default()),
@@ -548,7 +566,14 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             load(roots.flash_summary, superblock.flash_block_count, &mut reader)?,
             2,
         );
+        let delete_log = DeleteLog::load(
+            DeleteLogMode::from_flags(superblock.flags),
+            superblock.delete_log,
+            superblock.data_block_count,
+            &mut reader,
+        )?;
         let mut volume = Self::assemble(data, flash, options, superblock.volume_id, data_space, flash_space);
+        volume.delete_log = delete_log;
         volume.generation = superblock.generation;
         volume.mount_count = superblock.mount_count;
         volume.next_snapshot_id = superblock.next_snapshot_id;
@@ -1037,11 +1062,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub(crate) fn free_location(&mut self, location: Location, count: u64) {
         for offset in 0..count {
             match location.offset(offset) {
-                Location::Data(block) => {
-                    self.data_space.free(block);
-                    // A frame whose holders all read copies is held by none.
-                    self.release_frame_if_copied(block);
-                }
+                Location::Data(block) => self.let_go_of_data_block(block),
                 Location::Flash(block) => {
                     self.flash_space.free(block);
                     self.staged_block_count -= 1;
@@ -1109,7 +1130,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             + self.copy_outs.tree().persist_bound_blocks();
         let bitmaps: u64 = self.data_space.tree_block_count() + self.flash_space.tree_block_count();
         let checksums = self.checksums.as_ref().map_or(0, Checksums::tree_block_count);
-        maps + tables + bitmaps + checksums
+        maps + tables + bitmaps + checksums + self.delete_log.persist_bound_blocks()
     }
 
     /// Space accounting.

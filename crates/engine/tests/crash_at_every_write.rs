@@ -9,6 +9,10 @@
 //! one operation, then any other). Recovery
 //! itself is crashed at every boundary for a subset of points.
 //!
+//! Each delete-log setting runs it too (TLog and BFLog beside the default
+//! without a log), so crashes fall between a free's append, the log's
+//! sorting, merging and punching, and the CP that persists them.
+//!
 //! Every crash-safe layout runs it: proximal (default, and with a staging area
 //! of 16 blocks so destages run inside writes and crash points fall inside
 //! them, whole or in bounded steps of 4 blocks), in-place with its write
@@ -32,7 +36,9 @@ use proxima_device::{
     seeds_for_test, BatchTicket, BlockDevice, CrashDevice, CrashPoint, DeviceError, DeviceInfo, IoCompletion, IoOp,
     IoRequest, MemoryDevice, PendingWrites, Tear,
 };
-use proxima_engine::{fsck_devices, DestagePlan, FsckScope, Layout, ReadRealloc, Volume, VolumeOptions};
+use proxima_engine::{
+    fsck_devices, DeleteLogMode, DeleteLogStats, DestagePlan, FsckScope, Layout, ReadRealloc, Volume, VolumeOptions,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -104,6 +110,8 @@ struct Recording {
     points: Vec<ModelPoint>,
     /// Blocks reads reallocated during the workload.
     reallocated_blocks: u64,
+    /// Blocks the delete log took and punched during the workload.
+    delete_log: DeleteLogStats,
 }
 
 fn options() -> VolumeOptions {
@@ -148,9 +156,10 @@ fn record_workload(seed: u64, options: &VolumeOptions) -> Recording {
         points.push(ModelPoint { writes_at_start, writes_at_end, durable, block_crcs: crcs(&contents) });
     }
     let reallocated_blocks = volume.stats().reallocated_blocks;
+    let delete_log = volume.delete_log_stats();
     let (data, flash) = volume.into_devices();
     let order = order.borrow().clone();
-    Recording { base, devices: (data.inner, flash.inner), order, points, reallocated_blocks }
+    Recording { base, devices: (data.inner, flash.inner), order, points, reallocated_blocks, delete_log }
 }
 
 /// One random operation; returns whether it made everything before it durable.
@@ -482,4 +491,14 @@ fn crashes_during_reallocation_on_read_recover() {
     crash_every_point("write-anywhere, reallocating reads", seeds_from_environment(4), &anywhere);
     let proximal = VolumeOptions { staging_capacity_blocks: 16, read_realloc: realloc, ..options() };
     crash_every_point("proximal, reallocating reads", seeds_from_environment(4), &proximal);
+}
+
+#[test]
+fn every_crash_point_recovers_with_each_delete_log() {
+    for mode in [DeleteLogMode::Tree, DeleteLogMode::Batched] {
+        let options = VolumeOptions { delete_log: mode, staging_capacity_blocks: 16, ..options() };
+        let stats = record_workload(0, &options).delete_log;
+        assert!(stats.appended_blocks > 0 && stats.punched_blocks > 0, "{mode:?}: the log works: {stats:?}");
+        crash_every_point(&format!("proximal, {}", mode.name()), seeds_from_environment(4), &options);
+    }
 }

@@ -23,7 +23,8 @@
 //!   `proximal-table2`, `proximal-table3`, `proximal-srarw`,
 //!   `proximal-snapshots`); [`seed001_hylog`] (HyLog: the write-cost model
 //!   [`seed001_hylog::cost_model`] and `hylog-model`); [`seed002_priority`] (request-centric I/O
-//!   priority: `foreground-priority`); [`seed002_aging`] (file-system aging
+//!   priority: `foreground-priority`); [`seed002_wafl`] (WAFL delete logging:
+//!   `wafl-delete`, `wafl-overwrite`); [`seed002_aging`] (file-system aging
 //!   and the layout score: `aging`); [`seed003_realloc`] (reallocate-on-read:
 //!   `realloc-on-read`); [`seed004_prefetch`] (many-stream prefetch:
 //!   `many-streams`).
@@ -41,6 +42,7 @@ pub mod seed000_proximal;
 pub mod seed001_hylog;
 pub mod seed002_aging;
 pub mod seed002_priority;
+pub mod seed002_wafl;
 pub mod seed003_realloc;
 pub mod seed004_prefetch;
 
@@ -60,6 +62,8 @@ pub const EXPERIMENTS: &[&dyn Registered] = &[
     &Registration::<seed001_hylog::hylog_model::HylogModel>::NEW,
     &Registration::<seed002_priority::foreground_priority::ForegroundPriority>::NEW,
     &Registration::<seed002_aging::aging::Aging>::NEW,
+    &Registration::<seed002_wafl::delete::WaflDelete>::NEW,
+    &Registration::<seed002_wafl::overwrite::WaflOverwrite>::NEW,
     &Registration::<seed003_realloc::realloc_on_read::ReallocOnRead>::NEW,
     &Registration::<seed004_prefetch::many_streams::ManyStreams>::NEW,
 ];

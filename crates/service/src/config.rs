@@ -20,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
-use proxima_engine::{Layout, ReadRealloc, VolumeOptions};
+use proxima_engine::{DeleteLogMode, Layout, ReadRealloc, VolumeOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::devices::{IoMode, BLOCK_BYTES};
@@ -102,6 +102,15 @@ pub struct VolumeConfig {
     /// (reallocate-on-read, docs/read-realloc.md).
     #[serde(default)]
     pub read_realloc: bool,
+    /// The delete log the volume was formatted with: `none`, `tlog` or
+    /// `bflog` (docs/wafl.md). The superblock keeps the same choice; this
+    /// field gives it to the format.
+    #[serde(default = "no_delete_log")]
+    pub delete_log: String,
+}
+
+fn no_delete_log() -> String {
+    DeleteLogMode::None.name().to_owned()
 }
 
 impl VolumeConfig {
@@ -156,6 +165,9 @@ impl VolumeConfig {
                 &format!("{:?} is not proximal, in-place or write-anywhere", self.layout),
             ));
         }
+        if DeleteLogMode::parse(&self.delete_log).is_none() {
+            return Err(invalid(file, "delete_log", &format!("{:?} is not none, tlog or bflog", self.delete_log)));
+        }
         if self.stripe_unit_bytes == 0 || !self.stripe_unit_bytes.is_multiple_of(BLOCK_BYTES) {
             return Err(invalid(file, "stripe_unit_bytes", "must be a positive multiple of 4096"));
         }
@@ -180,6 +192,7 @@ impl VolumeConfig {
         VolumeOptions {
             layout: Layout::parse(&self.layout).expect("validated"),
             read_realloc: if self.read_realloc { ReadRealloc::ON } else { ReadRealloc::OFF },
+            delete_log: DeleteLogMode::parse(&self.delete_log).expect("validated"),
             ..VolumeOptions::default()
         }
     }
@@ -248,6 +261,7 @@ mod tests {
             flash: DeviceEntry { path: "flash.img".into(), size_bytes: 64 << 20 },
             label_generation: 1,
             read_realloc: false,
+            delete_log: "none".into(),
         }
     }
 

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use proxima_device::{
     read_label, BlockDevice, DeviceLabel, FileDevice, LabelError, LabelRole, LabeledDevice, RaidConfig, RaidDevice,
 };
-use proxima_engine::{Layout, Volume, MIN_FLASH_BLOCKS};
+use proxima_engine::{DeleteLogMode, Layout, Volume, MIN_FLASH_BLOCKS};
 
 use crate::config::{DeviceEntry, RaidChoice, VolumeConfig, CONFIG_FORMAT_VERSION};
 use crate::devices::{open_file, DataDevice, IoMode, TrimPolicy, VolumeDisk, BLOCK_BYTES};
@@ -69,6 +69,8 @@ pub struct CreateSpec {
     pub preallocate: bool,
     /// Whether reads reallocate the scattered spans they read.
     pub read_realloc: bool,
+    /// The delete log of the new volume.
+    pub delete_log: DeleteLogMode,
 }
 
 impl Default for CreateSpec {
@@ -86,6 +88,7 @@ impl Default for CreateSpec {
             force: false,
             preallocate: false,
             read_realloc: false,
+            delete_log: DeleteLogMode::None,
         }
     }
 }
@@ -276,6 +279,7 @@ fn create_locked(
         flash,
         label_generation: 1,
         read_realloc: spec.read_realloc,
+        delete_log: spec.delete_log.name().to_owned(),
     };
     config.validate(&VolumeConfig::path_in(directory))?;
     let (data, flash_device) = label_new_devices(directory, &config)?;

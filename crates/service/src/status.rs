@@ -94,6 +94,14 @@ pub struct StatusReport {
     pub reallocated_bytes_since_open: u64,
     /// Bytes reads would have rewritten but found no contiguous room for.
     pub reallocation_skipped_bytes_since_open: u64,
+    /// The delete log: `none`, `tlog` or `bflog` (docs/wafl.md).
+    pub delete_log: String,
+    /// Data blocks waiting in the delete log: freed by the active volume,
+    /// allocated until the log punches them into the activemap.
+    pub delete_log_blocks: u64,
+    /// The rate space is coming back: data blocks the last CP's epoch gave
+    /// back to the activemap (freed directly or punched from the delete log).
+    pub reclaimed_blocks_last_checkpoint: u64,
     /// What recovery found when the volume was opened.
     pub recovery: RecoveryReport,
     /// Why the volume stopped serving, if it did (reopen it to recover).
@@ -175,6 +183,9 @@ pub fn status(volume: &ServiceVolume, config: &VolumeConfig) -> StatusReport {
         read_realloc: config.read_realloc,
         reallocated_bytes_since_open: stats.reallocated_blocks * BLOCK_BYTES,
         reallocation_skipped_bytes_since_open: stats.reallocation_skipped_blocks * BLOCK_BYTES,
+        delete_log: volume.delete_log_mode().name().to_owned(),
+        delete_log_blocks: volume.delete_log_blocks(),
+        reclaimed_blocks_last_checkpoint: volume.delete_log_stats().reclaimed_blocks_last_checkpoint,
         recovery: volume.recovery().clone(),
         failure: volume.failure().map(str::to_owned),
     }
