@@ -211,6 +211,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let extent_table = self.extents.table_mut().persist(&mut store)?;
         let snapshot_table = self.snapshots.persist(&mut store)?;
         let copy_outs = self.copy_outs.tree_mut().persist(&mut store)?;
+        // The data bitmaps no longer change in this CP: the table's live
+        // counts are those of the maps it commits with.
+        self.segments.refresh(&self.data_space);
+        let mut store = CheckpointStore { flash_space: &mut self.flash_space, writes, generation, volume_id };
+        let segment_usage = self.segments.table_mut().persist(&mut store)?;
         let (data_checksums, flash_checksums) = match &mut self.checksums {
             Some(checksums) => (
                 persist_checksums(&mut checksums.data, &mut self.flash_space, writes, volume_id, generation)?,
@@ -248,6 +253,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             data_checksums,
             flash_checksums,
             copy_outs,
+            segment_usage,
         };
         Ok(roots)
     }

@@ -10,6 +10,8 @@
 //!
 //! That is [`DestageRule::NearNeighbours`]; a layout whose rule is
 //! [`DestageRule::FrameHomes`] puts each block back at its frame home instead.
+//! A layout whose rule is [`DestageRule::LogHead`] writes the batch at the
+//! log head, filling clean segments in order (`segments.rs`).
 //! The layout's strategy says which rule applies; this executor never asks
 //! which layout runs.
 //!
@@ -31,6 +33,7 @@ use crate::layouts::{
     StagedWindow,
 };
 use crate::map::{self, ExtentMap, Location};
+use crate::segments::HeadWriter;
 use crate::volume::Volume;
 
 /// One destage batch: the disk I/O of one extent's staged blocks.
@@ -685,7 +688,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 (DestageRule::NearNeighbours, None) => {
                     self.first_range_of_window(id, group.first_logical_block(), &mut extent_region)
                 }
-                (DestageRule::FrameHomes, _) => None,
+                (DestageRule::FrameHomes | DestageRule::LogHead, _) => None,
             };
             for run in &group.runs {
                 let run_neighbour =
@@ -800,6 +803,14 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             DestageRule::FrameHomes => {
                 let home = self.layout.frame_home(id, logical);
                 (home.unwrap_or_else(|| hint_in_range(neighbour, logical, 0, block_count)), 1)
+            }
+            DestageRule::LogHead => {
+                if let Some(run) = self.segments.allocate_at_head(&mut self.data_space, count, HeadWriter::User) {
+                    return Ok(run);
+                }
+                // No clean segment left (the cleaner fell behind): plug
+                // holes rather than fail while the device has free blocks.
+                (0, count)
             }
         };
         self.data_space.allocate_near(hint, count).ok_or_else(|| EngineError::NoSpace {
