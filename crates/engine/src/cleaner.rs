@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use crate::cleaning::{choose_victims, Candidate, CleaningChoice, CleaningMethod};
 use crate::codec::LogRecord;
-use crate::error::{DeviceRole, Result};
+use crate::error::{DeviceRole, EngineError, Result};
 use crate::io::{block_bytes, read_pieces};
 use crate::map::Location;
 use crate::segments::HeadWriter;
@@ -84,15 +84,20 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     /// Cleans while needed, when the cleaner runs automatically: passes until
-    /// enough segments are clean or a pass frees nothing.
+    /// enough segments are clean or a pass frees nothing. Background work:
+    /// a pass refused for lack of flash room for its metadata (before it
+    /// changed anything of the chunk it was moving) ends the cleaning
+    /// quietly, and the update that triggered it has succeeded all the same;
+    /// the next update tries again.
     pub(crate) fn clean_if_needed(&mut self) -> Result<()> {
         if !self.options.cleaning.automatic {
             return Ok(());
         }
         while self.cleaning_needed() {
-            let report = self.clean_pass()?;
-            if report.segments_cleaned == 0 {
-                break;
+            match self.clean_pass() {
+                Ok(report) if report.segments_cleaned > 0 => {}
+                Ok(_) | Err(EngineError::NoSpace { .. }) => break,
+                Err(other) => return Err(other),
             }
         }
         Ok(())

@@ -18,8 +18,10 @@
 //! the durable bitmaps (fsck checks it). Ages are the table's own state.
 //!
 //! Invariants: the head segment was clean when it became the head, and only
-//! blocks at or after the head's fill point are allocated from it; a segment
-//! with no live block and age 0 has no entry in the persistent table.
+//! blocks at or after the head's fill point are allocated from it; exactly
+//! the segments with a live block have an entry in the persistent table (the
+//! age of an empty segment is not kept: it is set again when the segment is
+//! next written), so the table stays as small as the data.
 
 use crate::codec::SegmentUsageRecord;
 use crate::space::SpaceMap;
@@ -224,7 +226,7 @@ impl Segments {
         let segment_blocks = u32::try_from(self.segment_blocks).expect("a segment holds at most u32::MAX blocks");
         for usage in self.usage(space) {
             let first = usage.segment * self.segment_blocks;
-            let wanted = (usage.live_blocks > 0 || usage.age > 0).then(|| SegmentUsageRecord {
+            let wanted = (usage.live_blocks > 0).then(|| SegmentUsageRecord {
                 block_count: segment_blocks,
                 live_blocks: u32::try_from(usage.live_blocks).expect("at most the segment's blocks"),
                 age: usage.age,
@@ -332,7 +334,8 @@ mod tests {
     fn the_table_follows_the_maps_and_restores_ages() {
         let mut space = space(48);
         let mut segments = Segments::new(PersistentTree::new(0), 48, 16, true);
-        segments.allocate_at_head(&mut space, 20, HeadWriter::User);
+        assert_eq!(segments.allocate_at_head(&mut space, 20, HeadWriter::User), Some((0, 16)), "one segment at a time");
+        assert_eq!(segments.allocate_at_head(&mut space, 4, HeadWriter::User), Some((16, 4)));
         segments.refresh(&space);
         let table = segments.table().clone();
         assert_eq!(table.len(), 2);
@@ -340,6 +343,12 @@ mod tests {
         assert!(check_usage_table(&table, 48, |start, end| space.in_use_in(start, end)).is_empty());
         let restored = Segments::new(table.clone(), 48, 16, true);
         assert_eq!((restored.age(0), restored.age(1), restored.clock()), (16, 20, 20));
+        // A segment emptied leaves the table.
+        for block in 16..20 {
+            space.free(block);
+        }
+        segments.refresh(&space);
+        assert_eq!(segments.table().len(), 1);
         // Another segment size drops the table; so does a layout without segments.
         assert!(Segments::new(table.clone(), 48, 8, true).table().is_empty());
         assert!(Segments::new(table, 48, 16, false).table().is_empty());

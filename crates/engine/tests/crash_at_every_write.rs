@@ -32,7 +32,9 @@ use proxima_device::{
     seeds_for_test, BatchTicket, BlockDevice, CrashDevice, CrashPoint, DeviceError, DeviceInfo, IoCompletion, IoOp,
     IoRequest, MemoryDevice, PendingWrites, Tear,
 };
-use proxima_engine::{fsck_devices, DestagePlan, FsckScope, Layout, ReadRealloc, Volume, VolumeOptions};
+use proxima_engine::{
+    fsck_devices, CleaningPolicy, CleaningSettings, DestagePlan, FsckScope, Layout, ReadRealloc, Volume, VolumeOptions,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -104,6 +106,8 @@ struct Recording {
     points: Vec<ModelPoint>,
     /// Blocks reads reallocated during the workload.
     reallocated_blocks: u64,
+    /// Live blocks segment cleaning moved during the workload.
+    cleaned_blocks: u64,
 }
 
 fn options() -> VolumeOptions {
@@ -148,9 +152,10 @@ fn record_workload(seed: u64, options: &VolumeOptions) -> Recording {
         points.push(ModelPoint { writes_at_start, writes_at_end, durable, block_crcs: crcs(&contents) });
     }
     let reallocated_blocks = volume.stats().reallocated_blocks;
+    let cleaned_blocks = volume.stats().cleaning_blocks_written;
     let (data, flash) = volume.into_devices();
     let order = order.borrow().clone();
-    Recording { base, devices: (data.inner, flash.inner), order, points, reallocated_blocks }
+    Recording { base, devices: (data.inner, flash.inner), order, points, reallocated_blocks, cleaned_blocks }
 }
 
 /// One random operation; returns whether it made everything before it durable.
@@ -472,6 +477,34 @@ fn every_crash_point_of_the_baseline_layouts_recovers() {
     crash_every_point_with("in-place without a cache", seeds_from_environment(4), &uncached, DataTears::WholeBlocks);
     let anywhere = VolumeOptions { layout: Layout::WriteAnywhere, ..options() };
     crash_every_point("write-anywhere", seeds_from_environment(4), &anywhere);
+}
+
+/// The log-structured layout with 8-block segments and a cleaner that runs
+/// after nearly every operation (it starts below 120 clean segments of 128):
+/// crashes fall inside segment writes, cleaning passes and their CPs.
+fn lfs_options(policy: CleaningPolicy) -> VolumeOptions {
+    VolumeOptions {
+        layout: Layout::Lfs,
+        segment_blocks: 8,
+        staging_capacity_blocks: 16,
+        destage_step_blocks: 8,
+        cleaning: CleaningSettings {
+            policy,
+            start_below_clean_segments: 120,
+            pass_blocks_max: 16,
+            ..CleaningSettings::default()
+        },
+        ..options()
+    }
+}
+
+#[test]
+fn every_crash_point_of_the_log_structured_layout_and_its_cleaner_recovers() {
+    for policy in [CleaningPolicy::Greedy, CleaningPolicy::HolePlugging] {
+        let options = lfs_options(policy);
+        assert!(record_workload(0, &options).cleaned_blocks > 0, "{policy:?}: the workload cleans segments");
+        crash_every_point(&format!("lfs, {} cleaning", policy.name()), seeds_from_environment(4), &options);
+    }
 }
 
 #[test]

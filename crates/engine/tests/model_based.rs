@@ -22,7 +22,10 @@ use common::{pattern, BLOCK};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use proxima_device::{seeds_for_test, BlockDevice, MemoryDevice, RaidConfig, RaidDevice};
-use proxima_engine::{BatchedWrite, DestagePlan, DeviceRole, EngineError, Layout, ReadRealloc, Volume, VolumeOptions};
+use proxima_engine::{
+    BatchedWrite, CleaningPolicy, CleaningSettings, DestagePlan, DeviceRole, EngineError, Layout, ReadRealloc, Volume,
+    VolumeOptions,
+};
 
 const EXTENT_NAMES: [&str; 3] = ["a", "b", "c"];
 const SNAPSHOT_NAMES: [&str; 3] = ["s0", "s1", "s2"];
@@ -624,6 +627,28 @@ fn the_in_place_layout_behaves_like_the_model() {
 fn the_write_anywhere_layout_behaves_like_the_model() {
     let options = VolumeOptions { layout: Layout::WriteAnywhere, ..options() };
     run_configuration("write-anywhere", cases_from_environment(3), memory_data, options);
+}
+
+#[test]
+fn the_log_structured_layout_and_its_cleaner_behave_like_the_model() {
+    for policy in [CleaningPolicy::CostBenefit, CleaningPolicy::Adaptive] {
+        let options = VolumeOptions {
+            layout: Layout::Lfs,
+            segment_blocks: 16,
+            staging_capacity_blocks: 40,
+            destage_step_blocks: 16,
+            cleaning: CleaningSettings {
+                policy,
+                start_below_clean_segments: u64::MAX,
+                pass_blocks_max: 64,
+                ..CleaningSettings::default()
+            },
+            ..options()
+        };
+        // The cleaner runs after every update, as long as it finds a segment
+        // it can empty.
+        run_configuration(&format!("lfs, {} cleaning", policy.name()), cases_from_environment(3), memory_data, options);
+    }
 }
 
 #[test]

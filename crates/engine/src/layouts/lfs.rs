@@ -1,7 +1,9 @@
-//! The log-structured layout (`lfs`): every write is buffered in the flash
+//! The log-structured layout (`lfs`): small writes are buffered in the flash
 //! staging log (the NV segment buffer) and destage writes the buffered blocks
-//! at the log head, filling clean segments in ascending block order, so the
-//! data device sees whole-segment writes only. Live blocks of partly dead
+//! at the log head, filling clean segments in ascending block order; a large
+//! write (at least the staging threshold, or more than the buffer holds) goes
+//! straight to the log head. The data device sees segment-sized sequential
+//! writes only. Live blocks of partly dead
 //! segments are moved by the segment cleaner (`cleaning.rs`, `cleaner.rs`).
 //! No private state: the log head and the usage table are the volume's
 //! (`segments.rs`), since the cleaner writes there too.
@@ -17,13 +19,11 @@ impl LayoutStrategy for Lfs {
         Layout::Lfs
     }
 
-    fn place_write(&self, _parameters: &LayoutParameters, write: &WriteContext) -> Placement {
-        // Whatever its size: the segment buffer takes it, in pieces if it is
-        // larger than the buffer.
-        if write.block_count <= write.staging_capacity_blocks {
+    fn place_write(&self, parameters: &LayoutParameters, write: &WriteContext) -> Placement {
+        if write.is_small(parameters) && write.block_count <= write.staging_capacity_blocks {
             Placement::Stage
         } else {
-            Placement::StageInPieces
+            Placement::LogHead
         }
     }
 
@@ -42,10 +42,13 @@ mod tests {
     use crate::layouts::test_support::{parameters, write};
 
     #[test]
-    fn every_write_goes_through_the_segment_buffer() {
+    fn small_writes_are_buffered_and_large_ones_go_to_the_log_head() {
         assert_eq!(Lfs.place_write(&parameters(), &write(1, true)), Placement::Stage);
-        assert_eq!(Lfs.place_write(&parameters(), &write(500, false)), Placement::Stage);
-        assert_eq!(Lfs.place_write(&parameters(), &write(5000, false)), Placement::StageInPieces);
+        assert_eq!(Lfs.place_write(&parameters(), &write(41, false)), Placement::Stage);
+        assert_eq!(Lfs.place_write(&parameters(), &write(42, false)), Placement::LogHead);
+        let mut larger_than_the_buffer = write(30, true);
+        larger_than_the_buffer.staging_capacity_blocks = 20;
+        assert_eq!(Lfs.place_write(&parameters(), &larger_than_the_buffer), Placement::LogHead);
         assert_eq!(Lfs.destage_rule(), DestageRule::LogHead);
         assert!(Lfs.writes_segments());
     }

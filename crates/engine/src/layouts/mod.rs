@@ -212,6 +212,9 @@ pub enum Placement {
     InPlace,
     /// To the first holes after the layout's hole cursor.
     PlugHoles,
+    /// Straight to the log head, filling clean segments in order (a large
+    /// write of a log-structured layout: it is a segment write already).
+    LogHead,
 }
 
 /// How destage places a layout's staged blocks.
