@@ -111,7 +111,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .usage(&self.data_space)
             .into_iter()
             .filter(|usage| usage.live_blocks < segment_blocks)
-            .filter(|usage| Some(usage.segment) != self.segments.head_segment())
+            .filter(|usage| !self.segments.is_head(usage.segment))
             .filter(|usage| {
                 let (start, end) = self.segments.bounds(usage.segment);
                 self.data_space.summary_in(start, end) == 0 && !self.segments.is_clean(&self.data_space, usage.segment)
@@ -298,7 +298,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             plug_targets.pop();
         }
         let age = self.segments.age(victim);
-        self.segments.allocate_at_head(&mut self.data_space, count, HeadWriter::Cleaner { age })
+        let stream = self.layout.cleaning_stream();
+        self.segments.allocate_at_stream_head(&mut self.data_space, stream, count, HeadWriter::Cleaner { age })
     }
 
     /// The segments hole-plugging fills, the fullest last (taken first):
@@ -310,7 +311,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .usage(&self.data_space)
             .into_iter()
             .filter(|usage| usage.live_blocks > 0 && !victims.contains(&usage.segment))
-            .filter(|usage| Some(usage.segment) != self.segments.head_segment())
+            .filter(|usage| !self.segments.is_head(usage.segment))
             .filter(|usage| {
                 let (start, end) = self.segments.bounds(usage.segment);
                 self.data_space.allocatable_in(start, end) > 0

@@ -720,6 +720,16 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         Ok(placed)
     }
 
+    /// Allocates up to `count` blocks at the head of the log stream the layout
+    /// gives block `logical` of extent `id` (the run stops where the stream
+    /// changes); `None` when no clean segment is left.
+    pub(crate) fn allocate_in_log(&mut self, id: u64, logical: u64, count: u64) -> Option<(u64, u64)> {
+        let stream = self.layout.log_stream(id, logical);
+        let same =
+            (1..count).take_while(|&offset| self.layout.log_stream(id, logical + offset) == stream).count() as u64 + 1;
+        self.segments.allocate_at_stream_head(&mut self.data_space, stream, same, HeadWriter::User)
+    }
+
     /// The range for the window of `logical` of extent `id`, which has nothing
     /// on the data device yet: the window's range in a region of empty ranges
     /// as large as the extent, reserved (the fresh-range search moves past it)
@@ -805,7 +815,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 (home.unwrap_or_else(|| hint_in_range(neighbour, logical, 0, block_count)), 1)
             }
             DestageRule::LogHead => {
-                if let Some(run) = self.segments.allocate_at_head(&mut self.data_space, count, HeadWriter::User) {
+                if let Some(run) = self.allocate_in_log(id, logical, count) {
                     return Ok(run);
                 }
                 // No clean segment left (the cleaner fell behind): plug

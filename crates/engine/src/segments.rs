@@ -32,6 +32,9 @@ use crate::tree::PersistentTree;
 /// (8.6 ms, 20.4 MB/s). On an array the caller passes a full stripe.
 pub const DEFAULT_SEGMENT_BLOCKS: u64 = 128;
 
+/// Log heads a layout may write to at once: WOLF's hot and cold segments.
+pub const LOG_STREAMS: usize = 2;
+
 /// One segment as the cleaner sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentUsage {
@@ -69,8 +72,8 @@ pub(crate) struct Segments {
     clock: u64,
     /// The durable form.
     table: PersistentTree<SegmentUsageRecord>,
-    /// The log head segment and the next block to fill in it.
-    head: Option<(u64, u64)>,
+    /// Per log stream, the head segment and the next block to fill in it.
+    heads: [Option<(u64, u64)>; LOG_STREAMS],
     /// Where the search for the next clean segment starts.
     clean_cursor: u64,
 }
@@ -100,7 +103,7 @@ impl Segments {
             }
         }
         let clock = ages.iter().copied().max().unwrap_or(0);
-        Self { enabled, segment_blocks, device_blocks, ages, clock, table, head: None, clean_cursor: 0 }
+        Self { enabled, segment_blocks, device_blocks, ages, clock, table, heads: [None; LOG_STREAMS], clean_cursor: 0 }
     }
 
     /// Whether the layout writes segments.
@@ -135,9 +138,15 @@ impl Segments {
         self.clock
     }
 
-    /// The log head segment, if one is open.
+    /// The head segment of log stream 0, if one is open.
+    #[cfg(test)]
     pub(crate) fn head_segment(&self) -> Option<u64> {
-        self.head.map(|(segment, _)| segment)
+        self.heads[0].map(|(segment, _)| segment)
+    }
+
+    /// Whether `segment` is the head of a log stream.
+    pub(crate) fn is_head(&self, segment: u64) -> bool {
+        self.heads.iter().flatten().any(|&(head, _)| head == segment)
     }
 
     /// Whether every block of `segment` is allocatable.
@@ -148,9 +157,8 @@ impl Segments {
 
     /// Clean segments, the head excluded.
     pub(crate) fn clean_count(&self, space: &SpaceMap) -> u64 {
-        (0..self.segment_count())
-            .filter(|&segment| Some(segment) != self.head_segment() && self.is_clean(space, segment))
-            .count() as u64
+        (0..self.segment_count()).filter(|&segment| !self.is_head(segment) && self.is_clean(space, segment)).count()
+            as u64
     }
 
     /// Every segment's usage now.
@@ -171,19 +179,32 @@ impl Segments {
     /// Allocates up to `count` blocks at the log head for `writer`, opening
     /// the next clean segment when the head is full; `None` when no clean
     /// segment is left.
+    #[cfg(test)]
     pub(crate) fn allocate_at_head(
         &mut self,
         space: &mut SpaceMap,
         count: u64,
         writer: HeadWriter,
     ) -> Option<(u64, u64)> {
+        self.allocate_at_stream_head(space, 0, count, writer)
+    }
+
+    /// [`allocate_at_head`](Self::allocate_at_head) at the head of log
+    /// stream `stream` (each stream fills its own segments).
+    pub(crate) fn allocate_at_stream_head(
+        &mut self,
+        space: &mut SpaceMap,
+        stream: usize,
+        count: u64,
+        writer: HeadWriter,
+    ) -> Option<(u64, u64)> {
         assert!(count > 0, "allocate at least one block");
         loop {
-            if let Some((segment, next)) = self.head {
+            if let Some((segment, next)) = self.heads[stream] {
                 let (start, end) = self.bounds(segment);
                 if next < end {
                     if let Some((first, got)) = space.allocate_within(next, start, end, count) {
-                        self.head = Some((segment, first + got));
+                        self.heads[stream] = Some((segment, first + got));
                         self.note_written(segment, got, writer, false);
                         return Some((first, got));
                     }
@@ -191,7 +212,7 @@ impl Segments {
             }
             let segment = self.next_clean(space)?;
             let (start, _) = self.bounds(segment);
-            self.head = Some((segment, start));
+            self.heads[stream] = Some((segment, start));
             self.note_written(segment, 0, writer, true);
         }
     }
@@ -213,7 +234,7 @@ impl Segments {
         let count = self.segment_count();
         (0..count)
             .map(|offset| (self.clean_cursor + offset) % count)
-            .find(|&segment| Some(segment) != self.head_segment() && self.is_clean(space, segment))
+            .find(|&segment| !self.is_head(segment) && self.is_clean(space, segment))
             .inspect(|&segment| self.clean_cursor = (segment + 1) % count)
     }
 

@@ -20,7 +20,6 @@ use crate::io::{block_bytes, device_error, in_memory, write_pieces, MAX_REQUEST_
 use crate::layouts::{staging_is_full, Placement, WriteContext};
 use crate::map::{self, Location};
 use crate::room::RoomMade;
-use crate::segments::HeadWriter;
 use crate::volume::Volume;
 
 /// The blocks a write carries: real bytes, or a count of synthetic blocks
@@ -423,11 +422,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let count = payload.block_count();
         let mut done = 0;
         while done < count {
-            let (start, got) =
-                match self.segments.allocate_at_head(&mut self.data_space, count - done, HeadWriter::User) {
-                    Some(run) => run,
-                    None => self.allocate_data(0, count - done)?,
-                };
+            let (start, got) = match self.allocate_in_log(id, logical + done, count - done) {
+                Some(run) => run,
+                None => self.allocate_data(0, count - done)?,
+            };
             self.write_direct_piece(id, logical + done, start, payload.slice(done, got))?;
             done += got;
         }

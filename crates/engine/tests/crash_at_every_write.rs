@@ -479,12 +479,12 @@ fn every_crash_point_of_the_baseline_layouts_recovers() {
     crash_every_point("write-anywhere", seeds_from_environment(4), &anywhere);
 }
 
-/// The log-structured layout with 8-block segments and a cleaner that runs
+/// A log-structured layout with 8-block segments and a cleaner that runs
 /// after nearly every operation (it starts below 120 clean segments of 128):
 /// crashes fall inside segment writes, cleaning passes and their CPs.
-fn lfs_options(policy: CleaningPolicy) -> VolumeOptions {
+fn log_structured_options(layout: Layout, policy: CleaningPolicy) -> VolumeOptions {
     VolumeOptions {
-        layout: Layout::Lfs,
+        layout,
         segment_blocks: 8,
         staging_capacity_blocks: 16,
         destage_step_blocks: 8,
@@ -500,10 +500,19 @@ fn lfs_options(policy: CleaningPolicy) -> VolumeOptions {
 
 #[test]
 fn every_crash_point_of_the_log_structured_layout_and_its_cleaner_recovers() {
-    for policy in [CleaningPolicy::Greedy, CleaningPolicy::HolePlugging] {
-        let options = lfs_options(policy);
-        assert!(record_workload(0, &options).cleaned_blocks > 0, "{policy:?}: the workload cleans segments");
-        crash_every_point(&format!("lfs, {} cleaning", policy.name()), seeds_from_environment(4), &options);
+    let configurations = [
+        (Layout::Lfs, CleaningPolicy::Greedy),
+        (Layout::Lfs, CleaningPolicy::HolePlugging),
+        (Layout::Wolf, CleaningPolicy::CostBenefit),
+    ];
+    for (layout, policy) in configurations {
+        let options = log_structured_options(layout, policy);
+        assert!(
+            record_workload(0, &options).cleaned_blocks > 0,
+            "{layout:?}, {policy:?}: the workload cleans segments"
+        );
+        let name = format!("{}, {} cleaning", layout.name(), policy.name());
+        crash_every_point(&name, seeds_from_environment(4), &options);
     }
 }
 

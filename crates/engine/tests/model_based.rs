@@ -631,9 +631,14 @@ fn the_write_anywhere_layout_behaves_like_the_model() {
 
 #[test]
 fn the_log_structured_layout_and_its_cleaner_behave_like_the_model() {
-    for policy in [CleaningPolicy::CostBenefit, CleaningPolicy::Adaptive] {
+    let configurations = [
+        (Layout::Lfs, CleaningPolicy::CostBenefit),
+        (Layout::Lfs, CleaningPolicy::Adaptive),
+        (Layout::Wolf, CleaningPolicy::Greedy),
+    ];
+    for (layout, policy) in configurations {
         let options = VolumeOptions {
-            layout: Layout::Lfs,
+            layout,
             segment_blocks: 16,
             staging_capacity_blocks: 40,
             destage_step_blocks: 16,
@@ -647,7 +652,8 @@ fn the_log_structured_layout_and_its_cleaner_behave_like_the_model() {
         };
         // The cleaner runs after every update, as long as it finds a segment
         // it can empty.
-        run_configuration(&format!("lfs, {} cleaning", policy.name()), cases_from_environment(3), memory_data, options);
+        let name = format!("{}, {} cleaning", layout.name(), policy.name());
+        run_configuration(&name, cases_from_environment(3), memory_data, options);
     }
 }
 

@@ -9,6 +9,8 @@
 //!   flash is its NV write cache.
 //! - [`lfs`]: every write buffered in the staging log, destaged as whole
 //!   segments at the log head; a cleaner empties partly dead segments.
+//! - [`wolf`]: `lfs` with the buffered blocks sorted by update frequency
+//!   into a hot and a cold log stream, each filling its own segments.
 //! - [`write_anywhere`]: no staging; new blocks plug the holes left by freed
 //!   older versions, next-fit over the device.
 //! - [`ranges`]: the pure allocation-range policy the layouts that place in
@@ -24,6 +26,7 @@ pub mod in_place;
 pub mod lfs;
 pub mod proximal;
 pub mod ranges;
+pub mod wolf;
 pub mod write_anywhere;
 
 use std::fmt;
@@ -47,11 +50,13 @@ pub enum Layout {
     WriteAnywhere,
     /// [`lfs::Lfs`].
     Lfs,
+    /// [`wolf::Wolf`].
+    Wolf,
 }
 
 impl Layout {
     /// Every layout, in the order reports list them.
-    pub const ALL: [Layout; 4] = [Layout::Proximal, Layout::InPlace, Layout::WriteAnywhere, Layout::Lfs];
+    pub const ALL: [Layout; 5] = [Layout::Proximal, Layout::InPlace, Layout::WriteAnywhere, Layout::Lfs, Layout::Wolf];
 
     /// The name used in reports and on the command line.
     pub fn name(self) -> &'static str {
@@ -60,6 +65,7 @@ impl Layout {
             Layout::InPlace => "in-place",
             Layout::WriteAnywhere => "write-anywhere",
             Layout::Lfs => "lfs",
+            Layout::Wolf => "wolf",
         }
     }
 
@@ -76,6 +82,7 @@ impl Layout {
             Layout::InPlace => Box::<in_place::InPlace>::default(),
             Layout::WriteAnywhere => Box::<write_anywhere::WriteAnywhere>::default(),
             Layout::Lfs => Box::new(lfs::Lfs),
+            Layout::Wolf => Box::<wolf::Wolf>::default(),
         }
     }
 }
@@ -109,6 +116,21 @@ pub trait LayoutStrategy: fmt::Debug + Send + Sync {
     /// cleaning segments.
     fn writes_segments(&self) -> bool {
         false
+    }
+
+    /// [`DestageRule::LogHead`]: the log stream (below
+    /// [`LOG_STREAMS`](crate::segments::LOG_STREAMS)) whose head block
+    /// `logical_block` of extent `extent_id` is written at; each stream fills
+    /// its own segments.
+    fn log_stream(&self, extent_id: u64, logical_block: u64) -> usize {
+        let _ = (extent_id, logical_block);
+        0
+    }
+
+    /// [`DestageRule::LogHead`]: the log stream the segment cleaner writes
+    /// the blocks it moves to.
+    fn cleaning_stream(&self) -> usize {
+        0
     }
 
     /// Whether the layout keeps the versions snapshots hold by copying a
