@@ -1127,7 +1127,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// blocks, reaches the flash reserve.
     fn checkpoint_would_crowd_the_reserve(&mut self) -> bool {
         let reserve = self.flash_reserve_blocks();
-        let log_blocks = self.log.epoch_blocks.len() as u64 + 4;
+        let log_blocks = self.log.epoch_blocks.len() as u64 + 4 + self.segment_table_bound_blocks();
         let by_records = self.log.records_bound_blocks;
         if by_records + log_blocks < reserve {
             return false;
