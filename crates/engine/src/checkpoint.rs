@@ -218,6 +218,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let before_delete_log = store.writes.len();
         let delete_log = self.delete_log.persist(&mut store)?;
         self.stats.delete_log_blocks_written += (store.writes.len() - before_delete_log) as u64;
+        // The data bitmaps no longer change in this CP: the table's live
+        // counts are those of the maps it commits with.
+        self.segments.refresh(&self.data_space);
+        let mut store = CheckpointStore { flash_space: &mut self.flash_space, writes, generation, volume_id };
+        let segment_usage = self.segments.table_mut().persist(&mut store)?;
         let (data_checksums, flash_checksums) = match &mut self.checksums {
             Some(checksums) => (
                 persist_checksums(&mut checksums.data, &mut self.flash_space, writes, volume_id, generation)?,
@@ -258,6 +263,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             data_checksums,
             flash_checksums,
             copy_outs,
+            segment_usage,
         };
         Ok((roots, delete_log))
     }

@@ -11,7 +11,7 @@ pub const BODY_SIZE: usize = BLOCK_SIZE - HEADER_SIZE;
 /// `PXMB` read as a little-endian u32.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"PXMB");
 /// The format version this code reads and writes.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// Bit 63 of a location: the block is on the flash device (staged).
 pub const FLASH_LOCATION_BIT: u64 = 1 << 63;
 /// Longest extent or snapshot name, in bytes.
@@ -50,6 +50,8 @@ pub enum BlockKind {
     CopyOutTableNode = 10,
     /// A node of the delete log.
     DeleteLogNode = 11,
+    /// A node of the segment usage table.
+    SegmentUsageNode = 12,
 }
 
 impl BlockKind {
@@ -66,6 +68,7 @@ impl BlockKind {
             9 => Self::ChecksumIndexNode,
             10 => Self::CopyOutTableNode,
             11 => Self::DeleteLogNode,
+            12 => Self::SegmentUsageNode,
             _ => return None,
         })
     }
@@ -84,6 +87,7 @@ impl BlockKind {
             Self::ChecksumIndexNode => "checksum index node",
             Self::CopyOutTableNode => "copy-out table node",
             Self::DeleteLogNode => "delete-log node",
+            Self::SegmentUsageNode => "segment-usage node",
         }
     }
 }
@@ -256,11 +260,14 @@ pub struct RootSet {
     /// The copy-out table: where the in-place layout put the versions of
     /// frame blocks that snapshots read (empty unless it copied one out).
     pub copy_outs: TreePointer,
+    /// The segment usage table: live blocks and age of each segment of the
+    /// data device (empty unless a segment-writing layout keeps it).
+    pub segment_usage: TreePointer,
 }
 
 impl RootSet {
     /// Number of pointers.
-    const POINTER_COUNT: usize = 9;
+    const POINTER_COUNT: usize = 10;
     /// Encoded size.
     pub const SIZE: usize = Self::POINTER_COUNT * TreePointer::SIZE;
 
@@ -276,6 +283,7 @@ impl RootSet {
             self.data_checksums,
             self.flash_checksums,
             self.copy_outs,
+            self.segment_usage,
         ]
     }
 
@@ -299,6 +307,7 @@ impl RootSet {
             data_checksums: pointer(6),
             flash_checksums: pointer(7),
             copy_outs: pointer(8),
+            segment_usage: pointer(9),
         }
     }
 }
@@ -708,7 +717,7 @@ const SNAPSHOT_NAME_OFFSET: usize = 48 + RootSet::SIZE;
 const _: () = assert!(SNAPSHOT_NAME_OFFSET + NAME_CAPACITY <= <SnapshotRecord as TreeEntry>::SIZE);
 
 impl TreeEntry for SnapshotRecord {
-    const SIZE: usize = 256;
+    const SIZE: usize = 272;
     const KIND: BlockKind = BlockKind::SnapshotTableNode;
 
     fn encode(&self, key: u64, out: &mut [u8]) {
@@ -771,6 +780,40 @@ impl TreeEntry for CopyOutRecord {
             return Err(format!("copy-out of block {frame} for no snapshot"));
         }
         Ok((copy, Self { frame, watermark }))
+    }
+}
+
+/// An entry of the segment usage table (key: the segment's first data
+/// block): how many of its blocks are in use (by the active tree or by
+/// snapshots) as of the CP, and when the segment was last written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentUsageRecord {
+    /// Blocks in the segment.
+    pub block_count: u32,
+    /// Blocks in use: set in the activemap or the summary map.
+    pub live_blocks: u32,
+    /// The segment clock when the segment was last written (0: never).
+    pub age: u64,
+}
+
+impl TreeEntry for SegmentUsageRecord {
+    const SIZE: usize = 24;
+    const KIND: BlockKind = BlockKind::SegmentUsageNode;
+
+    fn encode(&self, key: u64, out: &mut [u8]) {
+        put_u64(out, 0, key);
+        put_u32(out, 8, self.block_count);
+        put_u32(out, 12, self.live_blocks);
+        put_u64(out, 16, self.age);
+    }
+
+    fn decode(bytes: &[u8]) -> Result<(u64, Self), String> {
+        let (first, block_count, live_blocks, age) =
+            (get_u64(bytes, 0), get_u32(bytes, 8), get_u32(bytes, 12), get_u64(bytes, 16));
+        if block_count == 0 || live_blocks > block_count {
+            return Err(format!("segment at block {first}: {live_blocks} live blocks of {block_count}"));
+        }
+        Ok((first, Self { block_count, live_blocks, age }))
     }
 }
 

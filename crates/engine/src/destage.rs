@@ -10,6 +10,8 @@
 //!
 //! That is [`DestageRule::NearNeighbours`]; a layout whose rule is
 //! [`DestageRule::FrameHomes`] puts each block back at its frame home instead.
+//! A layout whose rule is [`DestageRule::LogHead`] writes the batch at the
+//! log head, filling clean segments in order (`segments.rs`).
 //! The layout's strategy says which rule applies; this executor never asks
 //! which layout runs.
 //!
@@ -31,6 +33,7 @@ use crate::layouts::{
     StagedWindow,
 };
 use crate::map::{self, ExtentMap, Location};
+use crate::segments::HeadWriter;
 use crate::volume::Volume;
 
 /// One destage batch: the disk I/O of one extent's staged blocks.
@@ -680,7 +683,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                     self.destage_range(neighbour, group.first_logical_block(), group.block_count())
                 }
                 (DestageRule::NearNeighbours, None) => self.first_range_of_window(id, group.first_logical_block()),
-                (DestageRule::FrameHomes, _) => None,
+                (DestageRule::FrameHomes | DestageRule::LogHead, _) => None,
             };
             for run in &group.runs {
                 let run_neighbour =
@@ -710,6 +713,16 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             }
         }
         Ok(placed)
+    }
+
+    /// Allocates up to `count` blocks at the head of the log stream the layout
+    /// gives block `logical` of extent `id` (the run stops where the stream
+    /// changes); `None` when no clean segment is left.
+    pub(crate) fn allocate_in_log(&mut self, id: u64, logical: u64, count: u64) -> Option<(u64, u64)> {
+        let stream = self.layout.log_stream(id, logical);
+        let same =
+            (1..count).take_while(|&offset| self.layout.log_stream(id, logical + offset) == stream).count() as u64 + 1;
+        self.segments.allocate_at_stream_head(&mut self.data_space, stream, same, HeadWriter::User)
     }
 
     /// The range for the window of `logical` of extent `id`, which has nothing
@@ -786,6 +799,14 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             DestageRule::FrameHomes => {
                 let home = self.layout.frame_home(id, logical);
                 (home.unwrap_or_else(|| hint_in_range(neighbour, logical, 0, block_count)), 1)
+            }
+            DestageRule::LogHead => {
+                if let Some(run) = self.allocate_in_log(id, logical, count) {
+                    return Ok(run);
+                }
+                // No clean segment left (the cleaner fell behind): plug
+                // holes rather than fail while the device has free blocks.
+                (0, count)
             }
         };
         self.data_space.allocate_near(hint, count).ok_or_else(|| EngineError::NoSpace {

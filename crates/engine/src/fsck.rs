@@ -18,7 +18,8 @@ use serde::Serialize;
 use crate::bitmap::{Bitmap, PersistentBitmap};
 use crate::checksums::PersistentChecksums;
 use crate::codec::{
-    CopyOutRecord, ExtentRecord, LogRecord, LogSlot, RangeReservation, RootSet, SnapshotRecord, SnapshotState,
+    CopyOutRecord, ExtentRecord, LogRecord, LogSlot, RangeReservation, RootSet, SegmentUsageRecord, SnapshotRecord,
+    SnapshotState,
     Superblock, TreePointer, BLOCK_SIZE, SUPERBLOCK_SLOTS, WORDS_PER_PAGE,
 };
 use crate::copy_out::CopyOuts;
@@ -27,6 +28,7 @@ use crate::error::{DeviceRole, EngineError, Result, Unsuitable};
 use crate::io::{read_pieces, FlashReader};
 use crate::log::walk::{walk_log, ChainEnd, LogIdentity};
 use crate::map::{ExtentMap, Location};
+use crate::segments::check_usage_table;
 use crate::tree::PersistentTree;
 
 /// The name findings give the active tree.
@@ -214,8 +216,29 @@ impl<F: BlockDevice> Checker<'_, F> {
         walk.data_summary = loaded.next().flatten();
         walk.flash_active = loaded.next().flatten();
         walk.flash_summary = loaded.next().flatten();
+        self.walk_segment_usage(roots.segment_usage, tree, &mut flash_used, &walk);
         walk.flash_used = flash_used;
         walk
+    }
+
+    /// Marks a segment usage table's nodes as its tree's and checks its live
+    /// counts against the data maps of the same CP.
+    fn walk_segment_usage(&mut self, pointer: TreePointer, tree: &str, flash_used: &mut Bitmap, walk: &Walk) {
+        let table = match PersistentTree::<SegmentUsageRecord>::load(pointer, 0, &mut self.reader) {
+            Ok(table) => table,
+            Err(error) => {
+                return self.report.add(FindingKind::CorruptMetadata, format!("{tree}: segment usage table: {error}"))
+            }
+        };
+        for block in table.blocks() {
+            self.mark(flash_used, DeviceRole::Flash, block, tree, "segment usage table");
+        }
+        let (Some(active), Some(summary)) = (&walk.data_active, &walk.data_summary) else { return };
+        let in_use =
+            |start: u64, end: u64| (start..end).filter(|&block| active.get(block) || summary.get(block)).count() as u64;
+        for problem in check_usage_table(&table, self.data_count, in_use) {
+            self.report.add(FindingKind::CorruptMetadata, format!("{tree}: segment usage table: {problem}"));
+        }
     }
 
     /// Marks a copy-out table's nodes as its tree's (the copies are the

@@ -250,6 +250,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Whether the next CP, and the log until it, fit in `room` flash blocks
     /// with `update` done.
     fn checkpoint_fits(&mut self, update: UpdateBound<'_>, room: u64) -> bool {
+        // The segment usage table's live counts change with any update: its
+        // whole rewrite is kept aside (nothing without a segment layout).
+        let room = room.saturating_sub(self.segment_table_bound_blocks());
         let log_blocks = self.log_blocks_with(update.records);
         let pending = self.log.records_bound_blocks;
         if pending + update.records_bound + log_blocks <= room {
@@ -263,7 +266,19 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// An upper bound on the flash blocks the next CP needs for what is
     /// pending, and the log until it.
     fn pending_checkpoint_bound(&mut self) -> u64 {
-        self.log.records_bound_blocks.min(self.structural_checkpoint_bound()) + self.log_blocks_with(0)
+        self.log.records_bound_blocks.min(self.structural_checkpoint_bound())
+            + self.log_blocks_with(0)
+            + self.segment_table_bound_blocks()
+    }
+
+    /// What rewriting the segment usage table can take at the next CP (0
+    /// when the layout keeps none).
+    pub(crate) fn segment_table_bound_blocks(&self) -> u64 {
+        if self.segments.enabled() {
+            self.segments.table().persist_bound_blocks() + 2
+        } else {
+            0
+        }
     }
 
     /// The flash blocks this epoch's log holds and will hold with `records`

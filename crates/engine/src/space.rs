@@ -570,6 +570,38 @@ impl SpaceMap {
         count
     }
 
+    /// Blocks of `[start, end)` in use: set in the activemap or the summary
+    /// (the live blocks of a segment, for the segment usage table).
+    pub fn in_use_in(&self, start: u64, end: u64) -> u64 {
+        self.count_in(start, end, |active, summary| active | summary)
+    }
+
+    /// Blocks of `[start, end)` in the summary (held by snapshots).
+    pub fn summary_in(&self, start: u64, end: u64) -> u64 {
+        self.count_in(start, end, |_, summary| summary)
+    }
+
+    /// Counts the bits `pick(activemap word, summary word)` sets in `[start, end)`.
+    fn count_in(&self, start: u64, end: u64, pick: impl Fn(u64, u64) -> u64) -> u64 {
+        let end = end.min(self.block_count());
+        let mut count = 0;
+        let mut bit = start - start % 64;
+        while bit < end {
+            let page = (bit / BITS_PER_PAGE) as usize;
+            let word = ((bit % BITS_PER_PAGE) / 64) as usize;
+            let mut set = pick(self.active.bits().word(page, word), self.summary.bits().word(page, word));
+            if bit < start {
+                set &= u64::MAX << (start - bit);
+            }
+            if end - bit < 64 {
+                set &= (1u64 << (end - bit)) - 1;
+            }
+            count += u64::from(set.count_ones());
+            bit += 64;
+        }
+        count
+    }
+
     /// Memory held by this space map's bitmaps, in bytes.
     pub fn memory_bytes(&self) -> usize {
         self.active.bits().memory_bytes() + self.summary.bits().memory_bytes() + self.pinned.memory_bytes()

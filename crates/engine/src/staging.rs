@@ -120,6 +120,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             Placement::Stage | Placement::Ranges => self.write_in_ranges(id, logical, payload),
             Placement::InPlace => self.write_in_place(id, logical, payload),
             Placement::PlugHoles => self.write_plugging_holes(id, logical, payload),
+            Placement::LogHead => self.write_at_log_head(id, logical, payload),
         }
     }
 
@@ -409,6 +410,23 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             let (start, got) = self.allocate_data(self.layout.hole_cursor(), count - done)?;
             self.write_direct_piece(id, logical + done, start, payload.slice(done, got))?;
             self.layout.move_hole_cursor((start + got) % self.data_space.block_count());
+            done += got;
+        }
+        self.stats.direct_blocks_written += count;
+        Ok(())
+    }
+
+    /// Writes to the log head, filling clean segments in order (when none is
+    /// left, to the first free blocks: the cleaner fell behind).
+    fn write_at_log_head(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
+        let count = payload.block_count();
+        let mut done = 0;
+        while done < count {
+            let (start, got) = match self.allocate_in_log(id, logical + done, count - done) {
+                Some(run) => run,
+                None => self.allocate_data(0, count - done)?,
+            };
+            self.write_direct_piece(id, logical + done, start, payload.slice(done, got))?;
             done += got;
         }
         self.stats.direct_blocks_written += count;

@@ -37,7 +37,8 @@ use proxima_device::{
     IoRequest, MemoryDevice, PendingWrites, Tear,
 };
 use proxima_engine::{
-    fsck_devices, DeleteLogMode, DeleteLogStats, DestagePlan, FsckScope, Layout, ReadRealloc, Volume, VolumeOptions,
+    fsck_devices, CleaningPolicy, CleaningSettings, DeleteLogMode, DeleteLogStats, DestagePlan, FsckScope, Layout,
+    ReadRealloc, Volume, VolumeOptions,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -112,6 +113,8 @@ struct Recording {
     reallocated_blocks: u64,
     /// Blocks the delete log took and punched during the workload.
     delete_log: DeleteLogStats,
+    /// Live blocks segment cleaning moved during the workload.
+    cleaned_blocks: u64,
 }
 
 fn options() -> VolumeOptions {
@@ -157,9 +160,10 @@ fn record_workload(seed: u64, options: &VolumeOptions) -> Recording {
     }
     let reallocated_blocks = volume.stats().reallocated_blocks;
     let delete_log = volume.delete_log_stats();
+    let cleaned_blocks = volume.stats().cleaning_blocks_written;
     let (data, flash) = volume.into_devices();
     let order = order.borrow().clone();
-    Recording { base, devices: (data.inner, flash.inner), order, points, reallocated_blocks, delete_log }
+    Recording { base, devices: (data.inner, flash.inner), order, points, reallocated_blocks, delete_log, cleaned_blocks }
 }
 
 /// One random operation; returns whether it made everything before it durable.
@@ -481,6 +485,43 @@ fn every_crash_point_of_the_baseline_layouts_recovers() {
     crash_every_point_with("in-place without a cache", seeds_from_environment(4), &uncached, DataTears::WholeBlocks);
     let anywhere = VolumeOptions { layout: Layout::WriteAnywhere, ..options() };
     crash_every_point("write-anywhere", seeds_from_environment(4), &anywhere);
+}
+
+/// A log-structured layout with 8-block segments and a cleaner that runs
+/// after nearly every operation (it starts below 120 clean segments of 128):
+/// crashes fall inside segment writes, cleaning passes and their CPs.
+fn log_structured_options(layout: Layout, policy: CleaningPolicy) -> VolumeOptions {
+    VolumeOptions {
+        layout,
+        segment_blocks: 8,
+        staging_capacity_blocks: 16,
+        destage_step_blocks: 8,
+        cleaning: CleaningSettings {
+            policy,
+            start_below_clean_segments: 120,
+            pass_blocks_max: 16,
+            ..CleaningSettings::default()
+        },
+        ..options()
+    }
+}
+
+#[test]
+fn every_crash_point_of_the_log_structured_layout_and_its_cleaner_recovers() {
+    let configurations = [
+        (Layout::Lfs, CleaningPolicy::Greedy),
+        (Layout::Lfs, CleaningPolicy::HolePlugging),
+        (Layout::Wolf, CleaningPolicy::CostBenefit),
+    ];
+    for (layout, policy) in configurations {
+        let options = log_structured_options(layout, policy);
+        assert!(
+            record_workload(0, &options).cleaned_blocks > 0,
+            "{layout:?}, {policy:?}: the workload cleans segments"
+        );
+        let name = format!("{}, {} cleaning", layout.name(), policy.name());
+        crash_every_point(&name, seeds_from_environment(4), &options);
+    }
 }
 
 #[test]

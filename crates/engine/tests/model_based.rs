@@ -26,7 +26,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use proxima_device::{seeds_for_test, BlockDevice, MemoryDevice, RaidConfig, RaidDevice};
 use proxima_engine::{
-    BatchedWrite, DeleteLogMode, DestagePlan, DeviceRole, EngineError, Layout, ReadRealloc, Volume, VolumeOptions,
+    BatchedWrite, CleaningPolicy, CleaningSettings, DeleteLogMode, DestagePlan, DeviceRole, EngineError, Layout,
+    ReadRealloc, Volume, VolumeOptions,
 };
 
 const EXTENT_NAMES: [&str; 3] = ["a", "b", "c"];
@@ -653,6 +654,34 @@ fn each_delete_log_behaves_like_the_model() {
 fn the_write_anywhere_layout_behaves_like_the_model() {
     let options = VolumeOptions { layout: Layout::WriteAnywhere, ..options() };
     run_configuration("write-anywhere", cases_from_environment(3), memory_data, options);
+}
+
+#[test]
+fn the_log_structured_layout_and_its_cleaner_behave_like_the_model() {
+    let configurations = [
+        (Layout::Lfs, CleaningPolicy::CostBenefit),
+        (Layout::Lfs, CleaningPolicy::Adaptive),
+        (Layout::Wolf, CleaningPolicy::Greedy),
+    ];
+    for (layout, policy) in configurations {
+        let options = VolumeOptions {
+            layout,
+            segment_blocks: 16,
+            staging_capacity_blocks: 40,
+            destage_step_blocks: 16,
+            cleaning: CleaningSettings {
+                policy,
+                start_below_clean_segments: u64::MAX,
+                pass_blocks_max: 64,
+                ..CleaningSettings::default()
+            },
+            ..options()
+        };
+        // The cleaner runs after every update, as long as it finds a segment
+        // it can empty.
+        let name = format!("{}, {} cleaning", layout.name(), policy.name());
+        run_configuration(&name, cases_from_environment(3), memory_data, options);
+    }
 }
 
 #[test]

@@ -37,6 +37,9 @@
 //! so reads after a burst of random writes find the extents back in their
 //! runs. A write that still finds the staging area full waits for one step
 //! of its own.
+//! The same thread cleans segments for the log-structured layouts, one pass
+//! under the write lock at a time, when fewer segments are clean than the
+//! cleaner's threshold (`Volume::cleaning_needed`, `Volume::clean_step`).
 //!
 //! Concurrent FLUSHes are coalesced (group commit): each
 //! completed write takes a sequence number under the write lock, a flush
@@ -171,6 +174,11 @@ impl BackgroundDestager {
                 if draining {
                     release_destaged_space(&volume, write_back.as_ref());
                 }
+                // Segment cleaning (log-structured layouts), a pass at a
+                // time under the lock, yielding it between passes.
+                while !stopping.load(Ordering::SeqCst) && clean_one_pass(&volume) {
+                    std::thread::sleep(DESTAGE_HANDOFF);
+                }
             }
         });
         // Without the thread the volume still destages when staging fills.
@@ -235,6 +243,28 @@ fn destage_one_piece(
         Err(error) => {
             warn!("background destage failed: {error}");
             None
+        }
+    }
+}
+
+/// One segment cleaning pass under the write lock, if the volume's layout
+/// needs one; returns whether it cleaned a segment (then the caller yields
+/// the lock and asks again).
+fn clean_one_pass(volume: &RwLock<ServiceVolume>) -> bool {
+    let Ok(mut volume) = volume.write() else { return false };
+    if !volume.cleaning_needed() {
+        return false;
+    }
+    let started = Instant::now();
+    match volume.clean_step() {
+        Ok(report) => {
+            let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+            debug!(segments = report.segments_cleaned, blocks = report.blocks_written, elapsed_ms, "cleaning pass");
+            report.segments_cleaned > 0
+        }
+        Err(error) => {
+            warn!("background segment cleaning failed: {error}");
+            false
         }
     }
 }

@@ -162,7 +162,7 @@ impl VolumeConfig {
             return Err(invalid(
                 file,
                 "layout",
-                &format!("{:?} is not proximal, in-place or write-anywhere", self.layout),
+                &format!("{:?} is not proximal, in-place, write-anywhere, lfs or wolf", self.layout),
             ));
         }
         if DeleteLogMode::parse(&self.delete_log).is_none() {
@@ -297,7 +297,7 @@ mod tests {
         assert!(matches!(VolumeConfig::parse(&value.to_string(), file), Err(ServiceError::MalformedConfig { .. })));
 
         let mut config = sample();
-        config.layout = "lfs".into();
+        config.layout = "log".into();
         let error = VolumeConfig::parse(&serde_json::to_string(&config).unwrap(), file).unwrap_err();
         assert!(error.to_string().contains("layout"), "{error}");
 

@@ -7,6 +7,10 @@
 //!   logical neighbours (the default).
 //! - [`in_place`]: a frame array — a block keeps the place of its first write;
 //!   flash is its NV write cache.
+//! - [`lfs`]: every write buffered in the staging log, destaged as whole
+//!   segments at the log head; a cleaner empties partly dead segments.
+//! - [`wolf`]: `lfs` with the buffered blocks sorted by update frequency
+//!   into a hot and a cold log stream, each filling its own segments.
 //! - [`write_anywhere`]: no staging; new blocks plug the holes left by freed
 //!   older versions, next-fit over the device.
 //! - [`ranges`]: the pure allocation-range policy the layouts that place in
@@ -19,8 +23,10 @@
 //! [`Layout::parse`]).
 
 pub mod in_place;
+pub mod lfs;
 pub mod proximal;
 pub mod ranges;
+pub mod wolf;
 pub mod write_anywhere;
 
 use std::fmt;
@@ -42,11 +48,15 @@ pub enum Layout {
     InPlace,
     /// [`write_anywhere::WriteAnywhere`].
     WriteAnywhere,
+    /// [`lfs::Lfs`].
+    Lfs,
+    /// [`wolf::Wolf`].
+    Wolf,
 }
 
 impl Layout {
     /// Every layout, in the order reports list them.
-    pub const ALL: [Layout; 3] = [Layout::Proximal, Layout::InPlace, Layout::WriteAnywhere];
+    pub const ALL: [Layout; 5] = [Layout::Proximal, Layout::InPlace, Layout::WriteAnywhere, Layout::Lfs, Layout::Wolf];
 
     /// The name used in reports and on the command line.
     pub fn name(self) -> &'static str {
@@ -54,6 +64,8 @@ impl Layout {
             Layout::Proximal => "proximal",
             Layout::InPlace => "in-place",
             Layout::WriteAnywhere => "write-anywhere",
+            Layout::Lfs => "lfs",
+            Layout::Wolf => "wolf",
         }
     }
 
@@ -69,6 +81,8 @@ impl Layout {
             Layout::Proximal => Box::new(proximal::Proximal),
             Layout::InPlace => Box::<in_place::InPlace>::default(),
             Layout::WriteAnywhere => Box::<write_anywhere::WriteAnywhere>::default(),
+            Layout::Lfs => Box::new(lfs::Lfs),
+            Layout::Wolf => Box::<wolf::Wolf>::default(),
         }
     }
 }
@@ -95,6 +109,28 @@ pub trait LayoutStrategy: fmt::Debug + Send + Sync {
     fn frame_home(&self, extent_id: u64, logical_block: u64) -> Option<u64> {
         let _ = (extent_id, logical_block);
         None
+    }
+
+    /// Whether the layout writes whole segments at a log head
+    /// ([`DestageRule::LogHead`]), keeping the segment usage table and
+    /// cleaning segments.
+    fn writes_segments(&self) -> bool {
+        false
+    }
+
+    /// [`DestageRule::LogHead`]: the log stream (below
+    /// [`LOG_STREAMS`](crate::segments::LOG_STREAMS)) whose head block
+    /// `logical_block` of extent `extent_id` is written at; each stream fills
+    /// its own segments.
+    fn log_stream(&self, extent_id: u64, logical_block: u64) -> usize {
+        let _ = (extent_id, logical_block);
+        0
+    }
+
+    /// [`DestageRule::LogHead`]: the log stream the segment cleaner writes
+    /// the blocks it moves to.
+    fn cleaning_stream(&self) -> usize {
+        0
     }
 
     /// Whether the layout keeps the versions snapshots hold by copying a
@@ -198,6 +234,9 @@ pub enum Placement {
     InPlace,
     /// To the first holes after the layout's hole cursor.
     PlugHoles,
+    /// Straight to the log head, filling clean segments in order (a large
+    /// write of a log-structured layout: it is a segment write already).
+    LogHead,
 }
 
 /// How destage places a layout's staged blocks.
@@ -210,6 +249,9 @@ pub enum DestageRule {
     /// Block by block, each back at its frame home (else near its logical
     /// neighbour): a frame array's write-back.
     FrameHomes,
+    /// At the log head: the next blocks of the current segment, then of the
+    /// next clean segment (log-structured layouts).
+    LogHead,
 }
 
 /// Whether the staging area must be destaged before `incoming_blocks` more can
@@ -229,7 +271,8 @@ mod tests {
             assert_eq!(layout.strategy().kind(), layout);
         }
         assert_eq!(Layout::parse("in_place"), Some(Layout::InPlace));
-        assert_eq!(Layout::parse("lfs"), None);
+        assert_eq!(Layout::parse("lfs"), Some(Layout::Lfs));
+        assert_eq!(Layout::parse("log"), None);
     }
 
     #[test]

@@ -679,6 +679,8 @@ fn volume_options(spec: &RunSpec, staging_blocks: u64) -> VolumeOptions {
         // The paper's array keeps parity consistent through its NVRAM: no
         // write-intent log, whose flushes would add I/O the array does not do.
         write_intents: false,
+        // The log-structured layouts write a full stripe at a time.
+        segment_blocks: spec.shape.stripe_unit_bytes / BLOCK_SIZE_BYTES * DATA_DISK_COUNT as u64,
         ..VolumeOptions::default()
     }
 }

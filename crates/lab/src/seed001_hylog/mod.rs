@@ -4,6 +4,8 @@
 //! were lost from its text and are rebuilt in `hylog-model.md`.
 //!
 //! - [`cost_model`]: the write-cost model, Eqs 1–8, arrays and write skews.
+//! - [`engine_write_cost`]: an engine volume's overall write cost under a
+//!   synthetic update workload (the hook the cleaning experiments use).
 //! - [`paper`]: the paper's disks and the inputs and printed results of its
 //!   §6.2 worked examples.
 //! - [`section_6_2`]: those examples recomputed by the model.
@@ -14,6 +16,7 @@
 
 pub mod cleaning_figures;
 pub mod cost_model;
+pub mod engine_write_cost;
 pub mod hylog_model;
 pub mod paper;
 pub mod section_6_2;

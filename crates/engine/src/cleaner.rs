@@ -1,0 +1,340 @@
+//! The segment cleaner: executes the policy's choice (`cleaning.rs`) for the
+//! layouts that write segments. A pass reads each victim segment whole (one
+//! request), writes the live blocks the active tree maps there to new places
+//! (the log head, or other segments' holes), points the maps at them with
+//! logged direct records, and ends with a CP, after which the victims are
+//! clean.
+//!
+//! Crash argument (docs/format.md, "Cleaning"): the new copies go to blocks
+//! the durable state has free; each piece's checksums and direct record are
+//! logged after its copy is written (a log block is written only after the
+//! data device is flushed), so a durable record implies a durable copy; the
+//! old blocks are freed through the space map, so they are reused only after
+//! the CP that records the new places is durable. A crash at any write of a
+//! pass leaves every block at its old place or its new one, both holding the
+//! same bytes. Allocation and mapping of a chunk happen with no CP between
+//! them (room for the chunk's metadata is made first), so no CP ever records
+//! an allocated block no map names.
+//!
+//! Segments holding blocks a snapshot holds are never victims (moving such a
+//! block would keep both versions).
+
+use proxima_device::BlockDevice;
+use serde::Serialize;
+
+use crate::cleaning::{choose_victims, Candidate, CleaningChoice, CleaningMethod};
+use crate::codec::LogRecord;
+use crate::error::{DeviceRole, EngineError, Result};
+use crate::io::{block_bytes, read_pieces};
+use crate::map::Location;
+use crate::segments::HeadWriter;
+use crate::volume::Volume;
+
+/// What one cleaning pass did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CleaningReport {
+    /// The policy's choice (`None`: nothing was cleaned).
+    pub choice: Option<CleaningChoice>,
+    /// Blocks read (whole victim segments that held live blocks).
+    pub blocks_read: u64,
+    /// Live blocks moved.
+    pub blocks_written: u64,
+    /// Victims left with no block in use.
+    pub segments_cleaned: u64,
+}
+
+/// Live blocks of a victim the active tree maps: a logical run of an extent
+/// at consecutive data blocks inside one segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LivePiece {
+    extent_id: u64,
+    logical_block: u64,
+    block_count: u64,
+    data_block: u64,
+    segment: u64,
+}
+
+impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
+    /// Whether the layout writes segments and fewer are clean than the
+    /// cleaner's start threshold.
+    pub fn cleaning_needed(&self) -> bool {
+        self.segments.enabled()
+            && self.segments.clean_count(&self.data_space) < self.options.cleaning.start_below_clean_segments
+    }
+
+    /// Clean segments of the data device (the log head excluded); 0 for a
+    /// layout that does not write segments.
+    pub fn clean_segment_count(&self) -> u64 {
+        if self.segments.enabled() {
+            self.segments.clean_count(&self.data_space)
+        } else {
+            0
+        }
+    }
+
+    /// One cleaning pass if [`cleaning_needed`](Self::cleaning_needed): the
+    /// background step a server takes between client requests.
+    pub fn clean_step(&mut self) -> Result<CleaningReport> {
+        self.guarded(|volume| {
+            if !volume.cleaning_needed() {
+                return Ok(CleaningReport::default());
+            }
+            volume.clean_pass()
+        })
+    }
+
+    /// Cleans while needed, when the cleaner runs automatically: passes until
+    /// enough segments are clean or a pass frees nothing. Background work:
+    /// a pass refused for lack of flash room for its metadata (before it
+    /// changed anything of the chunk it was moving) ends the cleaning
+    /// quietly, and the update that triggered it has succeeded all the same;
+    /// the next update tries again.
+    pub(crate) fn clean_if_needed(&mut self) -> Result<()> {
+        if !self.options.cleaning.automatic {
+            return Ok(());
+        }
+        while self.cleaning_needed() {
+            match self.clean_pass() {
+                Ok(report) if report.segments_cleaned > 0 => {}
+                Ok(_) | Err(EngineError::NoSpace { .. }) => break,
+                Err(other) => return Err(other),
+            }
+        }
+        Ok(())
+    }
+
+    /// The segments the cleaner may choose: neither clean nor the log head,
+    /// nothing held by snapshots, at least one free block.
+    fn cleaning_candidates(&self) -> Vec<Candidate> {
+        let segment_blocks = self.segments.segment_blocks();
+        self.segments
+            .usage(&self.data_space)
+            .into_iter()
+            .filter(|usage| usage.live_blocks < segment_blocks)
+            .filter(|usage| !self.segments.is_head(usage.segment))
+            .filter(|usage| {
+                let (start, end) = self.segments.bounds(usage.segment);
+                self.data_space.summary_in(start, end) == 0 && !self.segments.is_clean(&self.data_space, usage.segment)
+            })
+            .map(|usage| Candidate { usage, partition: 0 })
+            .collect()
+    }
+
+    /// One pass: choose, move, commit.
+    pub(crate) fn clean_pass(&mut self) -> Result<CleaningReport> {
+        let mut report = CleaningReport::default();
+        let candidates = self.cleaning_candidates();
+        let segment_blocks = self.segments.segment_blocks();
+        let Some(choice) = choose_victims(&self.options.cleaning, &candidates, segment_blocks, self.segments.clock())
+        else {
+            return Ok(report);
+        };
+        let pieces = self.live_pieces(&choice.victims);
+        // Chunks of about a segment of live blocks: each chunk's room is made
+        // before its blocks are allocated, and it is mapped before the next.
+        let mut chunk: Vec<LivePiece> = Vec::new();
+        let mut chunk_blocks = 0;
+        for victim in &choice.victims {
+            let of_victim: Vec<LivePiece> = pieces.iter().copied().filter(|piece| piece.segment == *victim).collect();
+            chunk_blocks += of_victim.iter().map(|piece| piece.block_count).sum::<u64>();
+            chunk.extend(of_victim);
+            if chunk_blocks >= segment_blocks {
+                self.move_chunk(&std::mem::take(&mut chunk), &choice, &mut report)?;
+                chunk_blocks = 0;
+            }
+        }
+        if !chunk.is_empty() {
+            self.move_chunk(&chunk, &choice, &mut report)?;
+        }
+        // The victims' old blocks are allocatable once this CP is durable.
+        self.commit()?;
+        report.segments_cleaned =
+            choice.victims.iter().filter(|&&segment| self.segments.is_clean(&self.data_space, segment)).count() as u64;
+        self.stats.cleaning_passes += 1;
+        self.stats.segments_cleaned += report.segments_cleaned;
+        self.stats.cleaning_blocks_read += report.blocks_read;
+        self.stats.cleaning_blocks_written += report.blocks_written;
+        report.choice = Some(choice);
+        Ok(report)
+    }
+
+    /// The runs of the victims' blocks the active tree maps, in data-block
+    /// order; a victim with a block a snapshot holds contributes none.
+    fn live_pieces(&self, victims: &[u64]) -> Vec<LivePiece> {
+        let segment_blocks = self.segments.segment_blocks();
+        let mut is_victim = vec![false; usize::try_from(self.segments.segment_count()).expect("in memory")];
+        for &victim in victims {
+            is_victim[usize::try_from(victim).expect("in memory")] = true;
+        }
+        let mut pieces = Vec::new();
+        for (extent_id, map) in self.extents.maps() {
+            for (logical_block, run) in map.iter() {
+                let Location::Data(first) = Location::from_raw(run.location()) else { continue };
+                let mut offset = 0;
+                while offset < run.count() {
+                    let block = first + offset;
+                    let in_segment = (segment_blocks - block % segment_blocks).min(run.count() - offset);
+                    if let Some(segment) = self.segments.segment_of(block) {
+                        if is_victim[usize::try_from(segment).expect("in memory")] {
+                            pieces.push(LivePiece {
+                                extent_id,
+                                logical_block: logical_block + offset,
+                                block_count: in_segment,
+                                data_block: block,
+                                segment,
+                            });
+                        }
+                    }
+                    offset += in_segment;
+                }
+            }
+        }
+        let held: Vec<u64> = pieces
+            .iter()
+            .filter(|piece| (0..piece.block_count).any(|i| self.data_space.held_by_snapshot(piece.data_block + i)))
+            .map(|piece| piece.segment)
+            .collect();
+        pieces.retain(|piece| !held.contains(&piece.segment));
+        pieces.sort_unstable_by_key(|piece| piece.data_block);
+        pieces
+    }
+
+    /// Moves one chunk of live pieces: room for its metadata, its victims
+    /// read, new places allocated, the copies written as one batch, then
+    /// each piece's checksums and direct record logged and its map updated.
+    fn move_chunk(&mut self, chunk: &[LivePiece], choice: &CleaningChoice, report: &mut CleaningReport) -> Result<()> {
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        let mut ids: Vec<u64> = chunk.iter().map(|piece| piece.extent_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let total: u64 = chunk.iter().map(|piece| piece.block_count).sum();
+        self.ensure_room_for_update(self.write_bound(&ids, total, 0))?;
+        // Each victim read whole, one request per segment.
+        let mut victims: Vec<u64> = chunk.iter().map(|piece| piece.segment).collect();
+        victims.dedup();
+        let reads: Vec<(u64, u64)> = victims
+            .iter()
+            .map(|&segment| {
+                let (start, end) = self.segments.bounds(segment);
+                (start, end - start)
+            })
+            .collect();
+        let bytes = read_pieces(&mut self.data, DeviceRole::Data, &reads)?;
+        report.blocks_read += reads.iter().map(|&(_, count)| count).sum::<u64>();
+        let segment_blocks = self.segments.segment_blocks();
+        // Where a victim's bytes begin in `bytes`.
+        let segment_offset = |segment: u64| -> u64 {
+            reads.iter().take_while(|&&(start, _)| start != segment * segment_blocks).map(|&(_, count)| count).sum()
+        };
+        // New places, piece by piece (split where an allocation is short).
+        let mut plug_targets = match choice.method {
+            CleaningMethod::PlugHoles => self.plug_targets(&choice.victims),
+            CleaningMethod::Copy => Vec::new(),
+        };
+        let mut moves: Vec<(LivePiece, u64)> = Vec::new();
+        for piece in chunk {
+            let mut done = 0;
+            while done < piece.block_count {
+                let want = piece.block_count - done;
+                let Some((start, got)) = self.cleaning_destination(&mut plug_targets, piece.segment, want) else {
+                    break;
+                };
+                let part = LivePiece {
+                    logical_block: piece.logical_block + done,
+                    block_count: got,
+                    data_block: piece.data_block + done,
+                    ..*piece
+                };
+                moves.push((part, start));
+                done += got;
+            }
+        }
+        let stores = self.data_stores_payload() && !bytes.is_empty();
+        let mut writes: Vec<(u64, u64, Vec<u8>)> = Vec::new();
+        let mut sorted = moves.clone();
+        sorted.sort_unstable_by_key(|&(_, destination)| destination);
+        for (piece, destination) in &sorted {
+            let data = if stores {
+                let at = segment_offset(piece.segment) + piece.data_block - piece.segment * segment_blocks;
+                bytes[block_bytes(at)..block_bytes(at + piece.block_count)].to_vec()
+            } else {
+                Vec::new()
+            };
+            match writes.last_mut() {
+                Some((block, count, existing)) if *block + *count == *destination => {
+                    *count += piece.block_count;
+                    existing.extend_from_slice(&data);
+                }
+                _ => writes.push((*destination, piece.block_count, data)),
+            }
+        }
+        self.write_data_pieces(writes)?;
+        self.log.data_unflushed = true;
+        for (piece, destination) in moves {
+            self.log_moved_checksums(piece.data_block, destination, piece.block_count)?;
+            self.apply_mapping(piece.extent_id, piece.logical_block, piece.block_count, Location::Data(destination));
+            self.push_record(LogRecord::Direct {
+                extent_id: piece.extent_id,
+                logical_block: piece.logical_block,
+                block_count: u32::try_from(piece.block_count).expect("a piece lies in one segment"),
+                data_block: destination,
+            })?;
+            report.blocks_written += piece.block_count;
+        }
+        Ok(())
+    }
+
+    /// Where up to `count` live blocks of `victim` go: the holes of the
+    /// plugging targets left (fullest first), else the log head. `None` when
+    /// neither has room.
+    fn cleaning_destination(&mut self, plug_targets: &mut Vec<u64>, victim: u64, count: u64) -> Option<(u64, u64)> {
+        while let Some(&target) = plug_targets.last() {
+            let (start, end) = self.segments.bounds(target);
+            if let Some(run) = self.data_space.allocate_within(start, start, end, count) {
+                return Some(run);
+            }
+            plug_targets.pop();
+        }
+        let age = self.segments.age(victim);
+        let stream = self.layout.cleaning_stream();
+        self.segments.allocate_at_stream_head(&mut self.data_space, stream, count, HeadWriter::Cleaner { age })
+    }
+
+    /// The segments hole-plugging fills, the fullest last (taken first):
+    /// those with a block in use and a free block, neither a victim of this
+    /// pass nor the log head.
+    fn plug_targets(&self, victims: &[u64]) -> Vec<u64> {
+        let mut targets: Vec<(u64, u64)> = self
+            .segments
+            .usage(&self.data_space)
+            .into_iter()
+            .filter(|usage| usage.live_blocks > 0 && !victims.contains(&usage.segment))
+            .filter(|usage| !self.segments.is_head(usage.segment))
+            .filter(|usage| {
+                let (start, end) = self.segments.bounds(usage.segment);
+                self.data_space.allocatable_in(start, end) > 0
+            })
+            .map(|usage| (usage.live_blocks, usage.segment))
+            .collect();
+        // Ascending by live blocks, ties to the higher segment first, so the
+        // last is the fullest and, among equals, the lowest.
+        targets.sort_unstable_by_key(|&(live, segment)| (live, std::cmp::Reverse(segment)));
+        targets.into_iter().map(|(_, segment)| segment).collect()
+    }
+
+    /// The checksums of blocks moved from `from` to `to` go with them (the
+    /// bytes were copied, not recomputed) and are logged before the record
+    /// that maps them.
+    fn log_moved_checksums(&mut self, from: u64, to: u64, count: u64) -> Result<()> {
+        let Some(checksums) = &self.checksums else { return Ok(()) };
+        let crcs: Vec<u32> = (0..count).map(|offset| checksums.data.get(from + offset)).collect();
+        if let Some(checksums) = &mut self.checksums {
+            for (block, &crc) in (to..).zip(&crcs) {
+                checksums.data.set(block, crc);
+            }
+        }
+        self.push_records(LogRecord::checksums(to, &crcs))
+    }
+}

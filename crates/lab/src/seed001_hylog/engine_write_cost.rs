@@ -1,0 +1,152 @@
+//! The engine's overall write cost under a synthetic update workload: the
+//! hook through which HyLog's experiments measure a real volume (Fig 2, the
+//! cross-check against an independent segment simulator, Fig 5).
+//!
+//! A volume of `data_blocks` is formatted with the given layout and cleaner
+//! on memory devices (written with synthetic blocks: zeroes), one extent of `utilization ×
+//! data_blocks` blocks is written whole, then single-block updates drawn from
+//! the pattern are applied: `warmup_passes` times the extent's size to reach
+//! the steady state, then `measured_passes` times, over which the counters
+//! are taken. Write cost, in blocks moved per user block written to the data
+//! device, is Rosenblum's `(user + cleaning read + cleaning written) / user`;
+//! the cleaning utilisation u_c is the live share of the segments cleaned
+//! (empty victims included, as Eq 2 counts them).
+//!
+//! Deterministic: the same settings give the same figures.
+
+use proxima_device::MemoryDevice;
+use proxima_engine::{CleaningPolicy, CleaningSettings, EngineStats, Layout, Volume, VolumeOptions};
+use proxima_workload::synthetic::{Pattern, SyntheticSpec, SyntheticWorkload};
+use serde::Serialize;
+
+use crate::LabError;
+
+/// What to measure.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WriteCostSettings {
+    /// The layout (one that writes segments, for a cleaning cost).
+    pub layout: Layout,
+    /// The cleaner's policy.
+    pub policy: CleaningPolicy,
+    /// Disk space utilisation u: the extent's share of the data device.
+    pub utilization: f64,
+    /// Which blocks the updates hit.
+    pub pattern: Pattern,
+    /// Blocks of the data device.
+    pub data_blocks: u64,
+    /// Blocks per segment.
+    pub segment_blocks: u64,
+    /// Victim segments per cleaning pass at most.
+    pub pass_segments: u64,
+    /// Updates before measuring, in extent sizes.
+    pub warmup_passes: f64,
+    /// Updates measured, in extent sizes.
+    pub measured_passes: f64,
+    /// Seed of the update stream.
+    pub seed: u64,
+}
+
+impl Default for WriteCostSettings {
+    fn default() -> Self {
+        Self {
+            layout: Layout::Lfs,
+            policy: CleaningPolicy::Greedy,
+            utilization: 0.8,
+            pattern: Pattern::Uniform,
+            data_blocks: 65_536,
+            segment_blocks: 64,
+            pass_segments: 2,
+            warmup_passes: 4.0,
+            measured_passes: 4.0,
+            seed: 1,
+        }
+    }
+}
+
+/// The counters over the measured updates.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct WriteCostMeasurement {
+    /// User blocks written to the data device (destaged or written directly).
+    pub user_blocks: u64,
+    /// Blocks cleaning read.
+    pub cleaning_blocks_read: u64,
+    /// Blocks cleaning wrote.
+    pub cleaning_blocks_written: u64,
+    /// Segments cleaning emptied.
+    pub segments_cleaned: u64,
+    /// `(user + read + written) / user`.
+    pub write_cost: f64,
+    /// Live share of the segments cleaned.
+    pub cleaning_utilization: f64,
+}
+
+/// Runs the workload and measures (see the module documentation).
+pub fn measure_write_cost(settings: &WriteCostSettings) -> Result<WriteCostMeasurement, LabError> {
+    if !(settings.utilization > 0.0 && settings.utilization < 1.0) {
+        return Err(LabError::InvalidParameter {
+            parameter: "utilization",
+            message: format!("{} is not in (0, 1)", settings.utilization),
+        });
+    }
+    let options = VolumeOptions {
+        layout: settings.layout,
+        data_checksums: false,
+        segment_blocks: settings.segment_blocks,
+        staging_capacity_blocks: 2 * settings.segment_blocks,
+        destage_step_blocks: settings.segment_blocks,
+        cleaning: CleaningSettings {
+            policy: settings.policy,
+            pass_blocks_max: settings.pass_segments * settings.segment_blocks,
+            ..CleaningSettings::default()
+        },
+        ..VolumeOptions::default()
+    };
+    let data = MemoryDevice::new(4096, settings.data_blocks);
+    let flash = MemoryDevice::new(4096, (settings.data_blocks / 4).max(4096));
+    let mut volume = Volume::format(data, flash, settings.seed, options)?;
+    // A whole number of blocks below the device size.
+    #[expect(clippy::cast_possible_truncation, reason = "a fraction of the device's blocks")]
+    let extent_blocks = (settings.data_blocks as f64 * settings.utilization) as u64;
+    let id = volume.create_extent("updated", extent_blocks * 4096)?;
+    volume.write_blocks_synthetic(id, 0, extent_blocks, false)?;
+    let mut workload = SyntheticWorkload::new(SyntheticSpec {
+        pattern: settings.pattern,
+        block_count: extent_blocks,
+        request_blocks: 1,
+        read_fraction: 0.0,
+        scatter: true,
+        seed: settings.seed,
+    });
+    let mut update = |volume: &mut Volume<MemoryDevice, MemoryDevice>, passes: f64| -> Result<(), LabError> {
+        #[expect(clippy::cast_possible_truncation, reason = "a count of updates")]
+        let count = (extent_blocks as f64 * passes) as u64;
+        for _ in 0..count {
+            let request = workload.next().expect("a synthetic workload never ends");
+            volume.write_blocks_synthetic(id, request.block, request.block_count, false)?;
+        }
+        Ok(())
+    };
+    update(&mut volume, settings.warmup_passes)?;
+    let before = volume.stats().clone();
+    update(&mut volume, settings.measured_passes)?;
+    Ok(measurement(&before, volume.stats(), settings.segment_blocks))
+}
+
+fn measurement(before: &EngineStats, after: &EngineStats, segment_blocks: u64) -> WriteCostMeasurement {
+    // Blocks destaged from the segment buffer, and large writes sent to the
+    // log head directly.
+    let user_blocks =
+        (after.destaged_blocks + after.direct_blocks_written) - (before.destaged_blocks + before.direct_blocks_written);
+    let cleaning_blocks_read = after.cleaning_blocks_read - before.cleaning_blocks_read;
+    let cleaning_blocks_written = after.cleaning_blocks_written - before.cleaning_blocks_written;
+    let segments_cleaned = after.segments_cleaned - before.segments_cleaned;
+    let moved = (user_blocks + cleaning_blocks_read + cleaning_blocks_written) as f64;
+    WriteCostMeasurement {
+        user_blocks,
+        cleaning_blocks_read,
+        cleaning_blocks_written,
+        segments_cleaned,
+        write_cost: moved / user_blocks.max(1) as f64,
+        cleaning_utilization: cleaning_blocks_written as f64 / (segments_cleaned.max(1) * segment_blocks) as f64,
+    }
+}
