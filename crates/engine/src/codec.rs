@@ -48,6 +48,10 @@ pub enum BlockKind {
     ChecksumIndexNode = 9,
     /// A node of the copy-out table.
     CopyOutTableNode = 10,
+    /// A page of the refcount file.
+    RefcountPage = 11,
+    /// An index node of the refcount file.
+    RefcountIndexNode = 12,
 }
 
 impl BlockKind {
@@ -63,6 +67,8 @@ impl BlockKind {
             8 => Self::ChecksumPage,
             9 => Self::ChecksumIndexNode,
             10 => Self::CopyOutTableNode,
+            11 => Self::RefcountPage,
+            12 => Self::RefcountIndexNode,
             _ => return None,
         })
     }
@@ -80,6 +86,8 @@ impl BlockKind {
             Self::ChecksumPage => "checksum page",
             Self::ChecksumIndexNode => "checksum index node",
             Self::CopyOutTableNode => "copy-out table node",
+            Self::RefcountPage => "refcount page",
+            Self::RefcountIndexNode => "refcount index node",
         }
     }
 }
@@ -252,11 +260,14 @@ pub struct RootSet {
     /// The copy-out table: where the in-place layout put the versions of
     /// frame blocks that snapshots read (empty unless it copied one out).
     pub copy_outs: TreePointer,
+    /// The refcount file: extra references to data blocks (empty: every
+    /// count is zero).
+    pub refcounts: TreePointer,
 }
 
 impl RootSet {
     /// Number of pointers.
-    const POINTER_COUNT: usize = 9;
+    const POINTER_COUNT: usize = 10;
     /// Encoded size.
     pub const SIZE: usize = Self::POINTER_COUNT * TreePointer::SIZE;
 
@@ -272,6 +283,7 @@ impl RootSet {
             self.data_checksums,
             self.flash_checksums,
             self.copy_outs,
+            self.refcounts,
         ]
     }
 
@@ -295,6 +307,7 @@ impl RootSet {
             data_checksums: pointer(6),
             flash_checksums: pointer(7),
             copy_outs: pointer(8),
+            refcounts: pointer(9),
         }
     }
 }
@@ -343,7 +356,8 @@ mod superblock_offsets {
     pub const NEXT_SNAPSHOT_ID: usize = 88;
     pub const LOG_HEAD: usize = 96;
     pub const ROOTS: usize = 112;
-    pub const END: usize = ROOTS + super::RootSet::SIZE;
+    pub const UNORDERED_BELOW: usize = ROOTS + super::RootSet::SIZE;
+    pub const END: usize = UNORDERED_BELOW + 8;
 }
 
 /// A superblock's bytes lie in the block's first 512-byte sector (the rest is
@@ -376,6 +390,10 @@ pub struct Superblock {
     pub flags: u32,
     /// The active tree.
     pub roots: RootSet,
+    /// Snapshots with an id below this one may break the 010 property (a
+    /// clone from a snapshot brought their blocks back into the active
+    /// tree); 0 when it holds for every snapshot.
+    pub unordered_below_snapshot_id: u64,
 }
 
 impl Superblock {
@@ -405,6 +423,7 @@ impl Superblock {
         put_u64(&mut block, at::NEXT_SNAPSHOT_ID, self.next_snapshot_id);
         self.log_head.encode(&mut block, at::LOG_HEAD);
         self.roots.encode(&mut block, at::ROOTS);
+        put_u64(&mut block, at::UNORDERED_BELOW, self.unordered_below_snapshot_id);
         seal_block(&mut block);
         block
     }
@@ -435,6 +454,7 @@ impl Superblock {
             log_head: LogSlot::decode(block, at::LOG_HEAD),
             flags,
             roots: RootSet::decode(block, at::ROOTS),
+            unordered_below_snapshot_id: get_u64(block, at::UNORDERED_BELOW),
         })
     }
 }
@@ -614,12 +634,13 @@ pub struct SnapshotRecord {
     pub roots: RootSet,
 }
 
-/// Where a snapshot record's name begins: after its root set.
+/// Where a snapshot record's name begins: after its root set (a record is
+/// 256 bytes plus one tree pointer for every root after the first nine).
 const SNAPSHOT_NAME_OFFSET: usize = 48 + RootSet::SIZE;
 const _: () = assert!(SNAPSHOT_NAME_OFFSET + NAME_CAPACITY <= <SnapshotRecord as TreeEntry>::SIZE);
 
 impl TreeEntry for SnapshotRecord {
-    const SIZE: usize = 256;
+    const SIZE: usize = 272;
     const KIND: BlockKind = BlockKind::SnapshotTableNode;
 
     fn encode(&self, key: u64, out: &mut [u8]) {
@@ -1041,8 +1062,10 @@ mod tests {
                 extent_table: TreePointer { block: 3, crc: 0xdead, height: 1 },
                 flash_checksums: TreePointer { block: 9, crc: 0xbeef, height: 2 },
                 copy_outs: TreePointer { block: 11, crc: 0xfeed, height: 1 },
+                refcounts: TreePointer { block: 14, crc: 0xcafe, height: 1 },
                 ..RootSet::default()
             },
+            unordered_below_snapshot_id: 6,
         };
         let mut block = superblock.encode();
         assert_eq!(Superblock::decode(&block).unwrap(), superblock);

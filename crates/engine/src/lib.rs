@@ -10,6 +10,7 @@
 mod bitmap;
 mod checkpoint;
 mod checksums;
+mod clone;
 pub mod chunked;
 pub mod codec;
 mod copy_out;
@@ -27,6 +28,7 @@ pub mod prefetch;
 pub mod priority;
 mod read;
 pub mod realloc;
+mod refcount;
 mod room;
 mod scrub;
 mod snapshot;
@@ -36,6 +38,7 @@ mod synthetic;
 mod tree;
 mod volume;
 
+pub use clone::CloneSource;
 pub use destage::{DestageBatchReport, DestageObserver, DestagePlan, DestageScope, DestageSummary, NoDestageObserver};
 pub use error::{DeviceRole, EngineError, Result, Unsuitable};
 pub use fsck::{check as fsck_devices, Finding, FindingKind, FsckReport, FsckScope};
@@ -47,7 +50,7 @@ pub use scrub::ScrubReport;
 pub use snapshot::SnapshotInfo;
 pub use synthetic::ReadReport;
 pub use volume::{
-    BatchedWrite, BlockStatus, DeviceSpace, EngineStats, ExtentInfo, Overcommit, SpaceReport, StagingFill, Volume,
+    BatchedWrite, BlockStatus, SnapshotDeletion, DeviceSpace, EngineStats, ExtentInfo, Overcommit, SpaceReport, StagingFill, Volume,
     VolumeOptions, MAX_RECORDS_PER_CHECKPOINT, MIN_FLASH_BLOCKS,
 };
 

@@ -87,6 +87,8 @@ pub(crate) enum MetadataOperation {
     ResizeExtent { id: u64 },
     DeleteExtent { id: u64 },
     RestoreVolume,
+    /// A clone of an extent of `run_count` runs sharing `shared_blocks` data blocks.
+    CloneExtent { run_count: u64, shared_blocks: u64 },
 }
 
 impl MetadataOperation {
@@ -97,6 +99,7 @@ impl MetadataOperation {
             MetadataOperation::ResizeExtent { .. } => "resizing the extent",
             MetadataOperation::DeleteExtent { .. } => "deleting the extent (delete snapshots first)",
             MetadataOperation::RestoreVolume => "restoring the volume",
+            MetadataOperation::CloneExtent { .. } => "a clone",
         }
     }
 }
@@ -217,6 +220,16 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 extent_table + self.extents.find_map(id).map_or(0, |map| map.persist_bound_blocks()) + data_bitmaps
             }
             MetadataOperation::RestoreVolume => self.checkpoint_bound_blocks(),
+            // The clone's map, the refcount pages its blocks span (and their
+            // index nodes), the data bitmaps (blocks a snapshot clone takes
+            // back from the summary).
+            MetadataOperation::CloneExtent { run_count, shared_blocks } => {
+                extent_table
+                    + map_growth_blocks(run_count)
+                    + (2 * shared_blocks.div_ceil(crate::refcount::REFCOUNTS_PER_PAGE) + 4)
+                        .min(self.refcounts.pages().tree_block_count())
+                    + data_bitmaps
+            }
         };
         changed + flash_bitmaps + 4
     }

@@ -26,6 +26,7 @@ use crate::layouts::{Layout, LayoutParameters, LayoutStrategy};
 use crate::log::{LogState, RecoveryReport};
 use crate::map::{self, ExtentMap, LayoutScore, Location};
 use crate::realloc::ReadRealloc;
+use crate::refcount::PersistentRefcounts;
 use crate::room::MetadataOperation;
 use crate::snapshot::SnapshotCaches;
 use crate::space::SpaceMap;
@@ -92,6 +93,9 @@ pub struct VolumeOptions {
     pub trim_released_flash: bool,
     /// Data-activemap pages a snapshot deletion scan processes per CP.
     pub scan_pages_per_checkpoint: u64,
+    /// How a snapshot deletion scan updates the data summary (docs/wafl.md,
+    /// "Snapshot scans").
+    pub snapshot_deletion: SnapshotDeletion,
     /// Take a CP on its own after this many log records (0: derive from the
     /// flash reserve and the size of the metadata, see
     /// `checkpoint_if_log_is_long`).
@@ -126,6 +130,7 @@ impl Default for VolumeOptions {
             payload: true,
             trim_released_flash: true,
             scan_pages_per_checkpoint: 64,
+            snapshot_deletion: SnapshotDeletion::Auto,
             records_per_checkpoint: 0,
             write_intents: true,
             data_checksums: true,
@@ -161,6 +166,20 @@ impl VolumeOptions {
         };
         Err(EngineError::Unsuitable(Unsuitable::Options(problem)))
     }
+}
+
+/// How snapshot deletion scans update the data summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SnapshotDeletion {
+    /// By subtraction, switching to addition when the data device runs low
+    /// on space or the 010 property may not hold.
+    #[default]
+    Auto,
+    /// By subtraction (by addition anyway while the 010 property may not
+    /// hold, where subtraction would be wrong).
+    Subtraction,
+    /// By addition always.
+    Addition,
 }
 
 /// Whether an extent may be created or grown so that the extents' sizes add
@@ -334,6 +353,11 @@ pub struct Volume<D: BlockDevice, F: BlockDevice> {
     /// The data checksum tables (`None`: a volume formatted without payload,
     /// which keeps none).
     pub(crate) checksums: Option<Checksums>,
+    /// The refcount file: extra references to data blocks (clones).
+    pub(crate) refcounts: PersistentRefcounts,
+    /// Snapshots with an id below this one may break the 010 property (0:
+    /// none does); see `clone.rs`.
+    pub(crate) unordered_below_snapshot_id: u64,
     /// The log since the last CP.
     pub(crate) log: LogState,
     /// The layout's strategy and its private state.
@@ -435,6 +459,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     ) -> Self {
         let data_payload = options.payload && data.info().stores_payload;
         let layout = options.layout.strategy();
+        let data_block_count = data.info().block_count;
         Self {
             data_payload,
             data,
@@ -461,6 +486,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             realloc_cursor: 0,
             realloc_far_miss: None,
             checksums: None,
+            refcounts: PersistentRefcounts::new(data_block_count),
+            unordered_below_snapshot_id: 0,
             destage_stall: None,
             destage_read_buffer: Vec::new(),
         }
@@ -554,6 +581,19 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         volume.snapshots = snapshots;
         volume.copy_outs = copy_outs;
         volume.checksums = checksums;
+        volume.refcounts = match roots.refcounts.is_empty() {
+            true => PersistentRefcounts::new(superblock.data_block_count),
+            false => PersistentRefcounts::load(
+                roots.refcounts,
+                superblock.data_block_count,
+                &mut FlashReader {
+                    flash: &mut volume.flash,
+                    volume_id: superblock.volume_id,
+                    flash_block_count: superblock.flash_block_count,
+                },
+            )?,
+        };
+        volume.unordered_below_snapshot_id = superblock.unordered_below_snapshot_id;
         volume.staged_block_count = volume.count_staged_blocks();
         volume.refresh_youngest()?;
         // A deletion scan in progress decides, for pages it has passed, whether
@@ -774,7 +814,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// Refuses an extent going from `old_bytes` to `new_bytes` when that
     /// would commit more than the data device holds, unless allowed.
-    fn check_commitment(&self, old_bytes: u64, new_bytes: u64, overcommit: Overcommit) -> Result<()> {
+    pub(crate) fn check_commitment(&self, old_bytes: u64, new_bytes: u64, overcommit: Overcommit) -> Result<()> {
         let committed = self.committed_bytes() - old_bytes;
         let physical = self.physical_bytes();
         if overcommit == Overcommit::Refuse && new_bytes > old_bytes && committed + new_bytes > physical {
@@ -1031,11 +1071,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub(crate) fn free_location(&mut self, location: Location, count: u64) {
         for offset in 0..count {
             match location.offset(offset) {
-                Location::Data(block) => {
-                    self.data_space.free(block);
-                    // A frame whose holders all read copies is held by none.
-                    self.release_frame_if_copied(block);
-                }
+                Location::Data(block) => self.release_data_reference(block),
                 Location::Flash(block) => {
                     self.flash_space.free(block);
                     self.staged_block_count -= 1;
@@ -1103,7 +1139,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             + self.copy_outs.tree().persist_bound_blocks();
         let bitmaps: u64 = self.data_space.tree_block_count() + self.flash_space.tree_block_count();
         let checksums = self.checksums.as_ref().map_or(0, Checksums::tree_block_count);
-        maps + tables + bitmaps + checksums
+        maps + tables + bitmaps + checksums + self.refcounts.pages().tree_block_count()
     }
 
     /// Space accounting.
