@@ -3,11 +3,11 @@
 
 use proxima_device::{BlockDevice, IoRequest, WriteBacks};
 
-use crate::pages::{PageContent, PersistentPages};
 use crate::codec::{RootSet, Superblock, TreePointer, SUPERBLOCK_FLAG_DATA_CHECKSUMS, SUPERBLOCK_SLOTS};
 use crate::error::{metadata_no_space, DeviceRole, Result};
 use crate::io::{device_error, write_pieces, CheckpointStore};
 use crate::log::LogState;
+use crate::pages::{PageContent, PersistentPages};
 use crate::space::SpaceMap;
 use crate::volume::Volume;
 

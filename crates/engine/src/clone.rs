@@ -144,11 +144,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                     .find(|info| info.name == extent)
                     .ok_or_else(|| EngineError::NoSuchExtent(format!("{extent}@{snapshot}")))?;
                 let size_bytes = info.size_bytes;
-                let segments = if size_bytes == 0 {
-                    Vec::new()
-                } else {
-                    self.snapshot_segments(snapshot, extent, 0, size_bytes)?
-                };
+                let segments =
+                    if size_bytes == 0 { Vec::new() } else { self.snapshot_segments(snapshot, extent, 0, size_bytes)? };
                 let snapshot_id = self.snapshots().into_iter().find(|info| info.name == snapshot).map(|info| info.id);
                 Ok((segments, size_bytes, snapshot_id))
             }
@@ -242,15 +239,14 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         while done < segment.block_count {
             let count = (segment.block_count - done).min(COPY_PIECE_BLOCKS);
             let location = segment.location.expect("a staged segment").offset(done);
-            let piece = Segment { logical_block: segment.logical_block + done, block_count: count, location: Some(location) };
+            let piece =
+                Segment { logical_block: segment.logical_block + done, block_count: count, location: Some(location) };
             let bytes = self.read_segments(&[piece])?;
             let mut written = 0;
             while written < count {
                 let (start, got) =
                     self.data_space.allocate_near(0, count - written).expect("room for the copies was made first");
-                let payload = Payload::Bytes(
-                    &bytes[in_bytes(written)..in_bytes(written + got)],
-                );
+                let payload = Payload::Bytes(&bytes[in_bytes(written)..in_bytes(written + got)]);
                 let stores = self.data_stores_payload();
                 self.write_data_pieces(vec![(start, got, payload.device_bytes(stores))])?;
                 if let Some(checksums) = &mut self.checksums {

@@ -11,7 +11,7 @@ pub const BODY_SIZE: usize = BLOCK_SIZE - HEADER_SIZE;
 /// `PXMB` read as a little-endian u32.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"PXMB");
 /// The format version this code reads and writes.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// Bit 63 of a location: the block is on the flash device (staged).
 pub const FLASH_LOCATION_BIT: u64 = 1 << 63;
 /// Longest extent or snapshot name, in bytes.

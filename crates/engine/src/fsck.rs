@@ -304,7 +304,13 @@ impl<F: BlockDevice> Checker<'_, F> {
 
     /// Loads and marks a tree's refcount file and checks it against the
     /// extra references its extents make (`extra`).
-    fn walk_refcounts(&mut self, pointer: TreePointer, tree: &str, extra: &BTreeMap<u64, u64>, flash_used: &mut Bitmap) {
+    fn walk_refcounts(
+        &mut self,
+        pointer: TreePointer,
+        tree: &str,
+        extra: &BTreeMap<u64, u64>,
+        flash_used: &mut Bitmap,
+    ) {
         let refcounts = match pointer.is_empty() {
             true => PersistentRefcounts::new(self.data_count),
             false => match PersistentRefcounts::load(pointer, self.data_count, &mut self.reader) {
@@ -505,7 +511,10 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F, scope:
     // blocks of the snapshots older than it (docs/wafl.md, "Clones").
     let unordered = snapshots.iter().any(|&(id, _)| id < superblock.unordered_below_snapshot_id);
     if unordered {
-        checker.report.notes.push("the 010 property is not checked for data blocks: a clone from a snapshot broke it".into());
+        checker
+            .report
+            .notes
+            .push("the 010 property is not checked for data blocks: a clone from a snapshot broke it".into());
     }
     for role in [DeviceRole::Data, DeviceRole::Flash] {
         check_summary(&mut checker.report, &active, &live_walks, &pending, role);

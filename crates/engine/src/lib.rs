@@ -10,13 +10,14 @@
 mod bitmap;
 mod checkpoint;
 mod checksums;
-mod clone;
 pub mod chunked;
+mod clone;
 pub mod codec;
 mod copy_out;
 mod destage;
 mod error;
 mod extents;
+mod free_space_view;
 pub mod fsck;
 mod health;
 mod io;
@@ -41,6 +42,7 @@ mod volume;
 pub use clone::CloneSource;
 pub use destage::{DestageBatchReport, DestageObserver, DestagePlan, DestageScope, DestageSummary, NoDestageObserver};
 pub use error::{DeviceRole, EngineError, Result, Unsuitable};
+pub use free_space_view::{FreeSpaceView, SnapshotSpaceView};
 pub use fsck::{check as fsck_devices, Finding, FindingKind, FsckReport, FsckScope};
 pub use layouts::{DestageRule, Layout, LayoutParameters, LayoutStrategy, Placement, WriteContext};
 pub use log::{CorruptStagedBlock, LogEnd, RecoveryReport};
@@ -50,8 +52,8 @@ pub use scrub::ScrubReport;
 pub use snapshot::SnapshotInfo;
 pub use synthetic::ReadReport;
 pub use volume::{
-    BatchedWrite, BlockStatus, SnapshotDeletion, DeviceSpace, EngineStats, ExtentInfo, Overcommit, SpaceReport, StagingFill, Volume,
-    VolumeOptions, MAX_RECORDS_PER_CHECKPOINT, MIN_FLASH_BLOCKS,
+    BatchedWrite, BlockStatus, DeviceSpace, EngineStats, ExtentInfo, Overcommit, SnapshotDeletion, SpaceReport,
+    StagingFill, Volume, VolumeOptions, MAX_RECORDS_PER_CHECKPOINT, MIN_FLASH_BLOCKS,
 };
 
 use proxima_device::BlockDevice;

@@ -85,7 +85,6 @@ impl RefcountArray {
             })
         })
     }
-
 }
 
 fn locate(block: u64) -> (usize, usize) {
@@ -227,7 +226,7 @@ mod tests {
         table.decrement(101);
         assert_eq!(table.get(101), 0);
         assert_eq!(table.shared_block_count(), expected - 1);
-        assert_eq!(table.nonzero().count() as u64, expected - 1);
+        assert_eq!(table.content().nonzero().count() as u64, expected - 1);
     }
 
     #[test]

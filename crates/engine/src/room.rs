@@ -84,11 +84,18 @@ pub(crate) enum RoomMade {
 pub(crate) enum MetadataOperation {
     CreateSnapshot,
     CreateExtent,
-    ResizeExtent { id: u64 },
-    DeleteExtent { id: u64 },
+    ResizeExtent {
+        id: u64,
+    },
+    DeleteExtent {
+        id: u64,
+    },
     RestoreVolume,
     /// A clone of an extent of `run_count` runs sharing `shared_blocks` data blocks.
-    CloneExtent { run_count: u64, shared_blocks: u64 },
+    CloneExtent {
+        run_count: u64,
+        shared_blocks: u64,
+    },
 }
 
 impl MetadataOperation {

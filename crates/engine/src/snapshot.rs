@@ -16,8 +16,8 @@ use crate::error::{metadata_no_space, DeviceRole, EngineError, Result};
 use crate::extents::Extents;
 use crate::io::{in_memory, FlashReader};
 use crate::map::{self, ExtentMap, Segment};
-use crate::refcount::PersistentRefcounts;
 use crate::read::{fill_from_segments, map_block_status, request_segments};
+use crate::refcount::PersistentRefcounts;
 use crate::room::MetadataOperation;
 use crate::space::YoungestScan;
 use crate::tree::PersistentTree;
@@ -97,7 +97,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
     }
 
-    fn load_snapmaps(&mut self, roots: &RootSet) -> Result<Snapmaps> {
+    pub(crate) fn load_snapmaps(&mut self, roots: &RootSet) -> Result<Snapmaps> {
         let data_count = self.data_space.block_count();
         let flash_count = self.flash_space.block_count();
         let mut reader = self.reader();
@@ -205,12 +205,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// The OR of the live snapshots' data snapmaps (cached while the set of
     /// live snapshots stays the same).
     fn live_data_union(&mut self) -> Result<Bitmap> {
-        let live: Vec<u64> = self
-            .snapshots
-            .iter()
-            .filter(|(_, record)| record.state == SnapshotState::Live)
-            .map(|(id, _)| id)
-            .collect();
+        let live: Vec<u64> =
+            self.snapshots.iter().filter(|(_, record)| record.state == SnapshotState::Live).map(|(id, _)| id).collect();
         if let Some((ids, union)) = &self.snapshot_caches.live_union {
             if *ids == live {
                 return Ok(union.clone());
@@ -616,6 +612,18 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             )));
         }
         Ok((snapshot_id, id))
+    }
+
+    /// The segments of the first `size_bytes` of an extent as of a snapshot
+    /// as its map has them (not translated to copies of frame blocks).
+    pub(crate) fn snapshot_raw_segments(
+        &mut self,
+        snapshot: &str,
+        extent: &str,
+        size_bytes: u64,
+    ) -> Result<Vec<Segment>> {
+        let (snapshot_id, id) = self.snapshot_range(snapshot, extent, 0, size_bytes)?;
+        Ok(request_segments(&self.snapshot_caches.views[&snapshot_id].maps[&id], 0, size_bytes))
     }
 
     /// The segments of a byte range of an extent as of a snapshot.
