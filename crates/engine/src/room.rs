@@ -127,11 +127,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         } else {
             0
         };
+        let refcount_pages = self.refcount_pages_bound(blocks);
         UpdateBound {
-            records_bound: UPDATE_BOUND_PER_BLOCK * blocks + 3,
+            records_bound: UPDATE_BOUND_PER_BLOCK * blocks + 3 + refcount_pages,
             extents: ids,
             new_entries: blocks + 2,
-            checksum_pages,
+            checksum_pages: checksum_pages + refcount_pages,
             // A staged or direct record per block at most, and the checksum
             // records of direct writes.
             records: blocks + blocks.div_ceil(CHECKSUMS_PER_RECORD as u64) + 4,
@@ -139,14 +140,35 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
     }
 
+    /// The refcount-file blocks that letting go of `blocks` mapped data blocks
+    /// can dirty: none while no block is shared, else a page per block (the
+    /// blocks may lie anywhere) and the index nodes above, at most the whole
+    /// tree.
+    fn refcount_pages_bound(&self, blocks: u64) -> u64 {
+        if self.refcounts.shared_block_count() == 0 {
+            return 0;
+        }
+        let tree = self.refcounts.pages().tree_block_count();
+        (2 * blocks + 4).min(tree)
+    }
+
     /// The bound of unmapping from extent `ids[0]` with `records`.
     pub(crate) fn unmap_bound<'a>(&self, ids: &'a [u64; 1], records: &[LogRecord]) -> UpdateBound<'a> {
         let checksums = self.checksums.is_some();
+        let unmapped: u64 = records
+            .iter()
+            .map(|record| match record {
+                LogRecord::Unmap { block_count, .. } => u64::from(*block_count),
+                _ => 0,
+            })
+            .sum();
+        let refcount_pages = self.refcount_pages_bound(unmapped);
         UpdateBound {
-            records_bound: records.iter().map(|record| metadata_blocks_bound(record, checksums)).sum(),
+            records_bound: records.iter().map(|record| metadata_blocks_bound(record, checksums)).sum::<u64>()
+                + refcount_pages,
             extents: ids,
             new_entries: 2,
-            checksum_pages: 0,
+            checksum_pages: refcount_pages,
             records: records.len() as u64,
             staged_blocks: 0,
         }
@@ -224,7 +246,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             MetadataOperation::CreateSnapshot => self.snapshots.persist_bound_blocks(),
             MetadataOperation::CreateExtent => extent_table + 1,
             MetadataOperation::ResizeExtent { id } | MetadataOperation::DeleteExtent { id } => {
-                extent_table + self.extents.find_map(id).map_or(0, |map| map.persist_bound_blocks()) + data_bitmaps
+                let map = self.extents.find_map(id);
+                let mapped = map.map_or(0, crate::map::mapped_block_count);
+                extent_table
+                    + map.map_or(0, |map| map.persist_bound_blocks())
+                    + data_bitmaps
+                    + self.refcount_pages_bound(mapped)
             }
             MetadataOperation::RestoreVolume => self.checkpoint_bound_blocks(),
             // The clone's map, the refcount pages its blocks span (and their
