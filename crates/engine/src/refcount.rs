@@ -137,6 +137,10 @@ impl PersistentRefcounts {
 
     /// Loads the file `pointer` names (an empty pointer: all counts zero).
     pub fn load(pointer: TreePointer, block_count: u64, reader: &mut dyn NodeReader) -> Result<Self> {
+        if pointer.is_empty() {
+            // A volume formatted before the file existed, or never written.
+            return Ok(Self::new(block_count));
+        }
         Ok(Self { pages: PersistentPages::load(pointer, RefcountArray::new(block_count), reader)? })
     }
 

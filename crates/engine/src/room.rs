@@ -120,6 +120,19 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// The bound of writes of `blocks` blocks in all to the extents `ids`, up
     /// to `staged_blocks` of them staged.
     pub(crate) fn write_bound<'a>(&self, ids: &'a [u64], blocks: u64, staged_blocks: u64) -> UpdateBound<'a> {
+        self.write_bound_displacing(ids, blocks, staged_blocks, blocks)
+    }
+
+    /// [`Volume::write_bound`] for writes that let go of at most
+    /// `displaced_data_blocks` mapped data blocks (a destage displaces
+    /// staged blocks only).
+    fn write_bound_displacing<'a>(
+        &self,
+        ids: &'a [u64],
+        blocks: u64,
+        staged_blocks: u64,
+        displaced_data_blocks: u64,
+    ) -> UpdateBound<'a> {
         let checksum_pages = if self.checksums.is_some() {
             // Data and flash tables: the pages the blocks span, and the
             // index nodes above them.
@@ -127,7 +140,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         } else {
             0
         };
-        let refcount_pages = self.refcount_pages_bound(blocks);
+        let refcount_pages = self.refcount_pages_bound(displaced_data_blocks);
         UpdateBound {
             records_bound: UPDATE_BOUND_PER_BLOCK * blocks + 3 + refcount_pages,
             extents: ids,
@@ -272,7 +285,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// deletion reserve, since the CP after it frees its staged blocks.
     pub(crate) fn destage_batch_fits(&mut self, id: u64, blocks: u64) -> bool {
         let room = self.flash_space.allocatable_count();
-        self.checkpoint_fits(self.write_bound(&[id], blocks, 0), room)
+        self.checkpoint_fits(self.write_bound_displacing(&[id], blocks, 0, 0), room)
     }
 
     /// Flash blocks kept for the CP of a snapshot deletion: the data summary
