@@ -311,14 +311,11 @@ impl<F: BlockDevice> Checker<'_, F> {
         extra: &BTreeMap<u64, u64>,
         flash_used: &mut Bitmap,
     ) {
-        let refcounts = match pointer.is_empty() {
-            true => PersistentRefcounts::new(self.data_count),
-            false => match PersistentRefcounts::load(pointer, self.data_count, &mut self.reader) {
-                Ok(refcounts) => refcounts,
-                Err(error) => {
-                    return self.report.add(FindingKind::CorruptMetadata, format!("{tree}: refcount file: {error}"))
-                }
-            },
+        let refcounts = match PersistentRefcounts::load(pointer, self.data_count, &mut self.reader) {
+            Ok(refcounts) => refcounts,
+            Err(error) => {
+                return self.report.add(FindingKind::CorruptMetadata, format!("{tree}: refcount file: {error}"))
+            }
         };
         for block in refcounts.pages().blocks() {
             self.mark(flash_used, DeviceRole::Flash, block, tree, "refcount file");

@@ -728,10 +728,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let data_active = PersistentBitmap::load(roots.data_active, data_count, &mut reader)?;
         let flash_active = PersistentBitmap::load(roots.flash_active, flash_count, &mut reader)?;
         let adopted_copy_outs = PersistentTree::<CopyOutRecord>::load(roots.copy_outs, 0, &mut reader)?;
-        let refcounts = match roots.refcounts.is_empty() {
-            true => PersistentRefcounts::new(data_count),
-            false => PersistentRefcounts::load(roots.refcounts, data_count, &mut reader)?,
-        };
+        let refcounts = PersistentRefcounts::load(roots.refcounts, data_count, &mut reader)?;
         // Blocks the snapshot's tree used for structures the active tree
         // rebuilds (its snapshot table, its summaries, its copy-out table)
         // and its log head.

@@ -581,18 +581,15 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         volume.snapshots = snapshots;
         volume.copy_outs = copy_outs;
         volume.checksums = checksums;
-        volume.refcounts = match roots.refcounts.is_empty() {
-            true => PersistentRefcounts::new(superblock.data_block_count),
-            false => PersistentRefcounts::load(
-                roots.refcounts,
-                superblock.data_block_count,
-                &mut FlashReader {
-                    flash: &mut volume.flash,
-                    volume_id: superblock.volume_id,
-                    flash_block_count: superblock.flash_block_count,
-                },
-            )?,
-        };
+        volume.refcounts = PersistentRefcounts::load(
+            roots.refcounts,
+            superblock.data_block_count,
+            &mut FlashReader {
+                flash: &mut volume.flash,
+                volume_id: superblock.volume_id,
+                flash_block_count: superblock.flash_block_count,
+            },
+        )?;
         volume.unordered_below_snapshot_id = superblock.unordered_below_snapshot_id;
         volume.staged_block_count = volume.count_staged_blocks();
         volume.refresh_youngest()?;
