@@ -1,4 +1,4 @@
-//! `proxima extent create|delete|list|resize DIR ...`: the extents of a volume,
+//! `proxima extent create|delete|clone|list|resize DIR ...`: the extents of a volume,
 //! each served as an NBD export of its name. Works on a stopped volume, or
 //! through a running server (new extents become exports at once).
 
@@ -53,6 +53,20 @@ enum ExtentCommand {
         #[arg(long)]
         thin: bool,
     },
+    /// Make DST an extent sharing every block of SRC (or of SRC as of a
+    /// snapshot: SRC@SNAP), at once and without copying data.
+    Clone {
+        #[command(flatten)]
+        volume: VolumeArguments,
+        /// The source: an extent, or EXTENT@SNAPSHOT.
+        source: String,
+        /// The clone's name (no '@').
+        name: String,
+        /// Allow the extents' sizes to add up to more than the data device
+        /// holds (writes fail with ENOSPC once it fills).
+        #[arg(long)]
+        thin: bool,
+    },
     /// List the extents.
     List {
         #[command(flatten)]
@@ -69,6 +83,9 @@ pub fn run(args: &ExtentArgs) -> ExitCode {
         ExtentCommand::Delete { volume, name } => (volume, Request::ExtentDelete { name: name.clone() }, None),
         ExtentCommand::Resize { volume, name, size, thin } => {
             (volume, Request::ExtentResize { name: name.clone(), size_bytes: *size, thin: *thin }, None)
+        }
+        ExtentCommand::Clone { volume, source, name, thin } => {
+            (volume, Request::ExtentClone { source: source.clone(), name: name.clone(), thin: *thin }, None)
         }
         ExtentCommand::List { volume } => (volume, Request::ExtentList, Some(print_extents)),
     };

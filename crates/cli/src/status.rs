@@ -45,6 +45,7 @@ fn print_report(directory: &std::path::Path, report: &Value, venue: Venue) {
         bytes(report, "held_by_snapshots_bytes"),
         bytes(report, "copied_out_bytes")
     );
+    println!("  shared by clones    {}", bytes(report, "shared_bytes"));
     println!(
         "  free                {} ({} of it reserved for extents' first writes)",
         bytes(report, "free_bytes"),

@@ -69,6 +69,12 @@ const VOLUME: &[Words] = &[
     &["extent", "create", "{vol}", "lun0", "--size", "4M"],
     &["snapshot", "create", "{vol}", "s1"],
 ];
+/// [`VOLUME`] with `lun0` grown to 40 MiB: a clone of it would commit more
+/// than the 64 MiB data device.
+const VOLUME_WITH_A_LARGE_EXTENT: &[Words] = &[
+    &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M"],
+    &["extent", "create", "{vol}", "lun0", "--size", "40M"],
+];
 const NO_SETUP: &[Words] = &[];
 const STRANDS: Words = &["disk", "strands", "--count", "20"];
 
@@ -2313,6 +2319,23 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
             differs_on_volume(
                 &["extent", "resize", "{vol}", "lun0", "--size", "8M"],
                 &["extent", "resize", "{vol}", "lun0", "--size", "8M", "--json"],
+            ),
+        ),
+        (
+            "extent clone",
+            "--thin",
+            Probe::Enables {
+                setup: VOLUME_WITH_A_LARGE_EXTENT,
+                without: &["extent", "clone", "{vol}", "lun0", "copy"],
+                with: &["extent", "clone", "{vol}", "lun0", "copy", "--thin"],
+            },
+        ),
+        (
+            "extent clone",
+            "--json",
+            differs_on_volume(
+                &["extent", "clone", "{vol}", "lun0@s1", "copy"],
+                &["extent", "clone", "{vol}", "lun0@s1", "copy", "--json"],
             ),
         ),
         (

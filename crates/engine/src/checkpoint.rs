@@ -3,11 +3,11 @@
 
 use proxima_device::{BlockDevice, IoRequest, WriteBacks};
 
-use crate::checksums::PersistentChecksums;
 use crate::codec::{RootSet, Superblock, TreePointer, SUPERBLOCK_FLAG_DATA_CHECKSUMS, SUPERBLOCK_SLOTS};
 use crate::error::{metadata_no_space, DeviceRole, Result};
 use crate::io::{device_error, write_pieces, CheckpointStore};
 use crate::log::LogState;
+use crate::pages::{PageContent, PersistentPages};
 use crate::space::SpaceMap;
 use crate::volume::Volume;
 
@@ -56,17 +56,17 @@ fn assign_bitmap_locations(mut space: Option<&mut SpaceMap>, flash: &mut SpaceMa
     }
 }
 
-/// Gives every dirty block of a checksum table a new flash location (the old
-/// one freed), encodes them into `writes` and returns the table's new root.
-/// Runs before the flash bitmaps are placed, which these allocations dirty.
-fn persist_checksums(
-    table: &mut PersistentChecksums,
+/// Gives every dirty block of a page tree (a checksum table, the refcount
+/// file) a new flash location (the old one freed), encodes them into `writes`
+/// and returns the tree's new root. Runs before the flash bitmaps are placed,
+/// which these allocations dirty.
+fn persist_page_tree<C: PageContent>(
+    pages: &mut PersistentPages<C>,
     flash: &mut SpaceMap,
     writes: &mut Vec<(u64, Vec<u8>)>,
     volume_id: u64,
     generation: u64,
 ) -> Result<TreePointer> {
-    let pages = table.pages_mut();
     // An index node is dirtied by its children's moves: repeat until none is.
     loop {
         let needing = pages.needing_location();
@@ -74,7 +74,7 @@ fn persist_checksums(
             break;
         }
         for which in needing {
-            let block = flash.allocate_one("checksum block of a consistency point")?;
+            let block = flash.allocate_one("checksum or refcount block of a consistency point")?;
             let old = pages.assign(which, block);
             if old != 0 {
                 flash.free(old);
@@ -141,6 +141,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 | self.delete_log.mode().flags(),
             roots,
             delete_log,
+            unordered_below_snapshot_id: self.unordered_below_snapshot_id,
         };
         let encoded = superblock.encode();
         for slot in SUPERBLOCK_SLOTS {
@@ -225,11 +226,13 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let segment_usage = self.segments.table_mut().persist(&mut store)?;
         let (data_checksums, flash_checksums) = match &mut self.checksums {
             Some(checksums) => (
-                persist_checksums(&mut checksums.data, &mut self.flash_space, writes, volume_id, generation)?,
-                persist_checksums(&mut checksums.flash, &mut self.flash_space, writes, volume_id, generation)?,
+                persist_page_tree(checksums.data.pages_mut(), &mut self.flash_space, writes, volume_id, generation)?,
+                persist_page_tree(checksums.flash.pages_mut(), &mut self.flash_space, writes, volume_id, generation)?,
             ),
             None => (TreePointer::default(), TreePointer::default()),
         };
+        let refcounts =
+            persist_page_tree(self.refcounts.pages_mut(), &mut self.flash_space, writes, volume_id, generation)?;
         for which_map in 0..2 {
             let assigned = assign_bitmap_locations(Some(&mut self.data_space), &mut self.flash_space, which_map)?;
             if which_map == 0 {
@@ -264,6 +267,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             flash_checksums,
             copy_outs,
             segment_usage,
+            refcounts,
         };
         Ok((roots, delete_log))
     }

@@ -52,6 +52,10 @@ pub enum BlockKind {
     DeleteLogNode = 11,
     /// A node of the segment usage table.
     SegmentUsageNode = 12,
+    /// A page of the refcount file.
+    RefcountPage = 13,
+    /// An index node of the refcount file.
+    RefcountIndexNode = 14,
 }
 
 impl BlockKind {
@@ -69,6 +73,8 @@ impl BlockKind {
             10 => Self::CopyOutTableNode,
             11 => Self::DeleteLogNode,
             12 => Self::SegmentUsageNode,
+            13 => Self::RefcountPage,
+            14 => Self::RefcountIndexNode,
             _ => return None,
         })
     }
@@ -88,6 +94,8 @@ impl BlockKind {
             Self::CopyOutTableNode => "copy-out table node",
             Self::DeleteLogNode => "delete-log node",
             Self::SegmentUsageNode => "segment-usage node",
+            Self::RefcountPage => "refcount page",
+            Self::RefcountIndexNode => "refcount index node",
         }
     }
 }
@@ -263,11 +271,14 @@ pub struct RootSet {
     /// The segment usage table: live blocks and age of each segment of the
     /// data device (empty unless a segment-writing layout keeps it).
     pub segment_usage: TreePointer,
+    /// The refcount file: extra references to data blocks (empty: every
+    /// count is zero).
+    pub refcounts: TreePointer,
 }
 
 impl RootSet {
     /// Number of pointers.
-    const POINTER_COUNT: usize = 10;
+    const POINTER_COUNT: usize = 11;
     /// Encoded size.
     pub const SIZE: usize = Self::POINTER_COUNT * TreePointer::SIZE;
 
@@ -284,6 +295,7 @@ impl RootSet {
             self.flash_checksums,
             self.copy_outs,
             self.segment_usage,
+            self.refcounts,
         ]
     }
 
@@ -308,6 +320,7 @@ impl RootSet {
             flash_checksums: pointer(7),
             copy_outs: pointer(8),
             segment_usage: pointer(9),
+            refcounts: pointer(10),
         }
     }
 }
@@ -364,7 +377,8 @@ mod superblock_offsets {
     pub const LOG_HEAD: usize = 96;
     pub const ROOTS: usize = 112;
     pub const DELETE_LOG: usize = ROOTS + super::RootSet::SIZE;
-    pub const END: usize = DELETE_LOG + super::TreePointer::SIZE;
+    pub const UNORDERED_BELOW: usize = DELETE_LOG + super::TreePointer::SIZE;
+    pub const END: usize = UNORDERED_BELOW + 8;
 }
 
 /// A superblock's bytes lie in the block's first 512-byte sector (the rest is
@@ -400,6 +414,10 @@ pub struct Superblock {
     /// The delete log of the active tree (empty without one; zeroes in a
     /// superblock written before delete logs existed).
     pub delete_log: TreePointer,
+    /// Snapshots with an id below this one may break the 010 property (a
+    /// clone from a snapshot brought their blocks back into the active
+    /// tree); 0 when it holds for every snapshot.
+    pub unordered_below_snapshot_id: u64,
 }
 
 impl Superblock {
@@ -430,6 +448,7 @@ impl Superblock {
         self.log_head.encode(&mut block, at::LOG_HEAD);
         self.roots.encode(&mut block, at::ROOTS);
         self.delete_log.encode(&mut block, at::DELETE_LOG);
+        put_u64(&mut block, at::UNORDERED_BELOW, self.unordered_below_snapshot_id);
         seal_block(&mut block);
         block
     }
@@ -464,6 +483,7 @@ impl Superblock {
             flags,
             roots: RootSet::decode(block, at::ROOTS),
             delete_log: TreePointer::decode(block, at::DELETE_LOG),
+            unordered_below_snapshot_id: get_u64(block, at::UNORDERED_BELOW),
         })
     }
 }
@@ -712,12 +732,13 @@ pub struct SnapshotRecord {
     pub roots: RootSet,
 }
 
-/// Where a snapshot record's name begins: after its root set.
+/// Where a snapshot record's name begins: after its root set (a record is
+/// 256 bytes plus one tree pointer for every root after the first nine).
 const SNAPSHOT_NAME_OFFSET: usize = 48 + RootSet::SIZE;
 const _: () = assert!(SNAPSHOT_NAME_OFFSET + NAME_CAPACITY <= <SnapshotRecord as TreeEntry>::SIZE);
 
 impl TreeEntry for SnapshotRecord {
-    const SIZE: usize = 272;
+    const SIZE: usize = 288;
     const KIND: BlockKind = BlockKind::SnapshotTableNode;
 
     fn encode(&self, key: u64, out: &mut [u8]) {
@@ -1173,9 +1194,12 @@ mod tests {
                 extent_table: TreePointer { block: 3, crc: 0xdead, height: 1 },
                 flash_checksums: TreePointer { block: 9, crc: 0xbeef, height: 2 },
                 copy_outs: TreePointer { block: 11, crc: 0xfeed, height: 1 },
+                segment_usage: TreePointer { block: 15, crc: 0xbead, height: 1 },
+                refcounts: TreePointer { block: 14, crc: 0xcafe, height: 1 },
                 ..RootSet::default()
             },
             delete_log: TreePointer { block: 17, crc: 0xcafe, height: 1 },
+            unordered_below_snapshot_id: 6,
         };
         let mut block = superblock.encode();
         assert_eq!(Superblock::decode(&block).unwrap(), superblock);

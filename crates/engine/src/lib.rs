@@ -13,12 +13,14 @@ mod checksums;
 pub mod chunked;
 mod cleaner;
 pub mod cleaning;
+mod clone;
 pub mod codec;
 mod copy_out;
 mod delete_log;
 mod destage;
 mod error;
 mod extents;
+mod free_space_view;
 pub mod fsck;
 mod health;
 mod io;
@@ -30,6 +32,7 @@ pub mod prefetch;
 pub mod priority;
 mod read;
 pub mod realloc;
+mod refcount;
 mod room;
 mod scrub;
 pub mod segments;
@@ -42,9 +45,11 @@ mod volume;
 
 pub use cleaner::CleaningReport;
 pub use cleaning::{CleaningMethod, CleaningPolicy, CleaningSettings};
+pub use clone::CloneSource;
 pub use delete_log::{DeleteLogMode, DeleteLogStats, ENTRIES_PER_LOG_BLOCK};
 pub use destage::{DestageBatchReport, DestageObserver, DestagePlan, DestageScope, DestageSummary, NoDestageObserver};
 pub use error::{DeviceRole, EngineError, Result, Unsuitable};
+pub use free_space_view::{FreeSpaceView, SnapshotSpaceView};
 pub use fsck::{check as fsck_devices, Finding, FindingKind, FsckReport, FsckScope};
 pub use layouts::{DestageRule, Layout, LayoutParameters, LayoutStrategy, Placement, WriteContext};
 pub use log::{CorruptStagedBlock, LogEnd, RecoveryReport};
@@ -54,8 +59,8 @@ pub use scrub::ScrubReport;
 pub use snapshot::SnapshotInfo;
 pub use synthetic::ReadReport;
 pub use volume::{
-    BatchedWrite, BlockStatus, DeviceSpace, EngineStats, ExtentInfo, Overcommit, SpaceReport, StagingFill, Volume,
-    VolumeOptions, MAX_RECORDS_PER_CHECKPOINT, MIN_FLASH_BLOCKS,
+    BatchedWrite, BlockStatus, DeviceSpace, EngineStats, ExtentInfo, Overcommit, SnapshotDeletion, SpaceReport,
+    StagingFill, Volume, VolumeOptions, MAX_RECORDS_PER_CHECKPOINT, MIN_FLASH_BLOCKS,
 };
 
 use proxima_device::BlockDevice;

@@ -84,9 +84,18 @@ pub(crate) enum RoomMade {
 pub(crate) enum MetadataOperation {
     CreateSnapshot,
     CreateExtent,
-    ResizeExtent { id: u64 },
-    DeleteExtent { id: u64 },
+    ResizeExtent {
+        id: u64,
+    },
+    DeleteExtent {
+        id: u64,
+    },
     RestoreVolume,
+    /// A clone of an extent of `run_count` runs sharing `shared_blocks` data blocks.
+    CloneExtent {
+        run_count: u64,
+        shared_blocks: u64,
+    },
 }
 
 impl MetadataOperation {
@@ -97,6 +106,7 @@ impl MetadataOperation {
             MetadataOperation::ResizeExtent { .. } => "resizing the extent",
             MetadataOperation::DeleteExtent { .. } => "deleting the extent (delete snapshots first)",
             MetadataOperation::RestoreVolume => "restoring the volume",
+            MetadataOperation::CloneExtent { .. } => "a clone",
         }
     }
 }
@@ -110,6 +120,19 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// The bound of writes of `blocks` blocks in all to the extents `ids`, up
     /// to `staged_blocks` of them staged.
     pub(crate) fn write_bound<'a>(&self, ids: &'a [u64], blocks: u64, staged_blocks: u64) -> UpdateBound<'a> {
+        self.write_bound_displacing(ids, blocks, staged_blocks, blocks)
+    }
+
+    /// [`Volume::write_bound`] for writes that let go of at most
+    /// `displaced_data_blocks` mapped data blocks (a destage displaces
+    /// staged blocks only).
+    fn write_bound_displacing<'a>(
+        &self,
+        ids: &'a [u64],
+        blocks: u64,
+        staged_blocks: u64,
+        displaced_data_blocks: u64,
+    ) -> UpdateBound<'a> {
         let checksum_pages = if self.checksums.is_some() {
             // Data and flash tables: the pages the blocks span, and the
             // index nodes above them.
@@ -117,11 +140,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         } else {
             0
         };
+        let refcount_pages = self.refcount_pages_bound(displaced_data_blocks);
         UpdateBound {
-            records_bound: UPDATE_BOUND_PER_BLOCK * blocks + 3,
+            records_bound: UPDATE_BOUND_PER_BLOCK * blocks + 3 + refcount_pages,
             extents: ids,
             new_entries: blocks + 2,
-            checksum_pages,
+            checksum_pages: checksum_pages + refcount_pages,
             // A staged or direct record per block at most, and the checksum
             // records of direct writes.
             records: blocks + blocks.div_ceil(CHECKSUMS_PER_RECORD as u64) + 4,
@@ -129,14 +153,35 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
     }
 
+    /// The refcount-file blocks that letting go of `blocks` mapped data blocks
+    /// can dirty: none while no block is shared, else a page per block (the
+    /// blocks may lie anywhere) and the index nodes above, at most the whole
+    /// tree.
+    fn refcount_pages_bound(&self, blocks: u64) -> u64 {
+        if self.refcounts.shared_block_count() == 0 {
+            return 0;
+        }
+        let tree = self.refcounts.pages().tree_block_count();
+        (2 * blocks + 4).min(tree)
+    }
+
     /// The bound of unmapping from extent `ids[0]` with `records`.
     pub(crate) fn unmap_bound<'a>(&self, ids: &'a [u64; 1], records: &[LogRecord]) -> UpdateBound<'a> {
         let checksums = self.checksums.is_some();
+        let unmapped: u64 = records
+            .iter()
+            .map(|record| match record {
+                LogRecord::Unmap { block_count, .. } => u64::from(*block_count),
+                _ => 0,
+            })
+            .sum();
+        let refcount_pages = self.refcount_pages_bound(unmapped);
         UpdateBound {
-            records_bound: records.iter().map(|record| metadata_blocks_bound(record, checksums)).sum(),
+            records_bound: records.iter().map(|record| metadata_blocks_bound(record, checksums)).sum::<u64>()
+                + refcount_pages,
             extents: ids,
             new_entries: 2,
-            checksum_pages: 0,
+            checksum_pages: refcount_pages,
             records: records.len() as u64,
             staged_blocks: 0,
         }
@@ -214,9 +259,24 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             MetadataOperation::CreateSnapshot => self.snapshots.persist_bound_blocks(),
             MetadataOperation::CreateExtent => extent_table + 1,
             MetadataOperation::ResizeExtent { id } | MetadataOperation::DeleteExtent { id } => {
-                extent_table + self.extents.find_map(id).map_or(0, |map| map.persist_bound_blocks()) + data_bitmaps
+                let map = self.extents.find_map(id);
+                let mapped = map.map_or(0, crate::map::mapped_block_count);
+                extent_table
+                    + map.map_or(0, |map| map.persist_bound_blocks())
+                    + data_bitmaps
+                    + self.refcount_pages_bound(mapped)
             }
             MetadataOperation::RestoreVolume => self.checkpoint_bound_blocks(),
+            // The clone's map, the refcount pages its blocks span (and their
+            // index nodes), the data bitmaps (blocks a snapshot clone takes
+            // back from the summary).
+            MetadataOperation::CloneExtent { run_count, shared_blocks } => {
+                extent_table
+                    + map_growth_blocks(run_count)
+                    + (2 * shared_blocks.div_ceil(crate::refcount::REFCOUNTS_PER_PAGE) + 4)
+                        .min(self.refcounts.pages().tree_block_count())
+                    + data_bitmaps
+            }
         };
         changed + flash_bitmaps + 4
     }
@@ -225,7 +285,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// deletion reserve, since the CP after it frees its staged blocks.
     pub(crate) fn destage_batch_fits(&mut self, id: u64, blocks: u64) -> bool {
         let room = self.flash_space.allocatable_count();
-        self.checkpoint_fits(self.write_bound(&[id], blocks, 0), room)
+        self.checkpoint_fits(self.write_bound_displacing(&[id], blocks, 0, 0), room)
     }
 
     /// Flash blocks kept for the CP of a snapshot deletion: the data summary

@@ -17,10 +17,15 @@ use crate::extents::Extents;
 use crate::io::{in_memory, FlashReader};
 use crate::map::{self, ExtentMap, Segment};
 use crate::read::{fill_from_segments, map_block_status, request_segments};
+use crate::refcount::PersistentRefcounts;
 use crate::room::MetadataOperation;
 use crate::space::YoungestScan;
 use crate::tree::PersistentTree;
-use crate::volume::{validate_name, BlockStatus, ExtentInfo, Volume};
+use crate::volume::{validate_name, BlockStatus, ExtentInfo, SnapshotDeletion, Volume};
+
+/// Below a `1 / LOW_SPACE_DIVISOR` of the data device allocatable, deletion
+/// scans run by addition.
+const LOW_SPACE_DIVISOR: u64 = 16;
 
 /// A snapshot as listed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -56,6 +61,8 @@ pub(crate) struct SnapshotCaches {
     scan: Option<DeletionScan>,
     /// The youngest snapshot's id and snapmaps.
     youngest: Option<(u64, Snapmaps)>,
+    /// The ids of the live snapshots and the OR of their data snapmaps.
+    live_union: Option<(Vec<u64>, Bitmap)>,
 }
 
 impl SnapshotCaches {
@@ -68,6 +75,7 @@ impl SnapshotCaches {
     fn forget_all(&mut self) {
         self.views.clear();
         self.youngest = None;
+        self.live_union = None;
     }
 }
 
@@ -89,7 +97,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
     }
 
-    fn load_snapmaps(&mut self, roots: &RootSet) -> Result<Snapmaps> {
+    pub(crate) fn load_snapmaps(&mut self, roots: &RootSet) -> Result<Snapmaps> {
         let data_count = self.data_space.block_count();
         let flash_count = self.flash_space.block_count();
         let mut reader = self.reader();
@@ -174,8 +182,78 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         Ok(())
     }
 
+    /// Whether the 010 property may not hold for some existing snapshot's
+    /// data blocks (a clone from a snapshot broke it; see `clone.rs`).
+    pub(crate) fn order_may_be_broken(&self) -> bool {
+        self.unordered_below_snapshot_id > 0
+            && self.snapshots.iter().next().is_some_and(|(id, _)| id < self.unordered_below_snapshot_id)
+    }
+
+    /// Whether deletion scans update the data summary by addition (OR of the
+    /// live snapshots' snapmaps) rather than by subtraction (the deleted
+    /// snapshot's blocks that neither neighbour holds): always while the 010
+    /// property may not hold, on which subtraction relies; when the data
+    /// device runs low on space (addition reclaims every pending deletion's
+    /// blocks in one pass); or when the options say so.
+    pub(crate) fn deletion_by_addition(&self) -> bool {
+        let low_space = self.data_space.allocatable_count() < self.data_space.block_count() / LOW_SPACE_DIVISOR;
+        match self.options.snapshot_deletion {
+            _ if self.order_may_be_broken() => true,
+            SnapshotDeletion::Addition => true,
+            SnapshotDeletion::Subtraction => false,
+            SnapshotDeletion::Auto => low_space,
+        }
+    }
+
+    /// The OR of the live snapshots' data snapmaps (cached while the set of
+    /// live snapshots stays the same).
+    fn live_data_union(&mut self) -> Result<Bitmap> {
+        let live: Vec<u64> =
+            self.snapshots.iter().filter(|(_, record)| record.state == SnapshotState::Live).map(|(id, _)| id).collect();
+        if let Some((ids, union)) = &self.snapshot_caches.live_union {
+            if *ids == live {
+                return Ok(union.clone());
+            }
+        }
+        let mut union = Bitmap::new(self.data_space.block_count());
+        for &id in &live {
+            union.or_with(&self.data_snapmap(id)?);
+        }
+        self.snapshot_caches.live_union = Some((live, union.clone()));
+        Ok(union)
+    }
+
+    /// Blocks on data-activemap page `page` that the summary has, no live
+    /// snapshot holds, and that are not copies of frame blocks (which the
+    /// copy-out table releases): what a deletion by addition releases.
+    fn summary_blocks_no_live_snapshot_holds(&self, page: u64, live: &Bitmap) -> Vec<u64> {
+        let page_index = usize::try_from(page).expect("a page index");
+        let summary = self.data_space.summary().bits();
+        let mut blocks = Vec::new();
+        for word in 0..WORDS_PER_PAGE {
+            let mut unheld = summary.word(page_index, word) & !live.word(page_index, word);
+            while unheld != 0 {
+                let bit = u64::from(unheld.trailing_zeros());
+                unheld &= unheld - 1;
+                let block = page * BITS_PER_PAGE + word as u64 * 64 + bit;
+                if self.copy_outs.is_empty() || self.copy_outs.tree().get(block).is_none() {
+                    blocks.push(block);
+                }
+            }
+        }
+        blocks
+    }
+
     /// Recomputes the youngest existing snapshot's snapmaps for the on-free rule.
     pub(crate) fn refresh_youngest(&mut self) -> Result<()> {
+        if self.unordered_below_snapshot_id > 0 && !self.order_may_be_broken() {
+            // Every snapshot the clone's break concerned is gone.
+            self.unordered_below_snapshot_id = 0;
+        }
+        self.data_space.live_holders = match self.order_may_be_broken() {
+            true => Some(self.live_data_union()?),
+            false => None,
+        };
         let youngest = self.snapshots.iter().next_back().map(|(id, record)| (id, record.roots));
         let Some((id, roots)) = youngest else {
             self.snapshot_caches.youngest = None;
@@ -279,7 +357,15 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let page_count = self.data_space.block_count().div_ceil(BITS_PER_PAGE);
         let end_page = record.scan_cursor.saturating_add(page_budget).min(page_count);
         let mut releases = Vec::new();
+        let live_union = match self.deletion_by_addition() && end_page > record.scan_cursor {
+            true => Some(self.live_data_union()?),
+            false => None,
+        };
         for page in record.scan_cursor..end_page {
+            if let Some(live) = &live_union {
+                releases.extend(self.summary_blocks_no_live_snapshot_holds(page, live));
+                continue;
+            }
             let effective = |chain: &[(u64, Option<u64>)]| {
                 chain
                     .iter()
@@ -531,6 +617,18 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         Ok((snapshot_id, id))
     }
 
+    /// The segments of the first `size_bytes` of an extent as of a snapshot
+    /// as its map has them (not translated to copies of frame blocks).
+    pub(crate) fn snapshot_raw_segments(
+        &mut self,
+        snapshot: &str,
+        extent: &str,
+        size_bytes: u64,
+    ) -> Result<Vec<Segment>> {
+        let (snapshot_id, id) = self.snapshot_range(snapshot, extent, 0, size_bytes)?;
+        Ok(request_segments(&self.snapshot_caches.views[&snapshot_id].maps[&id], 0, size_bytes))
+    }
+
     /// The segments of a byte range of an extent as of a snapshot.
     pub(crate) fn snapshot_segments(
         &mut self,
@@ -633,6 +731,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let data_active = PersistentBitmap::load(roots.data_active, data_count, &mut reader)?;
         let flash_active = PersistentBitmap::load(roots.flash_active, flash_count, &mut reader)?;
         let adopted_copy_outs = PersistentTree::<CopyOutRecord>::load(roots.copy_outs, 0, &mut reader)?;
+        let refcounts = PersistentRefcounts::load(roots.refcounts, data_count, &mut reader)?;
         // Blocks the snapshot's tree used for structures the active tree
         // rebuilds (its snapshot table, its summaries, its copy-out table)
         // and its log head.
@@ -681,6 +780,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.delete_log.reset_after_restore(data_count);
         self.extents = Extents::loaded(extents, maps, self.extents.next_id());
         self.fresh_ranges.reservation_released();
+        self.refcounts = refcounts;
         self.snapshots.forget_blocks();
         self.snapshot_caches.forget_all();
         self.refresh_youngest()?;

@@ -63,6 +63,10 @@ pub struct SpaceMap {
     pub youngest: Option<Bitmap>,
     /// Set while the youngest snapshot is being deleted.
     pub youngest_scan: Option<YoungestScan>,
+    /// Set while the 010 property may not hold (a clone from a snapshot):
+    /// the OR of the live snapshots' snapmaps, which the on-free rule asks
+    /// instead of the youngest snapshot.
+    pub live_holders: Option<Bitmap>,
     cursor: u64,
     first_usable_block: u64,
     /// Blocks the active tree or a deletion scan has let go of since open.
@@ -88,6 +92,7 @@ impl SpaceMap {
             allocatable_per_page: Vec::new(),
             youngest: None,
             youngest_scan: None,
+            live_holders: None,
             cursor: first_usable_block,
             first_usable_block,
             free_count: 0,
@@ -423,6 +428,9 @@ impl SpaceMap {
     /// Whether a snapshot holds `block`, by the on-free rule (docs/format.md,
     /// rule 3).
     fn snapshot_holds(&self, block: u64) -> bool {
+        if let Some(holders) = &self.live_holders {
+            return holders.get(block);
+        }
         let Some(youngest) = &self.youngest else { return false };
         if !youngest.get(block) {
             return false;
@@ -472,6 +480,14 @@ impl SpaceMap {
             self.allocatable_per_page[(block / BITS_PER_PAGE) as usize] -= 1;
         }
         self.record(MapKind::Summary, block, true);
+    }
+
+    /// The active tree takes back a block only snapshots held (a clone from
+    /// a snapshot): it leaves the summary for the activemap.
+    pub fn return_from_summary(&mut self, block: u64) {
+        assert!(!self.active.get(block), "{}: block {block} already in the activemap", self.role);
+        self.record(MapKind::Summary, block, false);
+        self.record(MapKind::Active, block, true);
     }
 
     /// The snapshot deletion scan found `block` held by no snapshot any more.

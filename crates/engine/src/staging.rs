@@ -443,6 +443,15 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         if segments.iter().any(|segment| !matches!(segment.location, Some(Location::Data(_)))) {
             return self.write_in_ranges(id, logical, payload);
         }
+        // A frame a clone shares is never overwritten in place: the write
+        // goes to fresh blocks and the frame loses one reference.
+        let shared = |segment: &map::Segment| match segment.location {
+            Some(Location::Data(block)) => (block..block + segment.block_count).any(|block| self.refcount(block) > 0),
+            _ => false,
+        };
+        if segments.iter().any(shared) {
+            return self.write_in_ranges(id, logical, payload);
+        }
         let frames: Vec<u64> = segments
             .iter()
             .flat_map(|segment| match segment.location {

@@ -28,6 +28,7 @@ use crate::layouts::{Layout, LayoutParameters, LayoutStrategy};
 use crate::log::{LogState, RecoveryReport};
 use crate::map::{self, ExtentMap, LayoutScore, Location};
 use crate::realloc::ReadRealloc;
+use crate::refcount::PersistentRefcounts;
 use crate::room::MetadataOperation;
 use crate::segments::{Segments, DEFAULT_SEGMENT_BLOCKS};
 use crate::snapshot::SnapshotCaches;
@@ -95,6 +96,9 @@ pub struct VolumeOptions {
     pub trim_released_flash: bool,
     /// Data-activemap pages a snapshot deletion scan processes per CP.
     pub scan_pages_per_checkpoint: u64,
+    /// How a snapshot deletion scan updates the data summary (docs/wafl.md,
+    /// "Snapshot scans").
+    pub snapshot_deletion: SnapshotDeletion,
     /// Take a CP on its own after this many log records (0: derive from the
     /// flash reserve and the size of the metadata, see
     /// `checkpoint_if_log_is_long`).
@@ -137,6 +141,7 @@ impl Default for VolumeOptions {
             payload: true,
             trim_released_flash: true,
             scan_pages_per_checkpoint: 64,
+            snapshot_deletion: SnapshotDeletion::Auto,
             records_per_checkpoint: 0,
             write_intents: true,
             data_checksums: true,
@@ -183,6 +188,20 @@ impl VolumeOptions {
         };
         Err(EngineError::Unsuitable(Unsuitable::Options(problem)))
     }
+}
+
+/// How snapshot deletion scans update the data summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SnapshotDeletion {
+    /// By subtraction, switching to addition when the data device runs low
+    /// on space or the 010 property may not hold.
+    #[default]
+    Auto,
+    /// By subtraction (by addition anyway while the 010 property may not
+    /// hold, where subtraction would be wrong).
+    Subtraction,
+    /// By addition always.
+    Addition,
 }
 
 /// Whether an extent may be created or grown so that the extents' sizes add
@@ -378,6 +397,11 @@ pub struct Volume<D: BlockDevice, F: BlockDevice> {
     /// The data checksum tables (`None`: a volume formatted without payload,
     /// which keeps none).
     pub(crate) checksums: Option<Checksums>,
+    /// The refcount file: extra references to data blocks (clones).
+    pub(crate) refcounts: PersistentRefcounts,
+    /// Snapshots with an id below this one may break the 010 property (0:
+    /// none does); see `clone.rs`.
+    pub(crate) unordered_below_snapshot_id: u64,
     /// The log since the last CP.
     pub(crate) log: LogState,
     /// The layout's strategy and its private state.
@@ -488,6 +512,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             options.segment_blocks(),
             layout.writes_segments(),
         );
+        let data_block_count = data.info().block_count;
         Self {
             data_payload,
             data,
@@ -515,6 +540,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             realloc_cursor: 0,
             realloc_far_miss: None,
             checksums: None,
+            refcounts: PersistentRefcounts::new(data_block_count),
+            unordered_below_snapshot_id: 0,
             destage_stall: None,
             destage_read_buffer: Vec::new(),
             segments,
@@ -623,6 +650,16 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             volume.layout.writes_segments(),
         );
         volume.checksums = checksums;
+        volume.refcounts = PersistentRefcounts::load(
+            roots.refcounts,
+            superblock.data_block_count,
+            &mut FlashReader {
+                flash: &mut volume.flash,
+                volume_id: superblock.volume_id,
+                flash_block_count: superblock.flash_block_count,
+            },
+        )?;
+        volume.unordered_below_snapshot_id = superblock.unordered_below_snapshot_id;
         volume.staged_block_count = volume.count_staged_blocks();
         volume.refresh_youngest()?;
         // A deletion scan in progress decides, for pages it has passed, whether
@@ -846,7 +883,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// Refuses an extent going from `old_bytes` to `new_bytes` when that
     /// would commit more than the data device holds, unless allowed.
-    fn check_commitment(&self, old_bytes: u64, new_bytes: u64, overcommit: Overcommit) -> Result<()> {
+    pub(crate) fn check_commitment(&self, old_bytes: u64, new_bytes: u64, overcommit: Overcommit) -> Result<()> {
         let committed = self.committed_bytes() - old_bytes;
         let physical = self.physical_bytes();
         if overcommit == Overcommit::Refuse && new_bytes > old_bytes && committed + new_bytes > physical {
@@ -1103,7 +1140,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub(crate) fn free_location(&mut self, location: Location, count: u64) {
         for offset in 0..count {
             match location.offset(offset) {
-                Location::Data(block) => self.let_go_of_data_block(block),
+                Location::Data(block) => self.release_data_reference(block),
                 Location::Flash(block) => {
                     self.flash_space.free(block);
                     self.staged_block_count -= 1;
@@ -1173,7 +1210,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let bitmaps: u64 = self.data_space.tree_block_count() + self.flash_space.tree_block_count();
         let checksums = self.checksums.as_ref().map_or(0, Checksums::tree_block_count);
         let segment_usage = self.segments.table().persist_bound_blocks();
-        maps + tables + bitmaps + checksums + self.delete_log.persist_bound_blocks() + segment_usage
+        let refcounts = self.refcounts.pages().tree_block_count();
+        maps + tables + bitmaps + checksums + self.delete_log.persist_bound_blocks() + segment_usage + refcounts
     }
 
     /// Space accounting.

@@ -12,6 +12,8 @@
 //! Each delete-log setting runs it too (TLog and BFLog beside the default
 //! without a log), so crashes fall between a free's append, the log's
 //! sorting, merging and punching, and the CP that persists them.
+//! The operations include clones (an extent `z` made of `x` or `y`, which
+//! share their blocks until writes diverge, and deleted again).
 //!
 //! Every crash-safe layout runs it: proximal (default, and with a staging area
 //! of 16 blocks so destages run inside writes and crash points fall inside
@@ -37,8 +39,8 @@ use proxima_device::{
     IoRequest, MemoryDevice, PendingWrites, Tear,
 };
 use proxima_engine::{
-    fsck_devices, CleaningPolicy, CleaningSettings, DeleteLogMode, DeleteLogStats, DestagePlan, FsckScope, Layout,
-    ReadRealloc, Volume, VolumeOptions,
+    fsck_devices, CleaningPolicy, CleaningSettings, CloneSource, DeleteLogMode, DeleteLogStats, DestagePlan, FsckScope,
+    Layout, Overcommit, ReadRealloc, Volume, VolumeOptions,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -47,6 +49,10 @@ const DATA_BLOCKS: u64 = 1024;
 const FLASH_BLOCKS: u64 = 192;
 const EXTENT_BLOCKS: u64 = 48;
 const EXTENTS: [&str; 2] = ["x", "y"];
+/// The extent clone operations make of `x` or `y` (and delete again).
+const CLONE: &str = "z";
+/// Every extent a workload may have.
+const ALL_EXTENTS: [&str; 3] = ["x", "y", CLONE];
 
 /// Which device a global write went to.
 type GlobalOrder = Rc<RefCell<Vec<usize>>>;
@@ -163,7 +169,15 @@ fn record_workload(seed: u64, options: &VolumeOptions) -> Recording {
     let cleaned_blocks = volume.stats().cleaning_blocks_written;
     let (data, flash) = volume.into_devices();
     let order = order.borrow().clone();
-    Recording { base, devices: (data.inner, flash.inner), order, points, reallocated_blocks, delete_log, cleaned_blocks }
+    Recording {
+        base,
+        devices: (data.inner, flash.inner),
+        order,
+        points,
+        reallocated_blocks,
+        delete_log,
+        cleaned_blocks,
+    }
 }
 
 /// One random operation; returns whether it made everything before it durable.
@@ -173,7 +187,8 @@ fn run_operation<D: BlockDevice, F: BlockDevice>(
     contents: &mut BTreeMap<&'static str, Vec<u8>>,
     plan: &mut DestagePlan,
 ) -> bool {
-    let name = EXTENTS[rng.gen_range(0..EXTENTS.len())];
+    let present: Vec<&'static str> = ALL_EXTENTS.into_iter().filter(|name| contents.contains_key(name)).collect();
+    let name = present[rng.gen_range(0..present.len())];
     let id = volume.extent_id(name).unwrap();
     let size = EXTENT_BLOCKS * BLOCK as u64;
     match rng.gen_range(0..100) {
@@ -244,9 +259,20 @@ fn run_operation<D: BlockDevice, F: BlockDevice>(
             }
             true
         }
-        _ => {
+        97 => {
             volume.delete_snapshot("base").ok();
             volume.commit().unwrap();
+            true
+        }
+        _ => {
+            // A clone of x or y as z, or z deleted again.
+            if contents.remove(CLONE).is_some() {
+                volume.delete_extent(CLONE).unwrap();
+            } else {
+                let source = EXTENTS[rng.gen_range(0..EXTENTS.len())];
+                volume.clone_extent(CloneSource::Extent(source), CLONE, Overcommit::Refuse).unwrap();
+                contents.insert(CLONE, contents[source].clone());
+            }
             true
         }
     }
@@ -278,12 +304,24 @@ fn check_recovered<D: BlockDevice, F: BlockDevice>(
         .iter()
         .take_while(|point| point.writes_at_start <= global || point.writes_at_end <= global)
         .collect();
-    for name in EXTENTS {
-        let id = volume.extent_id(name).map_err(|error| error.to_string())?;
+    for name in ALL_EXTENTS {
+        // The clone exists in the candidates that made it and not in those
+        // that deleted it (or came before it).
+        let holders: Vec<&&ModelPoint> =
+            candidates.iter().filter(|point| point.block_crcs.contains_key(name)).collect();
+        let Ok(id) = volume.extent_id(name) else {
+            if holders.len() == candidates.len() {
+                return Err(format!("extent {name} is missing"));
+            }
+            continue;
+        };
+        if holders.is_empty() {
+            return Err(format!("extent {name} exists, but no operation since the last acknowledged one left it"));
+        }
         let bytes = volume.read(id, 0, EXTENT_BLOCKS * BLOCK as u64).map_err(|error| error.to_string())?;
         for (block, chunk) in bytes.chunks(BLOCK).enumerate() {
             let crc = crc32c::crc32c(chunk);
-            let allowed: HashSet<u32> = candidates.iter().map(|point| point.block_crcs[name][block]).collect();
+            let allowed: HashSet<u32> = holders.iter().map(|point| point.block_crcs[name][block]).collect();
             if !allowed.contains(&crc) {
                 return Err(format!(
                     "extent {name} block {block}: a value no operation since the last acknowledged one ({last_durable}) left"
@@ -308,8 +346,8 @@ fn continue_after_recovery(
     options: &VolumeOptions,
 ) -> Result<(), String> {
     let mut contents = BTreeMap::new();
-    for name in EXTENTS {
-        let id = volume.extent_id(name).map_err(|error| error.to_string())?;
+    for name in ALL_EXTENTS {
+        let Ok(id) = volume.extent_id(name) else { continue };
         contents.insert(name, volume.read(id, 0, EXTENT_BLOCKS * BLOCK as u64).map_err(|error| error.to_string())?);
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed);

@@ -1,5 +1,6 @@
 //! Random sequences of extent, write, trim, flush, CP, destage, snapshot
-//! (create, read, delete, restore), crash and reopen operations, checked against
+//! (create, read, delete, restore), clone (of an extent or of an extent as of
+//! a snapshot), crash and reopen operations, checked against
 //! a simple in-memory model after every step, with fsck at the end.
 //!
 //! Each delete-log setting runs it (TLog and BFLog under proximal and
@@ -26,8 +27,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use proxima_device::{seeds_for_test, BlockDevice, MemoryDevice, RaidConfig, RaidDevice};
 use proxima_engine::{
-    BatchedWrite, CleaningPolicy, CleaningSettings, DeleteLogMode, DestagePlan, DeviceRole, EngineError, Layout,
-    ReadRealloc, Volume, VolumeOptions,
+    BatchedWrite, CleaningPolicy, CleaningSettings, CloneSource, DeleteLogMode, DestagePlan, DeviceRole, EngineError,
+    Layout, Overcommit, ReadRealloc, Volume, VolumeOptions,
 };
 
 const EXTENT_NAMES: [&str; 3] = ["a", "b", "c"];
@@ -102,6 +103,13 @@ enum Op {
     Reclaim {
         max_blocks: u64,
     },
+    /// Clones extent `source` (as of snapshot `snapshot` if given) as
+    /// extent `destination`.
+    Clone {
+        source: usize,
+        snapshot: Option<usize>,
+        destination: usize,
+    },
     Crash,
     Reopen,
 }
@@ -135,7 +143,9 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         1 => snap.clone().prop_map(|slot| Op::SnapshotDelete { slot }),
         2 => snap.clone().prop_map(|slot| Op::SnapshotCheck { slot }),
         1 => snap.clone().prop_map(|slot| Op::RestoreVolume { slot }),
-        1 => (snap, slot).prop_map(|(snapshot, slot)| Op::RestoreExtent { snapshot, slot }),
+        1 => (snap.clone(), slot.clone()).prop_map(|(snapshot, slot)| Op::RestoreExtent { snapshot, slot }),
+        2 => (slot.clone(), proptest::option::of(snap), slot)
+            .prop_map(|(source, snapshot, destination)| Op::Clone { source, snapshot, destination }),
         2 => Just(Op::Crash),
         1 => Just(Op::Reopen),
         1 => (1..600u64).prop_map(|max_blocks| Op::Reclaim { max_blocks }),
@@ -387,6 +397,11 @@ impl<D: BlockDevice> Harness<D> {
             Op::RestoreExtent { snapshot, slot } => {
                 self.restore_extent(SNAPSHOT_NAMES[snapshot], EXTENT_NAMES[slot])?
             }
+            Op::Clone { source, snapshot, destination } => self.clone_extent(
+                EXTENT_NAMES[source],
+                snapshot.map(|slot| SNAPSHOT_NAMES[slot]),
+                EXTENT_NAMES[destination],
+            )?,
             Op::WriteBatch { .. } => unreachable!("applied above"),
             Op::Crash => self.crash()?,
             Op::Reopen => {
@@ -424,6 +439,35 @@ impl<D: BlockDevice> Harness<D> {
         for (extent, bytes) in &contents {
             let read = self.volume().read_snapshot(name, extent, 0, bytes.len() as u64).unwrap();
             prop_assert!(&read == bytes, "snapshot {} extent {} differs", name, extent);
+        }
+        Ok(())
+    }
+
+    fn clone_extent(&mut self, source: &str, snapshot: Option<&str>, destination: &str) -> Result<(), TestCaseError> {
+        let clone_source = match snapshot {
+            Some(snapshot) => CloneSource::Snapshot(source, snapshot),
+            None => CloneSource::Extent(source),
+        };
+        let result = self.volume().clone_extent(clone_source, destination, Overcommit::Allow);
+        if flash_full(&result) {
+            return Ok(());
+        }
+        let contents = match snapshot {
+            Some(snapshot) => self
+                .model
+                .snapshots
+                .iter()
+                .find(|(existing, _)| existing == snapshot)
+                .and_then(|(_, contents)| contents.get(source)),
+            None => self.model.extents.get(source),
+        }
+        .cloned();
+        let expected = contents.is_some() && !self.model.extents.contains_key(destination);
+        prop_assert_eq!(result.is_ok(), expected, "{:?}", result.err());
+        if let (Ok(_), Some(bytes)) = (result, contents) {
+            self.model.extents.insert(destination.to_string(), bytes);
+            self.model.durable_point();
+            self.check_all()?;
         }
         Ok(())
     }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use proxima_engine::{fsck_devices, FsckScope, Overcommit};
+use proxima_engine::{fsck_devices, CloneSource, FsckScope, Overcommit};
 use proxima_nbd::ShutdownHandle;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -67,6 +67,17 @@ pub enum Request {
         #[serde(default)]
         thin: bool,
     },
+    /// Make an extent sharing every data block of another (or of another as
+    /// of a snapshot), in one CP, without copying data.
+    ExtentClone {
+        /// `EXTENT` or `EXTENT@SNAPSHOT`.
+        source: String,
+        /// The clone's name.
+        name: String,
+        /// Allow the extents' sizes to add up to more than the data device.
+        #[serde(default)]
+        thin: bool,
+    },
     /// List the extents.
     ExtentList,
     /// Snapshot every extent (a CP).
@@ -104,6 +115,7 @@ impl Request {
             Request::ExtentCreate { .. } => "extent create",
             Request::ExtentDelete { .. } => "extent delete",
             Request::ExtentResize { .. } => "extent resize",
+            Request::ExtentClone { .. } => "extent clone",
             Request::ExtentList => "extent list",
             Request::SnapshotCreate { .. } => "snapshot create",
             Request::SnapshotDelete { .. } => "snapshot delete",
@@ -180,6 +192,10 @@ pub fn execute(volume: &mut ServiceVolume, config: &VolumeConfig, request: &Requ
         Request::ExtentResize { name, size_bytes, thin } => {
             volume.resize_extent_with(name, *size_bytes, overcommit(*thin))?;
             done(format!("resized extent {name} to {size_bytes} bytes"))
+        }
+        Request::ExtentClone { source, name, thin } => {
+            let id = volume.clone_extent(CloneSource::parse(source), name, overcommit(*thin))?;
+            json!({ "message": format!("cloned {source} as extent {name}"), "id": id })
         }
         Request::ExtentList => json!({ "extents": volume.extents() }),
         Request::SnapshotCreate { name } => {

@@ -46,6 +46,8 @@ pub struct StatusReport {
     pub used_bytes: u64,
     /// Data device bytes held only by snapshots.
     pub held_by_snapshots_bytes: u64,
+    /// Data device bytes more than one extent maps (clones), each counted once.
+    pub shared_bytes: u64,
     /// Of those, copies the in-place layout made of blocks snapshots hold
     /// before overwriting them in place.
     pub copied_out_bytes: u64,
@@ -160,6 +162,7 @@ pub fn status(volume: &ServiceVolume, config: &VolumeConfig) -> StatusReport {
         committed_bytes: volume.committed_bytes(),
         used_bytes: space.data.used_blocks * BLOCK_BYTES,
         held_by_snapshots_bytes: space.data.snapshot_only_blocks * BLOCK_BYTES,
+        shared_bytes: volume.shared_bytes(),
         copied_out_bytes: space.copied_out_blocks * BLOCK_BYTES,
         free_bytes: space.data.allocatable_blocks * BLOCK_BYTES,
         reserved_bytes: space.reserved_blocks * BLOCK_BYTES,

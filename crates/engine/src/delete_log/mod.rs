@@ -419,6 +419,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// `block` leaves the active tree's ownership for the activemap: freed
     /// (or moved to the summary, if a snapshot holds it).
     fn punch_data_block(&mut self, block: u64) {
+        debug_assert_eq!(self.refcounts.get(block), 0, "a block let go of is shared by no extent");
         self.stats.data_blocks_freed += 1;
         self.delete_log.reclaimed_this_epoch += 1;
         self.data_space.free(block);
