@@ -82,7 +82,8 @@ impl<D> DestageObserver<D> for NoDestageObserver {}
 /// What one destage did, in total.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct DestageSummary {
-    /// Batches (extents with staged blocks).
+    /// Batches: one per extent with staged blocks, or more where one batch
+    /// would not leave room on flash for the CP after it.
     pub batch_count: u64,
     /// Blocks moved.
     pub user_blocks: u64,
@@ -402,32 +403,36 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     ) -> Result<DestageSummary> {
         let mut summary = DestageSummary::default();
         let mut out_of_space = None;
-        for (id, runs) in selection {
+        for (id, mut runs) in selection {
             // An extent the data device, or the next CP, has no room for
             // stays staged; the others still go (a full device does not stop
-            // every destage).
-            let staged: u64 = runs.iter().map(|run| run.block_count).sum();
-            if !self.destage_batch_fits(id, staged) {
-                self.commit()?;
-                if !self.destage_batch_fits(id, staged) {
+            // every destage). A batch too large for the next CP's room goes
+            // in parts that fit, each CP releasing the staged flash of the
+            // part before.
+            while !runs.is_empty() {
+                let staged: u64 = runs.iter().map(|run| run.block_count).sum();
+                let fitting = self.destage_blocks_that_fit(id, staged)?;
+                if fitting == 0 {
                     out_of_space = Some(self.flash_full("a destage batch's metadata"));
-                    continue;
+                    break;
                 }
+                let rest = split_runs_after(&mut runs, fitting);
+                let batch = match self.destage_extent(id, &runs, observer) {
+                    Ok(batch) => batch,
+                    Err(error @ EngineError::NoSpace { .. }) => {
+                        out_of_space = Some(error);
+                        break;
+                    }
+                    Err(other) => return Err(other),
+                };
+                runs = rest;
+                // CPs between batches keep the log, and the metadata a CP
+                // rewrites, bounded however large the staging area.
+                self.checkpoint_if_log_is_long()?;
+                summary.batch_count += 1;
+                summary.user_blocks += batch.user_blocks;
+                summary.data_request_count += batch.data_request_count;
             }
-            let batch = match self.destage_extent(id, &runs, observer) {
-                Ok(batch) => batch,
-                Err(error @ EngineError::NoSpace { .. }) => {
-                    out_of_space = Some(error);
-                    continue;
-                }
-                Err(other) => return Err(other),
-            };
-            // CPs between batches keep the log, and the metadata a CP
-            // rewrites, bounded however large the staging area.
-            self.checkpoint_if_log_is_long()?;
-            summary.batch_count += 1;
-            summary.user_blocks += batch.user_blocks;
-            summary.data_request_count += batch.data_request_count;
         }
         self.stats.destage_count += 1;
         self.stats.destaged_blocks += summary.user_blocks;
@@ -438,6 +443,31 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             Some(error) if summary.user_blocks == 0 => Err(error),
             _ => Ok(summary),
         }
+    }
+
+    /// How many of `staged` blocks of extent `id` one destage batch may
+    /// move with room for the CP after it: all of them when they fit, else,
+    /// after a CP (which releases what was freed since the last), the most
+    /// that fit; 0 when not even one block does.
+    fn destage_blocks_that_fit(&mut self, id: u64, staged: u64) -> Result<u64> {
+        if self.destage_batch_fits(id, staged) {
+            return Ok(staged);
+        }
+        self.commit()?;
+        if self.destage_batch_fits(id, staged) {
+            return Ok(staged);
+        }
+        // The bound grows with the blocks: the largest count that fits.
+        let (mut fits, mut does_not) = (0, staged);
+        while does_not - fits > 1 {
+            let middle = fits + (does_not - fits) / 2;
+            if self.destage_batch_fits(id, middle) {
+                fits = middle;
+            } else {
+                does_not = middle;
+            }
+        }
+        Ok(fits)
     }
 
     /// Destages staged runs of one extent (in logical order) as one batch.
@@ -814,4 +844,29 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             detail: format!("no free block to destage block {logical} of extent #{id}"),
         })
     }
+}
+
+/// Keeps the first `blocks` blocks of `runs` (in order) and returns the rest,
+/// splitting the run the boundary falls in.
+fn split_runs_after(runs: &mut Vec<FlashRun>, blocks: u64) -> Vec<FlashRun> {
+    let mut kept = 0;
+    for index in 0..runs.len() {
+        let run = runs[index];
+        if kept + run.block_count <= blocks {
+            kept += run.block_count;
+            continue;
+        }
+        let mut rest = runs.split_off(index);
+        let head = blocks - kept;
+        if head > 0 {
+            runs.push(FlashRun { block_count: head, ..run });
+            rest[0] = FlashRun {
+                logical_block: run.logical_block + head,
+                block_count: run.block_count - head,
+                flash_block: run.flash_block + head,
+            };
+        }
+        return rest;
+    }
+    Vec::new()
 }

@@ -7,7 +7,8 @@
 mod common;
 
 use common::{assert_clean, memory_volume, pattern, BLOCK};
-use proxima_engine::{DeviceRole, EngineError, Overcommit};
+use proxima_device::MemoryDevice;
+use proxima_engine::{DeviceRole, EngineError, Layout, NoDestageObserver, Overcommit, Volume, VolumeOptions};
 
 const MIB: usize = 1 << 20;
 
@@ -155,6 +156,34 @@ fn a_flash_full_of_metadata_snapshots_hold_refuses_updates_and_snapshot_deletion
         expected[(index as usize) * 32 * BLOCK..((index as usize) * 32 + 1) * BLOCK].copy_from_slice(&bytes);
     }
     volume.create_snapshot("after").unwrap();
+    assert_eq!(volume.read(id, 0, expected.len() as u64).unwrap(), expected);
+    assert_clean(&mut volume);
+}
+
+#[test]
+fn a_destage_batch_too_large_for_the_flash_room_goes_in_parts() {
+    // The in-place layout with its write cache on a 256-block flash. After a
+    // snapshot, an overwrite of 41 blocks is staged and copied out; the bound
+    // on the CP after one batch of all of them exceeds the flash left, so a
+    // destage (the one making room for the write, and the one asked for
+    // after it) goes in parts, each CP releasing the staged flash of the part
+    // before. One batch only, it moved nothing and the destage failed.
+    let options = VolumeOptions { layout: Layout::InPlace, staging_capacity_blocks: 40, ..VolumeOptions::default() };
+    let mut volume =
+        Volume::format(MemoryDevice::new(4096, 3 * 32_384), MemoryDevice::new(4096, 256), 77, options).expect("format");
+    let id = volume.create_extent("lun", 55 * BLOCK as u64).unwrap();
+    let first = pattern(1, 54 * BLOCK + 1);
+    volume.write(id, 0, &first, false).unwrap();
+    volume.create_snapshot("before").unwrap();
+    let second = pattern(2, 40 * BLOCK + 1);
+    volume.write(id, 0, &second, false).unwrap();
+    let staged = volume.staging_fill().used_blocks;
+    assert!(staged > 0, "the overwrite is staged");
+    volume.destage_observed(&mut NoDestageObserver).unwrap();
+    assert_eq!(volume.staging_fill().used_blocks, 0);
+    let mut expected = first.clone();
+    expected.resize(55 * BLOCK, 0);
+    expected[..second.len()].copy_from_slice(&second);
     assert_eq!(volume.read(id, 0, expected.len() as u64).unwrap(), expected);
     assert_clean(&mut volume);
 }
