@@ -15,6 +15,7 @@ mod cleaner;
 pub mod cleaning;
 mod clone;
 pub mod codec;
+pub mod content;
 mod copy_out;
 mod delete_log;
 mod destage;

@@ -72,8 +72,24 @@ pub const DEFAULT_REQUESTS_PER_TURN: u32 = 1;
 /// flight while the previous one is still being read.
 pub const DEFAULT_MEMORY_TURNS: u64 = 2;
 
+/// A new stream's first prefetches are this many times the read that
+/// confirmed it, at least [`PrefetchSettings::initial_readahead_bytes`] (and
+/// at most R); each turn doubles them up to R, as Linux's read-ahead window
+/// grows.
+pub const INITIAL_READAHEAD_READS: u64 = 4;
+/// Default least size of a new stream's first prefetches.
+pub const DEFAULT_INITIAL_READAHEAD_BYTES: u64 = 128 << 10;
+
+/// Candidates (reads not yet known to be sequential) tracked per extent; a
+/// new one past this drops the oldest.
+pub const CANDIDATES_PER_EXTENT_MAX: usize = 64;
+
 /// Default idle time after which a stream is dropped, ns.
 pub const DEFAULT_STALE_AFTER_NS: u64 = 10_000_000_000;
+
+/// Default idle time after which a stream's staged data may be dropped to
+/// make room for a prefetch a waiting read needs, ns.
+pub const DEFAULT_EVICT_IDLE_AFTER_NS: u64 = 100_000_000;
 
 /// Default gap or overlap between a read and its stream's last end that still
 /// counts as continuing it.
@@ -92,8 +108,18 @@ pub struct PrefetchSettings {
     pub memory_bytes_max: u64,
     /// A stream not read for this long (and with no read waiting) is dropped.
     pub stale_after_ns: u64,
-    /// A read starting this close to a stream's last end continues it.
+    /// When memory is full and a read waits, a stream not read for this long
+    /// (with no read waiting and no prefetch in flight) is dropped with its
+    /// staged data to make room: readers that went away do not hold up those
+    /// still reading for up to `stale_after_ns`.
+    pub evict_idle_after_ns: u64,
+    /// A read starting this close to a sequential stream's last end
+    /// continues it (a candidate's must start exactly there).
     pub sequential_tolerance_bytes: u64,
+    /// The least size of a new stream's first prefetches, which double each
+    /// turn up to R: a stream found by chance among random reads costs
+    /// little. R or more: every prefetch is R.
+    pub initial_readahead_bytes: u64,
 }
 
 /// Why settings were refused.
@@ -142,7 +168,9 @@ impl PrefetchSettings {
             requests_per_turn: DEFAULT_REQUESTS_PER_TURN,
             memory_bytes_max: turn_bytes.saturating_mul(DEFAULT_MEMORY_TURNS),
             stale_after_ns: DEFAULT_STALE_AFTER_NS,
+            evict_idle_after_ns: DEFAULT_EVICT_IDLE_AFTER_NS,
             sequential_tolerance_bytes: DEFAULT_SEQUENTIAL_TOLERANCE_BYTES,
+            initial_readahead_bytes: DEFAULT_INITIAL_READAHEAD_BYTES,
         }
     }
 
@@ -164,10 +192,6 @@ impl PrefetchSettings {
             return Err(PrefetchSettingsError::MemoryBelowTurn { memory_bytes_max: self.memory_bytes_max, turn_bytes });
         }
         Ok(())
-    }
-
-    fn stream_turn_bytes(&self) -> u64 {
-        self.readahead_bytes * u64::from(self.requests_per_turn)
     }
 }
 
@@ -241,6 +265,8 @@ pub struct PrefetchStats {
     pub streams_started: u64,
     /// Streams dropped as stale.
     pub streams_collected: u64,
+    /// Streams dropped idle to make room for a waiting read.
+    pub streams_evicted: u64,
     /// Prefetch I/Os issued.
     pub prefetches: u64,
     /// Bytes prefetched.
@@ -289,6 +315,9 @@ struct Stream {
     window_start_bytes: u64,
     ready_end_bytes: u64,
     issued_end_bytes: u64,
+    /// Bytes of this stream's prefetches: starting small and doubling each
+    /// turn up to R, so a stream found by chance costs little.
+    readahead_bytes: u64,
     /// Prefetches not yet folded into the ready part, by offset.
     in_flight: Vec<InFlight>,
     /// Reads waiting, in arrival order.
@@ -332,6 +361,9 @@ struct Slot {
 pub struct Prefetcher {
     settings: PrefetchSettings,
     streams: HashMap<StreamId, Stream>,
+    /// Per extent, candidates in the order they started (some may since
+    /// have become sequential or been dropped: skipped when met).
+    candidates: HashMap<u64, VecDeque<StreamId>>,
     /// `(extent, cursor, stream)`: streams by where their next read starts.
     by_cursor: BTreeSet<(u64, u64, StreamId)>,
     want_turn: VecDeque<StreamId>,
@@ -356,6 +388,7 @@ impl Prefetcher {
         Ok(Prefetcher {
             settings,
             streams: HashMap::new(),
+            candidates: HashMap::new(),
             by_cursor: BTreeSet::new(),
             want_turn: VecDeque::new(),
             dispatch_set: Vec::new(),
@@ -419,7 +452,7 @@ impl Prefetcher {
     /// The next prefetch to issue, if a stream in the dispatch set has one
     /// left in its turn and its bytes fit in memory. Call it until `None`
     /// after every other call.
-    pub fn next_dispatch(&mut self, _now_ns: u64) -> Option<PrefetchIo> {
+    pub fn next_dispatch(&mut self, now_ns: u64) -> Option<PrefetchIo> {
         self.fill_dispatch_set();
         let slot_count = self.dispatch_set.len();
         for step in 0..slot_count {
@@ -429,14 +462,16 @@ impl Prefetcher {
                 continue;
             }
             let stream = &self.streams[&slot.stream];
-            let length_bytes =
-                self.settings.readahead_bytes.min(stream.extent_bytes.saturating_sub(stream.issued_end_bytes));
+            let length_bytes = stream.readahead_bytes.min(stream.extent_bytes.saturating_sub(stream.issued_end_bytes));
             if length_bytes == 0 {
                 // The extent's end: the turn is over with what was issued.
                 self.end_turn_early(index);
-                return self.next_dispatch(_now_ns);
+                return self.next_dispatch(now_ns);
             }
             if self.memory_bytes + length_bytes > self.settings.memory_bytes_max {
+                if self.evict_idle_stream(now_ns) {
+                    return self.next_dispatch(now_ns);
+                }
                 return None;
             }
             return Some(self.issue(index, length_bytes));
@@ -472,6 +507,13 @@ impl Prefetcher {
         let served = self.serve_pending(stream_id);
         self.ask_for_turn_if_needed(stream_id);
         served
+    }
+
+    /// The bytes of its extent that `stream` holds (its window: ready or in
+    /// flight), or `None` once the stream is dropped. A caller keeping the
+    /// data of completed prefetches may let go of whatever lies outside it.
+    pub fn held_range(&self, stream: StreamId) -> Option<std::ops::Range<u64>> {
+        self.streams.get(&stream).map(|stream| stream.window_start_bytes..stream.issued_end_bytes)
     }
 
     /// Drops streams not read since `now_ns - stale_after_ns` with no read
@@ -525,12 +567,17 @@ impl Prefetcher {
         assert_eq!(self.by_cursor.len(), self.streams.len());
     }
 
+    /// The stream `read` continues: a sequential stream whose cursor is
+    /// within the tolerance, or a candidate whose cursor is exactly where the
+    /// read starts (so that random reads over a small region, which land
+    /// near one of many candidates' cursors, are not taken for streams).
     fn find_stream(&self, read: &ExtentRead) -> Option<StreamId> {
         let tolerance = self.settings.sequential_tolerance_bytes;
         let low = read.offset_bytes.saturating_sub(tolerance);
         let high = read.offset_bytes.saturating_add(tolerance);
         self.by_cursor
             .range((read.extent, low, StreamId(0))..=(read.extent, high, StreamId(u64::MAX)))
+            .filter(|(_, cursor, id)| *cursor == read.offset_bytes || self.streams[id].sequential)
             .min_by_key(|(_, cursor, _)| cursor.abs_diff(read.offset_bytes))
             .map(|&(_, _, id)| id)
     }
@@ -551,12 +598,23 @@ impl Prefetcher {
                 window_start_bytes: end,
                 ready_end_bytes: end,
                 issued_end_bytes: end,
+                readahead_bytes: 0,
                 in_flight: Vec::new(),
                 pending: VecDeque::new(),
                 turn: Turn::Idle,
             },
         );
         self.by_cursor.insert((read.extent, end, id));
+        // Bound the candidates per extent: the oldest still a candidate goes.
+        let candidates = self.candidates.entry(read.extent).or_default();
+        candidates.push_back(id);
+        while candidates.len() > CANDIDATES_PER_EXTENT_MAX {
+            let oldest = candidates.pop_front().expect("longer than the bound");
+            if self.streams.get(&oldest).is_some_and(|stream| !stream.sequential && stream.pending.is_empty()) {
+                self.drop_stream(oldest);
+                break;
+            }
+        }
     }
 
     fn continue_stream(&mut self, id: StreamId, read: &ExtentRead, now_ns: u64) -> ReadDecision {
@@ -575,7 +633,7 @@ impl Prefetcher {
             if stream.run_reads < SEQUENTIAL_READS_TO_PREFETCH {
                 return ReadDecision::Miss;
             }
-            self.begin_prefetching(id, read.end_bytes());
+            self.begin_prefetching(id, read.end_bytes(), read.length_bytes);
             self.stats.streams_started += 1;
             return ReadDecision::MissStartingStream(id);
         }
@@ -618,10 +676,14 @@ impl Prefetcher {
         ReadDecision::Wait(ticket)
     }
 
-    fn begin_prefetching(&mut self, id: StreamId, position_bytes: u64) {
+    fn begin_prefetching(&mut self, id: StreamId, position_bytes: u64, read_bytes: u64) {
+        let first_readahead_bytes = (INITIAL_READAHEAD_READS * read_bytes)
+            .max(self.settings.initial_readahead_bytes)
+            .min(self.settings.readahead_bytes);
         let stream = self.streams.get_mut(&id).expect("found");
         assert!(stream.in_flight.is_empty() && stream.unread_bytes() == 0, "a candidate holds nothing");
         stream.sequential = true;
+        stream.readahead_bytes = first_readahead_bytes;
         stream.window_start_bytes = position_bytes;
         stream.ready_end_bytes = position_bytes;
         stream.issued_end_bytes = position_bytes;
@@ -649,8 +711,9 @@ impl Prefetcher {
     }
 
     fn ask_for_turn_if_needed(&mut self, id: StreamId) {
-        let refill_bytes = self.settings.stream_turn_bytes() / 2;
+        let requests_per_turn = u64::from(self.settings.requests_per_turn);
         let stream = self.streams.get_mut(&id).expect("found");
+        let refill_bytes = stream.readahead_bytes * requests_per_turn / 2;
         let wants = stream.sequential
             && stream.turn == Turn::Idle
             && stream.issued_end_bytes < stream.extent_bytes
@@ -681,6 +744,10 @@ impl Prefetcher {
         // A stream issues its whole turn back to back, then the next one.
         self.dispatch_cursor = if turn_issued { slot_index + 1 } else { slot_index };
         let stream = self.streams.get_mut(&stream_id).expect("a dispatched stream is tracked");
+        if turn_issued {
+            // The next turn reads twice as far ahead, up to R.
+            stream.readahead_bytes = (2 * stream.readahead_bytes).min(self.settings.readahead_bytes);
+        }
         let io_id = self.next_io;
         self.next_io += 1;
         let offset_bytes = stream.issued_end_bytes;
@@ -758,6 +825,32 @@ impl Prefetcher {
         self.release_memory(stream.held_bytes() - kept);
     }
 
+    /// Memory is full: when a read waits, drops the stream idle longest (at
+    /// least `evict_idle_after_ns`) that holds staged data, has no read
+    /// waiting and no prefetch in flight; returns whether one was dropped.
+    fn evict_idle_stream(&mut self, now_ns: u64) -> bool {
+        if self.streams.values().all(|stream| stream.pending.is_empty()) {
+            return false;
+        }
+        let idle_after = self.settings.evict_idle_after_ns;
+        let victim = self
+            .streams
+            .iter()
+            .filter(|(_, stream)| {
+                stream.pending.is_empty()
+                    && stream.turn != Turn::Dispatched
+                    && stream.in_flight.iter().all(|io| io.done)
+                    && stream.held_bytes() > 0
+                    && now_ns.saturating_sub(stream.last_read_ns) >= idle_after
+            })
+            .min_by_key(|(&id, stream)| (stream.last_read_ns, id))
+            .map(|(&id, _)| id);
+        let Some(victim) = victim else { return false };
+        self.drop_stream(victim);
+        self.stats.streams_evicted += 1;
+        true
+    }
+
     fn release_memory(&mut self, bytes: u64) {
         assert!(bytes <= self.memory_bytes, "releasing more than is held");
         self.memory_bytes -= bytes;
@@ -803,7 +896,9 @@ mod tests {
             requests_per_turn,
             memory_bytes_max,
             stale_after_ns: 1_000,
+            evict_idle_after_ns: 100,
             sequential_tolerance_bytes: 4 * KIB,
+            initial_readahead_bytes: readahead_bytes,
         }
     }
 
@@ -941,6 +1036,26 @@ mod tests {
         assert_eq!(prefetcher.collect_stale(1_000), 1);
         assert_eq!(prefetcher.memory_bytes(), 0);
         assert_eq!(prefetcher.stream_count(), 0);
+        prefetcher.check_invariants();
+    }
+
+    #[test]
+    fn a_waiting_read_gets_the_memory_of_a_stream_idle_long_enough() {
+        // Memory for one turn: stream 0's staged data fill it.
+        let mut prefetcher = Prefetcher::new(settings(1, MIB, 1, MIB)).unwrap();
+        start_stream(&mut prefetcher, 0);
+        let ios = dispatch_all(&mut prefetcher);
+        prefetcher.on_complete(&ios[0], 0);
+        // Stream 1's reader, at time 50, waits for its first turn.
+        let starts = |offset_bytes| read(1, offset_bytes, 128 * KIB);
+        assert_eq!(prefetcher.on_read(starts(0), 50), ReadDecision::Miss);
+        assert!(matches!(prefetcher.on_read(starts(128 * KIB), 50), ReadDecision::MissStartingStream(_)));
+        let ReadDecision::Wait(ticket) = prefetcher.on_read(starts(256 * KIB), 50) else { panic!("waits") };
+        assert_eq!(prefetcher.next_dispatch(99), None, "stream 0 was read 99 ns ago: kept");
+        let io = prefetcher.next_dispatch(100).expect("stream 0, idle 100 ns, is dropped for it");
+        assert_eq!((io.extent, io.offset_bytes), (1, 256 * KIB));
+        assert_eq!(prefetcher.stats().streams_evicted, 1);
+        assert_eq!(prefetcher.on_complete(&io, 101), vec![ticket]);
         prefetcher.check_invariants();
     }
 

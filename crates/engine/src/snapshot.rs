@@ -699,6 +699,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// deleted (keeping the 010 property); the snapshot itself stays.
     pub fn restore_volume(&mut self, snapshot: &str) -> Result<()> {
         let snapshot_id = self.live_snapshot_id(snapshot)?;
+        self.content_changes.everything_changed();
         self.guarded(|volume| {
             volume.ensure_room_for_metadata_operation(MetadataOperation::RestoreVolume)?;
             volume.commit()?;

@@ -17,6 +17,7 @@ use crate::cleaning::CleaningSettings;
 use crate::codec::{
     ExtentRecord, LogRecord, LogSlot, RootSet, SnapshotRecord, Superblock, BLOCK_SIZE, NAME_CAPACITY, SUPERBLOCK_SLOTS,
 };
+use crate::content::ContentChanges;
 use crate::copy_out::CopyOuts;
 use crate::delete_log::{DeleteLog, DeleteLogMode};
 use crate::error::{DeviceRole, EngineError, Result, Unsuitable};
@@ -379,6 +380,8 @@ pub struct Volume<D: BlockDevice, F: BlockDevice> {
     // ----- state parts -----
     /// The active extents and their maps.
     pub(crate) extents: Extents,
+    /// When each part of each extent changed its contents (`content.rs`).
+    pub(crate) content_changes: ContentChanges,
     /// The snapshot table.
     pub(crate) snapshots: PersistentTree<SnapshotRecord>,
     /// Where the in-place layout copied out frame blocks snapshots hold.
@@ -524,6 +527,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             next_snapshot_id: 1,
             roots: RootSet::default(),
             extents: Extents::new(),
+            content_changes: ContentChanges::default(),
             snapshots: PersistentTree::new(0),
             copy_outs: CopyOuts::new(),
             copy_out_cursor: u64::MAX,
@@ -826,6 +830,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Deletes an extent, freeing its blocks, and commits.
     pub fn delete_extent(&mut self, name: &str) -> Result<()> {
         let id = self.extent_id(name)?;
+        self.content_changes.extent_changed(id);
         self.guarded(|volume| {
             volume.ensure_room_for_metadata_operation(MetadataOperation::DeleteExtent { id })?;
             volume.flush_pending_records()?;
@@ -855,6 +860,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let id = self.extent_id(name)?;
         let current = self.extent_size(id)?;
         self.check_commitment(current, size_bytes, overcommit)?;
+        self.content_changes.extent_changed(id);
         self.guarded(|volume| {
             volume.ensure_room_for_metadata_operation(MetadataOperation::ResizeExtent { id })?;
             volume.flush_pending_records()?;
@@ -949,6 +955,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// durable when this returns; otherwise at the next [`Volume::flush`].
     pub fn write(&mut self, id: u64, offset_bytes: u64, bytes: &[u8], fua: bool) -> Result<()> {
         self.check_range(id, offset_bytes, bytes.len() as u64)?;
+        self.content_changes.changed(id, offset_bytes, bytes.len() as u64);
         self.guarded(|volume| {
             let first = offset_bytes / BLOCK_BYTES;
             let aligned = offset_bytes.is_multiple_of(BLOCK_BYTES) && (bytes.len() as u64).is_multiple_of(BLOCK_BYTES);
@@ -975,6 +982,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// share log blocks. With FUA on any of them, the batch is made durable
     /// once, after all of them.
     pub fn write_batch(&mut self, writes: &[BatchedWrite<'_>]) -> Vec<Result<()>> {
+        for write in writes {
+            self.content_changes.changed(write.extent_id, write.offset_bytes, write.bytes.len() as u64);
+        }
         let mut outcomes: Vec<Option<Result<()>>> = writes.iter().map(|_| None).collect();
         let mut index = 0;
         while index < writes.len() {
@@ -1047,6 +1057,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// holes; partial blocks at the edges are rewritten with zeroes.
     pub fn trim(&mut self, id: u64, offset_bytes: u64, length_bytes: u64, fua: bool) -> Result<()> {
         self.check_range(id, offset_bytes, length_bytes)?;
+        self.content_changes.changed(id, offset_bytes, length_bytes);
         self.guarded(|volume| {
             if length_bytes > 0 {
                 volume.zero_range(id, offset_bytes, length_bytes)?;

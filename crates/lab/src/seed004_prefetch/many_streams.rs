@@ -142,6 +142,8 @@ impl ManyStreamsSettings {
         settings.requests_per_turn = self.params.requests_per_turn;
         let turn = self.params.dispatch_streams as u64 * readahead_bytes * u64::from(self.params.requests_per_turn);
         settings.memory_bytes_max = self.params.memory_mib.map_or(turn * DEFAULT_MEMORY_TURNS, |mib| mib * MIB);
+        // The paper's scheduler: every prefetch is R from a stream's first turn.
+        settings.initial_readahead_bytes = readahead_bytes;
         settings
     }
 
