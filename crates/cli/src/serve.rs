@@ -1,6 +1,8 @@
 //! `proxima serve DIR [--socket PATH] [--listen ADDR] [--max-connections N]
 //! [--memory-per-connection SIZE] [--memory-total SIZE] [--reply-timeout
-//! SECONDS]`: serves every extent
+//! SECONDS] [--read-ahead on|off] [--read-ahead-size SIZE]
+//! [--read-ahead-streams N] [--read-ahead-requests N] [--read-ahead-memory
+//! SIZE]`: serves every extent
 //! of the volume as an NBD export of its name and every snapshot's extents as
 //! read-only exports `EXTENT@SNAPSHOT`, until SIGINT or SIGTERM, then flushes,
 //! commits and closes the volume. With neither `--socket` nor `--listen` it
@@ -12,7 +14,7 @@ use std::process::ExitCode;
 use clap::Args;
 use proxima_nbd::server::CONNECTION_MEMORY_BYTES_MIN;
 use proxima_nbd::ServerConfig;
-use proxima_service::{format_size, serve, ServeOptions, ServeReady};
+use proxima_service::{format_size, serve, ReadAheadChoice, ReadAheadOverrides, ServeOptions, ServeReady};
 
 use crate::service_common::{fail, size_argument};
 
@@ -44,6 +46,62 @@ pub struct ServeArgs {
     /// that reads nothing for that long loses its replies and its connection.
     #[arg(long, value_name = "SECONDS", default_value_t = ServerConfig::default().reply_timeout.as_secs())]
     reply_timeout: u64,
+    /// Read ahead of sequential readers with the many-stream prefetch policy
+    /// (docs/service.md, "Read-ahead"): made for a disk that serves one
+    /// request at a time; off by default.
+    #[arg(long, value_name = "on|off", default_value = "off", value_parser = ["on", "off"])]
+    read_ahead: String,
+    /// R: bytes of one read-ahead [default: from the data device: 19M on a
+    /// rotating disk, 1M on a solid-state one].
+    #[arg(long, value_name = "SIZE", value_parser = size_argument)]
+    read_ahead_size: Option<u64>,
+    /// D: streams read ahead at once, each by a thread of its own [default: 2].
+    #[arg(long, value_name = "N")]
+    read_ahead_streams: Option<usize>,
+    /// N: read-aheads a stream issues per turn [default: 1].
+    #[arg(long, value_name = "N")]
+    read_ahead_requests: Option<u32>,
+    /// M: memory for read-ahead data, at least D·R·N [default: 2·D·R·N].
+    #[arg(long, value_name = "SIZE", value_parser = size_argument)]
+    read_ahead_memory: Option<u64>,
+}
+
+/// The read-ahead the flags ask for, or the message for a bad combination.
+fn read_ahead_choice(args: &ServeArgs) -> Result<ReadAheadChoice, String> {
+    let overrides = ReadAheadOverrides {
+        readahead_bytes: args.read_ahead_size,
+        dispatch_streams: args.read_ahead_streams,
+        requests_per_turn: args.read_ahead_requests,
+        memory_bytes: args.read_ahead_memory,
+    };
+    if args.read_ahead == "off" {
+        if overrides != ReadAheadOverrides::default() {
+            return Err("--read-ahead-size, -streams, -requests and -memory need --read-ahead on".to_owned());
+        }
+        return Ok(ReadAheadChoice::Off);
+    }
+    if args.read_ahead_size.is_some_and(|bytes| bytes < 4096) {
+        return Err("--read-ahead-size must be at least 4K".to_owned());
+    }
+    if args.read_ahead_streams == Some(0) {
+        return Err("--read-ahead-streams must be at least 1".to_owned());
+    }
+    if args.read_ahead_requests == Some(0) {
+        return Err("--read-ahead-requests must be at least 1".to_owned());
+    }
+    // Checked with either device class now; the server derives the rest
+    // from its data device.
+    for rotational in [true, false] {
+        if let Err(error) = overrides.settings(rotational) {
+            let flags = if args.read_ahead_memory.is_some() {
+                "--read-ahead-memory"
+            } else {
+                "--read-ahead-size, --read-ahead-streams and --read-ahead-requests"
+            };
+            return Err(format!("{flags}: {error}"));
+        }
+    }
+    Ok(ReadAheadChoice::On(overrides))
 }
 
 /// The server settings of the flags, or the message for a bad combination.
@@ -87,14 +145,38 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let options =
-        ServeOptions { socket: args.socket.clone(), listen: args.listen.clone(), stop_on_signals: true, server };
+    let read_ahead = match read_ahead_choice(args) {
+        Ok(read_ahead) => read_ahead,
+        Err(message) => {
+            eprintln!("proxima serve: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let options = ServeOptions {
+        socket: args.socket.clone(),
+        listen: args.listen.clone(),
+        stop_on_signals: true,
+        server,
+        read_ahead,
+    };
     match serve(&args.directory, &options, |ready| announce(args, &options.server, ready)) {
         Ok(summary) => {
             eprintln!(
                 "proxima serve: stopped after {} connection(s); volume flushed and committed",
-                summary.connection_count
+                summary.server.connection_count
             );
+            if let Some(stats) = summary.read_ahead {
+                eprintln!(
+                    "  read-ahead: {} read(s), {} from memory; {} prefetch(es), {} read; {} stream(s); \
+                     {} read(s) went to the volume after all",
+                    stats.reads_from_memory,
+                    format_size(stats.bytes_from_memory),
+                    stats.prefetches,
+                    format_size(stats.prefetched_bytes),
+                    stats.streams_started,
+                    stats.reads_fallen_back
+                );
+            }
             ExitCode::SUCCESS
         }
         Err(error) => fail("serve", &error),
@@ -118,6 +200,17 @@ fn announce(args: &ServeArgs, server: &ServerConfig, ready: &ServeReady) {
         format_size(server.server_memory_bytes),
         server.reply_timeout.as_secs()
     );
+    match &ready.read_ahead {
+        Some(settings) => eprintln!(
+            "  read-ahead of sequential readers: {} per read-ahead, {} stream(s) at once, {} per turn, \
+             at most {} held",
+            format_size(settings.readahead_bytes),
+            settings.dispatch_streams,
+            settings.requests_per_turn,
+            format_size(settings.memory_bytes_max)
+        ),
+        None => eprintln!("  no read-ahead"),
+    }
     for export in &ready.exports {
         let access = if export.read_only { "read-only" } else { "read-write" };
         eprintln!("  {:<32} {:>10} {access}", export.name, format_size(export.size_bytes));

@@ -2450,6 +2450,99 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
                 args: &["serve", "{vol}", "--socket", "{tmp}/nbd.sock", "--memory-total", "40M"],
             },
         ),
+        (
+            "serve",
+            "--read-ahead",
+            Probe::ServeDiffers {
+                first: &["--socket", "{tmp}/nbd.sock"],
+                second: &["--socket", "{tmp}/nbd.sock", "--read-ahead", "on"],
+            },
+        ),
+        (
+            "serve",
+            "--read-ahead",
+            Probe::Refused {
+                setup: VOLUME,
+                args: &[
+                    "serve",
+                    "{vol}",
+                    "--socket",
+                    "{tmp}/nbd.sock",
+                    "--read-ahead",
+                    "off",
+                    "--read-ahead-size",
+                    "4M",
+                ],
+            },
+        ),
+        (
+            "serve",
+            "--read-ahead-size",
+            Probe::ServeDiffers {
+                first: &["--socket", "{tmp}/nbd.sock", "--read-ahead", "on"],
+                second: &["--socket", "{tmp}/nbd.sock", "--read-ahead", "on", "--read-ahead-size", "4M"],
+            },
+        ),
+        (
+            "serve",
+            "--read-ahead-streams",
+            Probe::ServeDiffers {
+                first: &["--socket", "{tmp}/nbd.sock", "--read-ahead", "on"],
+                second: &["--socket", "{tmp}/nbd.sock", "--read-ahead", "on", "--read-ahead-streams", "4"],
+            },
+        ),
+        (
+            "serve",
+            "--read-ahead-streams",
+            Probe::Refused {
+                setup: VOLUME,
+                args: &[
+                    "serve",
+                    "{vol}",
+                    "--socket",
+                    "{tmp}/nbd.sock",
+                    "--read-ahead",
+                    "on",
+                    "--read-ahead-streams",
+                    "0",
+                ],
+            },
+        ),
+        (
+            "serve",
+            "--read-ahead-requests",
+            Probe::ServeDiffers {
+                first: &["--socket", "{tmp}/nbd.sock", "--read-ahead", "on"],
+                second: &["--socket", "{tmp}/nbd.sock", "--read-ahead", "on", "--read-ahead-requests", "2"],
+            },
+        ),
+        (
+            "serve",
+            "--read-ahead-memory",
+            Probe::ServeDiffers {
+                first: &["--socket", "{tmp}/nbd.sock", "--read-ahead", "on"],
+                second: &["--socket", "{tmp}/nbd.sock", "--read-ahead", "on", "--read-ahead-memory", "200M"],
+            },
+        ),
+        (
+            "serve",
+            "--read-ahead-memory",
+            Probe::Refused {
+                setup: VOLUME,
+                args: &[
+                    "serve",
+                    "{vol}",
+                    "--socket",
+                    "{tmp}/nbd.sock",
+                    "--read-ahead",
+                    "on",
+                    "--read-ahead-size",
+                    "4M",
+                    "--read-ahead-memory",
+                    "4M",
+                ],
+            },
+        ),
     ]
 }
 

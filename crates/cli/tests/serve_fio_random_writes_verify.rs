@@ -2,6 +2,9 @@
 //! random writes at queue depth 16 with crc32c verification over part of a
 //! 4 GiB export (sparse files; 96 MiB written), then sequential and random
 //! verifying reads; and the same with four jobs, each over its own connection.
+//! The server reads ahead (`--read-ahead on`), so the sequential verifying
+//! reads are answered from its memory, and a block changed behind fio's back
+//! must still be seen.
 
 mod service_support;
 
@@ -10,7 +13,7 @@ use service_support::{fio, fio_totals, run, Volume};
 fn volume_with_a_4g_extent() -> Volume {
     let mut volume = Volume::create(&["--data-size", "8G", "--flash-size", "512M"]);
     volume.create_extent("lun0", "4G");
-    volume.start_server();
+    volume.start_server_with(&["--read-ahead", "on"], |_| {});
     volume
 }
 

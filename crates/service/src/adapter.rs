@@ -52,12 +52,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use proxima_device::{DeviceError, WriteBack, WriteBacks};
+use proxima_engine::prefetch::PrefetchSettings;
 use proxima_engine::{BatchedWrite, DestagePlan, EngineError};
 use proxima_nbd::backend::push_status_extent;
 use proxima_nbd::{AllocationState, Backend, BackendError, Export, ExportInfo, StatusExtent, ZeroOptions};
 use tracing::{debug, warn};
 
 use crate::directory::ServiceVolume;
+use crate::read_ahead::{ReadAheadStats, ReadAheadWorkers};
 
 /// Largest piece in which zeroes are written when a hole is not allowed.
 const ZERO_PIECE_BYTES: u64 = 1 << 20;
@@ -335,6 +337,8 @@ struct Shared {
     flushes: FlushSequence,
     queued_writes: Mutex<Vec<QueuedWrite>>,
     activity: Arc<Activity>,
+    /// Reads ahead of sequential readers (`None`: off).
+    read_ahead: Option<ReadAheadWorkers>,
     /// Declared last: dropped (stopped and joined) after the rest.
     _destager: BackgroundDestager,
 }
@@ -347,17 +351,30 @@ pub struct VolumeBackend {
 }
 
 impl VolumeBackend {
-    /// A backend over `volume`.
+    /// A backend over `volume`, without read-ahead.
     pub fn new(volume: SharedVolume) -> Self {
+        Self::with_read_ahead(volume, None)
+    }
+
+    /// A backend over `volume` reading ahead of sequential readers with
+    /// `read_ahead`'s settings (`None`: every read goes to the volume).
+    pub fn with_read_ahead(volume: SharedVolume, read_ahead: Option<PrefetchSettings>) -> Self {
         let activity = Arc::new(Activity::new());
         let destager = BackgroundDestager::start(Arc::downgrade(&volume), Arc::clone(&activity));
+        let read_ahead = read_ahead.map(|settings| ReadAheadWorkers::start(Arc::downgrade(&volume), settings));
         let shared = Shared {
             flushes: FlushSequence::default(),
             queued_writes: Mutex::default(),
             activity,
+            read_ahead,
             _destager: destager,
         };
         Self { volume, shared: Arc::new(shared) }
+    }
+
+    /// What the read-ahead has done so far (`None`: it is off).
+    pub fn read_ahead_stats(&self) -> Option<ReadAheadStats> {
+        self.shared.read_ahead.as_ref().map(|workers| workers.read_ahead().stats())
     }
 
     /// The shared volume.
@@ -382,7 +399,10 @@ fn lock<'a>(volume: &'a SharedVolume, export: &str) -> Result<RwLockWriteGuard<'
 }
 
 /// Locks the volume for a read, shared with other readers.
-fn lock_shared<'a>(volume: &'a SharedVolume, export: &str) -> Result<RwLockReadGuard<'a, ServiceVolume>, BackendError> {
+pub(crate) fn lock_shared<'a>(
+    volume: &'a SharedVolume,
+    export: &str,
+) -> Result<RwLockReadGuard<'a, ServiceVolume>, BackendError> {
     volume.read().map_err(|_| poisoned(export))
 }
 
@@ -601,6 +621,36 @@ impl VolumeExport {
     }
 }
 
+/// Reads `buffer.len()` bytes at `offset_bytes` of active extent `id` and
+/// returns the volume's content clock (`Volume::content_clock`) as of the
+/// read, taken under the same lock: beside other readers when the
+/// devices allow and the read reallocates nothing, else under the write lock
+/// (a read that reallocates writes, and a damaged block may be repaired from
+/// the data device's redundancy).
+pub(crate) fn read_active(
+    volume: &SharedVolume,
+    export: &str,
+    id: u64,
+    offset_bytes: u64,
+    buffer: &mut [u8],
+) -> Result<u64, BackendError> {
+    let length_bytes = buffer.len() as u64;
+    let fail = |error| backend_error(export, offset_bytes, length_bytes, error);
+    {
+        let volume = lock_shared(volume, export)?;
+        if volume.supports_shared_reads() && !volume.read_would_reallocate(id, offset_bytes, length_bytes) {
+            match volume.read_shared(id, offset_bytes, buffer) {
+                Ok(()) => return Ok(volume.content_clock()),
+                Err(EngineError::ChecksumMismatch { .. }) => {}
+                Err(error) => return Err(fail(error)),
+            }
+        }
+    }
+    let mut volume = lock(volume, export)?;
+    volume.read_into(id, offset_bytes, buffer).map_err(fail)?;
+    Ok(volume.content_clock())
+}
+
 impl Export for VolumeExport {
     fn info(&self) -> &ExportInfo {
         &self.info
@@ -611,26 +661,20 @@ impl Export for VolumeExport {
         self.info.debug_assert_in_range(offset_bytes, length_bytes);
         self.info.debug_assert_aligned(offset_bytes, length_bytes);
         match &self.target {
-            Target::Extent { id } => {
-                let volume = lock_shared(&self.volume, &self.info.name)?;
-                // A read that reallocates what it reads writes: it takes the
-                // exclusive path below.
-                if volume.supports_shared_reads() && !volume.read_would_reallocate(*id, offset_bytes, length_bytes) {
-                    match volume.read_shared(*id, offset_bytes, buffer) {
-                        // A damaged block: the exclusive read below may
-                        // repair it from the data device's redundancy.
-                        Err(EngineError::ChecksumMismatch { .. }) => {}
-                        outcome => return outcome.map_err(self.fail(offset_bytes, length_bytes)),
-                    }
-                }
-                drop(volume);
-                lock(&self.volume, &self.info.name)?.read_into(*id, offset_bytes, buffer)
-            }
-            Target::Snapshot { snapshot, extent } => {
-                lock(&self.volume, &self.info.name)?.read_snapshot_into(snapshot, extent, offset_bytes, buffer)
-            }
+            Target::Extent { id } => match &self.shared.read_ahead {
+                Some(workers) => workers.read_ahead().read(
+                    &self.volume,
+                    &self.info.name,
+                    (*id, self.info.size_bytes),
+                    offset_bytes,
+                    buffer,
+                ),
+                None => read_active(&self.volume, &self.info.name, *id, offset_bytes, buffer).map(drop),
+            },
+            Target::Snapshot { snapshot, extent } => lock(&self.volume, &self.info.name)?
+                .read_snapshot_into(snapshot, extent, offset_bytes, buffer)
+                .map_err(self.fail(offset_bytes, length_bytes)),
         }
-        .map_err(self.fail(offset_bytes, length_bytes))
     }
 
     fn write(&self, offset_bytes: u64, data: &[u8], fua: bool) -> Result<(), BackendError> {

@@ -7,6 +7,7 @@
 //! - [`devices`]: files and block devices (page cache or `O_DIRECT`), RAID.
 //! - [`directory`]: creating and opening a volume directory, its lock.
 //! - [`adapter`]: the NBD [`proxima_nbd::Backend`] over an engine volume.
+//! - [`read_ahead`]: many-stream read-ahead on the exports' read path.
 //! - [`operations`]: extent, snapshot, status and fsck operations, run locally
 //!   or inside a running server through its control socket.
 //! - [`status`]: the status report and the fragmentation figure.
@@ -21,6 +22,7 @@ pub mod devices;
 pub mod directory;
 pub mod error;
 pub mod operations;
+pub mod read_ahead;
 pub mod serve;
 pub mod size;
 pub mod status;
@@ -31,6 +33,7 @@ pub use devices::{open_file, DataDevice, IoMode, TrimPolicy};
 pub use directory::{create_volume, open_volume, CreateSpec, OpenVolume, ServiceVolume, VolumeLock};
 pub use error::{Result, ServiceError};
 pub use operations::{execute, run_request, Request, Venue};
-pub use serve::{serve, ServeOptions, ServeReady};
+pub use read_ahead::{ReadAheadChoice, ReadAheadOverrides, ReadAheadStats};
+pub use serve::{serve, ServeOptions, ServeReady, ServeSummary};
 pub use size::{format_size, parse_size, SizeError};
 pub use status::StatusReport;

@@ -7,13 +7,16 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use proxima_engine::prefetch::PrefetchSettings;
 use proxima_nbd::{Backend, ExportInfo, Server, ServerConfig, ServerSummary, ShutdownHandle, DEFAULT_TCP_ADDRESS};
 use tracing::warn;
 
 use crate::adapter::VolumeBackend;
+use crate::config::VolumeConfig;
 use crate::directory::open_volume;
 use crate::error::Result;
 use crate::operations::ControlSocket;
+use crate::read_ahead::{is_rotational, ReadAheadChoice, ReadAheadStats};
 
 /// Where to listen.
 #[derive(Debug, Clone, Default)]
@@ -28,6 +31,9 @@ pub struct ServeOptions {
     /// Server settings (worker threads, connection limit, memory budgets,
     /// shutdown grace).
     pub server: ServerConfig,
+    /// Read-ahead of sequential readers (off by default; its settings derived
+    /// from the data device unless given).
+    pub read_ahead: ReadAheadChoice,
 }
 
 /// What a started server tells its caller.
@@ -41,19 +47,34 @@ pub struct ServeReady {
     pub control_socket: bool,
     /// The exports at start.
     pub exports: Vec<ExportInfo>,
+    /// The read-ahead's settings (`None`: off).
+    pub read_ahead: Option<PrefetchSettings>,
     /// Stops the server.
     pub shutdown: ShutdownHandle,
 }
 
+/// What a server did, once stopped.
+#[derive(Debug, Clone)]
+pub struct ServeSummary {
+    /// The NBD server's summary.
+    pub server: ServerSummary,
+    /// What the read-ahead did (`None`: off).
+    pub read_ahead: Option<ReadAheadStats>,
+}
+
 /// Serves the volume of `directory` until stopped; `ready` is called once the
 /// listeners accept connections.
-pub fn serve(directory: &Path, options: &ServeOptions, ready: impl FnOnce(&ServeReady)) -> Result<ServerSummary> {
+pub fn serve(directory: &Path, options: &ServeOptions, ready: impl FnOnce(&ServeReady)) -> Result<ServeSummary> {
     options.server.check()?;
     let open = open_volume(directory)?;
     let config = open.config.clone();
     let lock = open.lock;
+    let read_ahead = match options.read_ahead {
+        ReadAheadChoice::Off => None,
+        ReadAheadChoice::On(overrides) => Some(overrides.settings(data_disks_rotate(directory, &config))?),
+    };
     let volume = Arc::new(RwLock::new(open.volume));
-    let backend = Arc::new(VolumeBackend::new(Arc::clone(&volume)));
+    let backend = Arc::new(VolumeBackend::with_read_ahead(Arc::clone(&volume), read_ahead));
     let mut server = Server::new(Arc::clone(&backend), options.server.clone());
     if let Some(socket) = &options.socket {
         server.bind_unix(socket)?;
@@ -88,6 +109,7 @@ pub fn serve(directory: &Path, options: &ServeOptions, ready: impl FnOnce(&Serve
         tcp,
         control_socket: control_thread.is_some(),
         exports: backend.list_exports(),
+        read_ahead,
         shutdown: shutdown.clone(),
     };
     ready(&ready_info);
@@ -98,7 +120,7 @@ pub fn serve(directory: &Path, options: &ServeOptions, ready: impl FnOnce(&Serve
     if let Some(thread) = control_thread {
         let _ = thread.join();
     }
-    let summary = outcome?;
+    let summary = ServeSummary { server: outcome?, read_ahead: backend.read_ahead_stats() };
     drop(backend);
     let volume = Arc::try_unwrap(volume).expect("every connection and the control thread have ended");
     // After a panic poisoned the lock the volume is not committed: the next
@@ -111,4 +133,16 @@ pub fn serve(directory: &Path, options: &ServeOptions, ready: impl FnOnce(&Serve
     }
     drop(lock);
     Ok(summary)
+}
+
+/// Whether the volume's data disks rotate, as far as the kernel tells: the
+/// first disk decides. When it cannot tell (a file on a file system without
+/// a block device), they are taken to rotate: Proxima's data devices are
+/// hard disks.
+fn data_disks_rotate(directory: &Path, config: &VolumeConfig) -> bool {
+    config
+        .data_disks
+        .first()
+        .and_then(|disk| is_rotational(&VolumeConfig::resolve(directory, &disk.path)))
+        .unwrap_or(true)
 }

@@ -83,30 +83,45 @@ pub struct Job {
     pub queue_depth: u32,
     /// For `randrw`: the percentage of reads.
     pub read_percent: Option<u32>,
+    /// Clients at once (fio's `numjobs`, each on a connection of its own),
+    /// each in its own equal part of the export; reported as one.
+    pub clients: u32,
 }
 
 /// 4 KiB random writes at queue depth 16.
-pub const RANDOM_WRITE_4K_QD16: Job =
-    Job { name: "randwrite_4k_qd16", rw: "randwrite", block_size: "4k", queue_depth: 16, read_percent: None };
+pub const RANDOM_WRITE_4K_QD16: Job = Job {
+    name: "randwrite_4k_qd16",
+    rw: "randwrite",
+    block_size: "4k",
+    queue_depth: 16,
+    read_percent: None,
+    clients: 1,
+};
 /// 4 KiB random reads at queue depth 16.
 pub const RANDOM_READ_4K_QD16: Job =
-    Job { name: "randread_4k_qd16", rw: "randread", block_size: "4k", queue_depth: 16, read_percent: None };
+    Job { name: "randread_4k_qd16", rw: "randread", block_size: "4k", queue_depth: 16, read_percent: None, clients: 1 };
 /// 1 MiB sequential reads at queue depth 4.
 pub const SEQUENTIAL_READ_1M_QD4: Job =
-    Job { name: "seqread_1m_qd4", rw: "read", block_size: "1m", queue_depth: 4, read_percent: None };
+    Job { name: "seqread_1m_qd4", rw: "read", block_size: "1m", queue_depth: 4, read_percent: None, clients: 1 };
 /// 1 MiB sequential writes at queue depth 4.
 pub const SEQUENTIAL_WRITE_1M_QD4: Job =
-    Job { name: "seqwrite_1m_qd4", rw: "write", block_size: "1m", queue_depth: 4, read_percent: None };
+    Job { name: "seqwrite_1m_qd4", rw: "write", block_size: "1m", queue_depth: 4, read_percent: None, clients: 1 };
 
 /// 4 KiB random I/O at queue depth 16, 70 % reads.
-pub const RANDOM_MIX_70_30_4K_QD16: Job =
-    Job { name: "randrw70_4k_qd16", rw: "randrw", block_size: "4k", queue_depth: 16, read_percent: Some(70) };
+pub const RANDOM_MIX_70_30_4K_QD16: Job = Job {
+    name: "randrw70_4k_qd16",
+    rw: "randrw",
+    block_size: "4k",
+    queue_depth: 16,
+    read_percent: Some(70),
+    clients: 1,
+};
 /// 1 MiB sequential reads at queue depth 8.
 pub const SEQUENTIAL_READ_1M_QD8: Job =
-    Job { name: "seqread_1m_qd8", rw: "read", block_size: "1m", queue_depth: 8, read_percent: None };
+    Job { name: "seqread_1m_qd8", rw: "read", block_size: "1m", queue_depth: 8, read_percent: None, clients: 1 };
 /// 1 MiB sequential writes at queue depth 8.
 pub const SEQUENTIAL_WRITE_1M_QD8: Job =
-    Job { name: "seqwrite_1m_qd8", rw: "write", block_size: "1m", queue_depth: 8, read_percent: None };
+    Job { name: "seqwrite_1m_qd8", rw: "write", block_size: "1m", queue_depth: 8, read_percent: None, clients: 1 };
 
 /// One ratio of median IOPS the report gives for every job: `ours / theirs`.
 #[derive(Debug, Clone, Copy)]
@@ -277,6 +292,15 @@ struct Sample {
 /// Runs one job.
 fn run_job(target: &Target, job: &Job, options: &Options) -> Sample {
     let mut command = fio_command(target.uri(), options);
+    if job.clients > 1 {
+        let part_mib = options.size_mib / u64::from(job.clients);
+        assert!(part_mib > 0, "{}: the export is smaller than {} MiB", job.name, job.clients);
+        // Each client its own part: the later --size overrides the whole export's.
+        command
+            .arg(format!("--numjobs={}", job.clients))
+            .arg(format!("--size={part_mib}m"))
+            .arg(format!("--offset_increment={part_mib}m"));
+    }
     command
         .arg(format!("--name={}", job.name))
         .arg(format!("--rw={}", job.rw))
