@@ -127,7 +127,7 @@ pub fn is_rotational(path: &Path) -> Option<bool> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let metadata = std::fs::metadata(path).ok()?;
     let device = if metadata.file_type().is_block_device() { metadata.rdev() } else { metadata.dev() };
-    let (major, minor) = ((device >> 8) & 0xfff | (device >> 32) & !0xfff, device & 0xff | (device >> 12) & !0xff);
+    let (major, minor) = (libc::major(device), libc::minor(device));
     let node = Path::new("/sys/dev/block").join(format!("{major}:{minor}"));
     // A partition's queue is its disk's, one level up.
     [node.join("queue/rotational"), node.join("../queue/rotational")]
