@@ -48,7 +48,7 @@ struct CreateArgs {
     /// Size of the flash file created (a block device is used whole) [default: 1G].
     #[arg(long, value_name = "SIZE", value_parser = size_argument)]
     flash_size: Option<u64>,
-    /// Data layout: proximal, in-place, write-anywhere, lfs or wolf.
+    /// Data layout: proximal, in-place, write-anywhere, lfs, wolf or proximal-hot.
     #[arg(long, value_parser = parse_layout, default_value = "proximal")]
     layout: Layout,
     /// RAID level over several data disks: none, raid4 or raid5 [default: none
@@ -93,8 +93,7 @@ fn parse_on_off(text: &str) -> Result<bool, String> {
 }
 
 fn parse_layout(text: &str) -> Result<Layout, String> {
-    Layout::parse(text)
-        .ok_or_else(|| format!("unknown layout {text:?} (proximal, in-place, write-anywhere, lfs or wolf)"))
+    Layout::parse(text).ok_or_else(|| format!("unknown layout {text:?} ({})", Layout::names_listed()))
 }
 
 fn parse_delete_log(text: &str) -> Result<DeleteLogMode, String> {

@@ -22,6 +22,8 @@
 //! staging blocks reusable (they are pinned until that CP, like any block freed
 //! between CPs).
 
+use std::collections::BTreeMap;
+
 use proxima_device::{BlockDevice, IoRequest};
 use serde::Serialize;
 
@@ -267,7 +269,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// between pieces: choosing once per step spares each piece the walk of
     /// every extent's map.
     pub fn plan_destage_step(&self, max_blocks: u64) -> DestagePlan {
-        let selection = self.destage_selection(DestageScope::Densest { max_blocks });
+        let selection = self.destage_selection(DestageScope::Densest { max_blocks }, &self.retained_blocks());
         DestagePlan {
             pending: selection.into_iter().flat_map(|(id, runs)| runs.into_iter().map(move |run| (id, run))).collect(),
         }
@@ -333,9 +335,21 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// The staged runs a destage of `scope` moves, per extent in extent order,
     /// each extent's runs in logical order.
-    fn destage_selection(&self, scope: DestageScope) -> Vec<(u64, Vec<FlashRun>)> {
-        let mut per_extent: Vec<(u64, Vec<FlashRun>)> =
-            self.extents.maps().map(|(id, map)| (id, staged_runs(map))).filter(|(_, runs)| !runs.is_empty()).collect();
+    /// The blocks of `retained` (per extent, as
+    /// [`retained_blocks`](Self::retained_blocks) gives them) are not moved.
+    fn destage_selection(&self, scope: DestageScope, retained: &BTreeMap<u64, Vec<u64>>) -> Vec<(u64, Vec<FlashRun>)> {
+        let mut per_extent: Vec<(u64, Vec<FlashRun>)> = self
+            .extents
+            .maps()
+            .map(|(id, map)| {
+                let runs = staged_runs(map);
+                match retained.get(&id) {
+                    Some(blocks) => (id, without_blocks(runs, blocks)),
+                    None => (id, runs),
+                }
+            })
+            .filter(|(_, runs)| !runs.is_empty())
+            .collect();
         per_extent.sort_unstable_by_key(|&(id, _)| id);
         let DestageScope::Densest { max_blocks } = scope else { return per_extent };
         let window_blocks = self.options.allocation_range_blocks;
@@ -376,13 +390,44 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .collect()
     }
 
+    /// The staged blocks a destage leaves in the staging area: the layout's
+    /// hot blocks that are staged, hottest first, up to its share of the
+    /// staging capacity; per extent, in logical order.
+    fn retained_blocks(&self) -> BTreeMap<u64, Vec<u64>> {
+        let share = self.layout.retained_share_max().clamp(0.0, 1.0);
+        // A whole number of blocks in [0, capacity], exact in an f64.
+        #[expect(clippy::cast_possible_truncation, reason = "a whole number between 0 and the capacity")]
+        let limit = (self.staging_capacity_blocks() as f64 * share).floor() as usize;
+        let mut retained: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+        if limit == 0 {
+            return retained;
+        }
+        let staged = self.layout.hot_blocks().into_iter().filter(|&(id, logical)| {
+            self.extents.find_map(id).is_some_and(|map| matches!(map::lookup(map, logical), Some(Location::Flash(_))))
+        });
+        for (id, logical) in staged.take(limit) {
+            retained.entry(id).or_default().push(logical);
+        }
+        for blocks in retained.values_mut() {
+            blocks.sort_unstable();
+        }
+        retained
+    }
+
     pub(crate) fn destage_unguarded(
         &mut self,
         scope: DestageScope,
         release: StagingRelease,
         observer: &mut dyn DestageObserver<D>,
     ) -> Result<DestageSummary> {
-        let selection = self.destage_selection(scope);
+        let mut retained = self.retained_blocks();
+        let mut selection = self.destage_selection(scope, &retained);
+        if selection.is_empty() && !retained.is_empty() {
+            // Every staged block is hot: a destage still makes room.
+            retained.clear();
+            selection = self.destage_selection(scope, &retained);
+        }
+        self.stats.retained_hot_blocks += retained.values().map(|blocks| blocks.len() as u64).sum::<u64>();
         if selection.is_empty() {
             return Ok(DestageSummary::default());
         }
@@ -846,6 +891,32 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 }
 
+/// `runs` (in logical order) without the logical blocks of `blocks` (sorted):
+/// each run split around them.
+fn without_blocks(runs: Vec<FlashRun>, blocks: &[u64]) -> Vec<FlashRun> {
+    let mut kept = Vec::with_capacity(runs.len() + blocks.len());
+    for run in runs {
+        let end = run.logical_block + run.block_count;
+        let piece = |start: u64, piece_end: u64| FlashRun {
+            logical_block: start,
+            block_count: piece_end - start,
+            flash_block: run.flash_block + (start - run.logical_block),
+        };
+        let mut start = run.logical_block;
+        let first_inside = blocks.partition_point(|&block| block < run.logical_block);
+        for &block in blocks[first_inside..].iter().take_while(|&&block| block < end) {
+            if block > start {
+                kept.push(piece(start, block));
+            }
+            start = block + 1;
+        }
+        if start < end {
+            kept.push(piece(start, end));
+        }
+    }
+    kept
+}
+
 /// Keeps the first `blocks` blocks of `runs` (in order) and returns the rest,
 /// splitting the run the boundary falls in.
 fn split_runs_after(runs: &mut Vec<FlashRun>, blocks: u64) -> Vec<FlashRun> {
@@ -869,4 +940,27 @@ fn split_runs_after(runs: &mut Vec<FlashRun>, blocks: u64) -> Vec<FlashRun> {
         return rest;
     }
     Vec::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(logical_block: u64, block_count: u64, flash_block: u64) -> FlashRun {
+        FlashRun { logical_block, block_count, flash_block }
+    }
+
+    #[test]
+    fn retained_blocks_are_cut_out_of_the_runs() {
+        let runs = vec![run(10, 5, 100), run(20, 1, 7), run(30, 3, 50)];
+        assert_eq!(without_blocks(runs.clone(), &[]), runs);
+        assert_eq!(
+            without_blocks(runs.clone(), &[0, 10, 12, 20, 32, 40]),
+            vec![run(11, 1, 101), run(13, 2, 103), run(30, 2, 50)]
+        );
+        assert_eq!(
+            without_blocks(runs, &[14, 31]),
+            vec![run(10, 4, 100), run(20, 1, 7), run(30, 1, 50), run(32, 1, 52)]
+        );
+    }
 }

@@ -216,13 +216,19 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 return Ok(RoomMade::ByCheckpoint);
             }
         }
-        // Staged blocks are flash the destage gives back.
-        if self.staged_block_count > 0
-            && self.options.auto_destage
-            && self.try_destage(DestageScope::Everything)?
-            && self.update_fits(update)
-        {
-            return Ok(RoomMade::ByDestage);
+        // Staged blocks are flash the destage gives back. A destage leaves
+        // a layout's hot blocks staged unless nothing else is: a second one
+        // moves them too.
+        for _ in 0..2 {
+            if self.staged_block_count == 0
+                || !self.options.auto_destage
+                || !self.try_destage(DestageScope::Everything)?
+            {
+                break;
+            }
+            if self.update_fits(update) {
+                return Ok(RoomMade::ByDestage);
+            }
         }
         Err(self.flash_full("this write's metadata"))
     }

@@ -807,6 +807,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .sum();
         // Staging-time decisions of the tree left behind no longer apply.
         self.layout = self.options.layout.strategy();
+        self.staged_in_interval = 0;
         self.keep_copy_outs_after_restore(snapshot_id, &copy_crcs)
     }
 }

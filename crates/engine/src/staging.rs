@@ -378,9 +378,20 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             let displaced = self.apply_mapping(id, logical_block, 1, Location::Flash(block));
             let previous = displaced.first().map(|&(location, _)| location);
             self.layout.staged(id, logical_block, previous);
+            self.end_measurement_interval_after_a_staging_area();
             self.push_record(record)?;
         }
         Ok(())
+    }
+
+    /// Counts one staged block; after a staging area's worth, tells the
+    /// layout its measurement interval ended.
+    fn end_measurement_interval_after_a_staging_area(&mut self) {
+        self.staged_in_interval += 1;
+        if self.staged_in_interval >= self.staging_capacity_blocks() {
+            self.staged_in_interval = 0;
+            self.layout.measurement_interval_ended();
+        }
     }
 
     /// Writes to fresh data-device blocks in allocation ranges, continuing the

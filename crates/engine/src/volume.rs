@@ -246,6 +246,9 @@ pub struct EngineStats {
     pub destage_count: u64,
     /// Blocks moved from flash to the data device by destage.
     pub destaged_blocks: u64,
+    /// Staged blocks a destage left in the staging area as hot, summed over
+    /// the destages (the `proximal-hot` layout).
+    pub retained_hot_blocks: u64,
     /// Log records replayed at open.
     pub replayed_records: u64,
     /// Flushes requested.
@@ -409,6 +412,9 @@ pub struct Volume<D: BlockDevice, F: BlockDevice> {
     pub(crate) log: LogState,
     /// The layout's strategy and its private state.
     pub(crate) layout: Box<dyn LayoutStrategy>,
+    /// Blocks staged since the layout's measurement interval last ended (in
+    /// memory only).
+    pub(crate) staged_in_interval: u64,
     /// The search for empty allocation ranges.
     pub(crate) fresh_ranges: FreshRangeSearch,
     /// Where the search for a reallocated piece's run far from its
@@ -547,6 +553,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             refcounts: PersistentRefcounts::new(data_block_count),
             unordered_below_snapshot_id: 0,
             destage_stall: None,
+            staged_in_interval: 0,
             destage_read_buffer: Vec::new(),
             segments,
         }

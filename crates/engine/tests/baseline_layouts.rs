@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::collections::BTreeMap;
+
 use common::{assert_clean, pattern, BLOCK};
 use proxima_device::MemoryDevice;
 use proxima_engine::{Layout, Location, Volume, VolumeOptions};
@@ -200,4 +202,84 @@ fn the_same_aging_fragments_write_anywhere_far_more_than_proximal() {
     }
     assert!(runs[0] <= 7 * 2, "proximal: {} runs", runs[0]);
     assert!(runs[1] > 20 * runs[0], "write-anywhere: {} runs against proximal's {}", runs[1], runs[0]);
+}
+
+/// 3000 updates: every other one to one of 8 hot blocks of extent 1
+/// (`hot`), the others to random blocks of extent 2, through a 64-block
+/// staging area (about 24 staging areas' worth). Returns the last tag of each
+/// block written.
+fn hot_and_cold_updates(volume: &mut Volume<MemoryDevice, MemoryDevice>, hot: &[u64]) -> BTreeMap<(u64, u64), u64> {
+    let mut last = BTreeMap::new();
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    for update in 0..3000u64 {
+        let (id, block) =
+            if update % 2 == 0 { (1, hot[rng.gen_range(0..hot.len())]) } else { (2, rng.gen_range(0..EXTENT_BLOCKS)) };
+        volume.write(id, block * BLOCK as u64, &pattern(update, BLOCK), false).unwrap();
+        last.insert((id, block), update);
+    }
+    last
+}
+
+#[test]
+fn proximal_hot_keeps_hot_blocks_staged_through_destages_and_moves_the_cold_ones() {
+    let hot: Vec<u64> = (0..8).map(|index| index * 97).collect();
+    let options = |layout| VolumeOptions { layout, staging_capacity_blocks: 64, ..VolumeOptions::default() };
+    let mut proximal = filled(options(Layout::Proximal), 2, 16_384);
+    hot_and_cold_updates(&mut proximal, &hot);
+    proximal.destage().unwrap();
+    let mut volume = filled(options(Layout::ProximalHot), 2, 16_384);
+    let fresh = locations(&volume, 2);
+    let last = hot_and_cold_updates(&mut volume, &hot);
+    let destages = volume.stats().destage_count;
+    assert!(destages >= 20, "the 64-block staging area destaged as it filled: {destages} times");
+    volume.destage().unwrap();
+    for &block in &hot {
+        assert!(
+            matches!(volume.block_location(1, block).unwrap(), Some(Location::Flash(_))),
+            "hot block {block} stays staged through the destage"
+        );
+    }
+    // Besides them, only the few random blocks of extent 2 hit twice lately.
+    let staged = volume.staging_fill().used_blocks;
+    assert!((8..=16).contains(&staged), "{staged} blocks stayed staged");
+    let (kept_hot, destaged_all) = (volume.stats().destaged_blocks, proximal.stats().destaged_blocks);
+    assert!(
+        kept_hot + 100 < destaged_all,
+        "the hot blocks cost the disk little: {kept_hot} blocks destaged against the proximal layout's {destaged_all}"
+    );
+    for (block, location) in locations(&volume, 2).into_iter().enumerate() {
+        assert!(
+            location == fresh[block] || matches!(location, Some(Location::Flash(_))),
+            "block {block} of extent 2 neither went back to its hole nor stayed staged"
+        );
+    }
+    check(&mut volume, &last);
+    assert_clean(&mut volume);
+}
+
+#[test]
+fn proximal_hot_retains_at_most_half_the_staging_area() {
+    let options =
+        VolumeOptions { layout: Layout::ProximalHot, staging_capacity_blocks: 64, ..VolumeOptions::default() };
+    let mut volume = filled(options, 1, 8192);
+    // 200 blocks, each written twice in a row: all hot, far more than half
+    // the staging area.
+    for round in 0..5u64 {
+        for block in 0..200u64 {
+            for write in 0..2u64 {
+                volume
+                    .write(
+                        1,
+                        (round * 200 + block) * BLOCK as u64 % (EXTENT_BLOCKS * BLOCK as u64),
+                        &pattern(write, BLOCK),
+                        false,
+                    )
+                    .unwrap();
+            }
+        }
+    }
+    volume.destage().unwrap();
+    let staged = volume.staging_fill().used_blocks;
+    assert!(staged <= 32, "{staged} blocks stayed staged, more than half of 64");
+    assert_clean(&mut volume);
 }

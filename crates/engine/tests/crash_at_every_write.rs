@@ -121,6 +121,8 @@ struct Recording {
     delete_log: DeleteLogStats,
     /// Live blocks segment cleaning moved during the workload.
     cleaned_blocks: u64,
+    /// Staged blocks destages left staged as hot.
+    retained_hot_blocks: u64,
 }
 
 fn options() -> VolumeOptions {
@@ -167,6 +169,7 @@ fn record_workload(seed: u64, options: &VolumeOptions) -> Recording {
     let reallocated_blocks = volume.stats().reallocated_blocks;
     let delete_log = volume.delete_log_stats();
     let cleaned_blocks = volume.stats().cleaning_blocks_written;
+    let retained_hot_blocks = volume.stats().retained_hot_blocks;
     let (data, flash) = volume.into_devices();
     let order = order.borrow().clone();
     Recording {
@@ -177,6 +180,7 @@ fn record_workload(seed: u64, options: &VolumeOptions) -> Recording {
         reallocated_blocks,
         delete_log,
         cleaned_blocks,
+        retained_hot_blocks,
     }
 }
 
@@ -523,6 +527,15 @@ fn every_crash_point_of_the_baseline_layouts_recovers() {
     crash_every_point_with("in-place without a cache", seeds_from_environment(4), &uncached, DataTears::WholeBlocks);
     let anywhere = VolumeOptions { layout: Layout::WriteAnywhere, ..options() };
     crash_every_point("write-anywhere", seeds_from_environment(4), &anywhere);
+}
+
+#[test]
+fn every_crash_point_of_the_proximal_hot_layout_recovers() {
+    // Crashes fall in destages that leave hot blocks staged, in the CPs
+    // after them and in later overwrites of those blocks on flash.
+    let options = VolumeOptions { layout: Layout::ProximalHot, staging_capacity_blocks: 16, ..options() };
+    assert!(record_workload(0, &options).retained_hot_blocks > 0, "the workload's destages keep hot blocks");
+    crash_every_point("proximal-hot", seeds_from_environment(4), &options);
 }
 
 /// A log-structured layout with 8-block segments and a cleaner that runs

@@ -701,6 +701,15 @@ fn the_write_anywhere_layout_behaves_like_the_model() {
 }
 
 #[test]
+fn the_proximal_hot_layout_behaves_like_the_model() {
+    // A small staging area: measurement intervals end and destages leave
+    // hot blocks staged within a case.
+    let options =
+        VolumeOptions { layout: Layout::ProximalHot, staging_capacity_blocks: 24, destage_step_blocks: 8, ..options() };
+    run_configuration("proximal-hot", cases_from_environment(3), memory_data, options);
+}
+
+#[test]
 fn the_log_structured_layout_and_its_cleaner_behave_like_the_model() {
     let configurations = [
         (Layout::Lfs, CleaningPolicy::CostBenefit),

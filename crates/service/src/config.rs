@@ -159,11 +159,7 @@ impl VolumeConfig {
     /// Checks every field.
     pub fn validate(&self, file: &Path) -> Result<()> {
         if Layout::parse(&self.layout).is_none() {
-            return Err(invalid(
-                file,
-                "layout",
-                &format!("{:?} is not proximal, in-place, write-anywhere, lfs or wolf", self.layout),
-            ));
+            return Err(invalid(file, "layout", &format!("{:?} is not {}", self.layout, Layout::names_listed())));
         }
         if DeleteLogMode::parse(&self.delete_log).is_none() {
             return Err(invalid(file, "delete_log", &format!("{:?} is not none, tlog or bflog", self.delete_log)));

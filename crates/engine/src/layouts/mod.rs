@@ -5,6 +5,8 @@
 //!
 //! - [`proximal`]: small writes staged on flash, destaged next to their
 //!   logical neighbours (the default).
+//! - [`proximal_hot`]: the proximal layout keeping hot blocks in the
+//!   staging area through destages (HyLog's hot/cold split on proximal).
 //! - [`in_place`]: a frame array — a block keeps the place of its first write;
 //!   flash is its NV write cache.
 //! - [`lfs`]: every write buffered in the staging log, destaged as whole
@@ -25,6 +27,7 @@
 pub mod in_place;
 pub mod lfs;
 pub mod proximal;
+pub mod proximal_hot;
 pub mod ranges;
 pub mod wolf;
 pub mod write_anywhere;
@@ -52,11 +55,14 @@ pub enum Layout {
     Lfs,
     /// [`wolf::Wolf`].
     Wolf,
+    /// [`proximal_hot::ProximalHot`].
+    ProximalHot,
 }
 
 impl Layout {
     /// Every layout, in the order reports list them.
-    pub const ALL: [Layout; 5] = [Layout::Proximal, Layout::InPlace, Layout::WriteAnywhere, Layout::Lfs, Layout::Wolf];
+    pub const ALL: [Layout; 6] =
+        [Layout::Proximal, Layout::InPlace, Layout::WriteAnywhere, Layout::Lfs, Layout::Wolf, Layout::ProximalHot];
 
     /// The name used in reports and on the command line.
     pub fn name(self) -> &'static str {
@@ -66,6 +72,7 @@ impl Layout {
             Layout::WriteAnywhere => "write-anywhere",
             Layout::Lfs => "lfs",
             Layout::Wolf => "wolf",
+            Layout::ProximalHot => "proximal-hot",
         }
     }
 
@@ -83,6 +90,16 @@ impl Layout {
             Layout::WriteAnywhere => Box::<write_anywhere::WriteAnywhere>::default(),
             Layout::Lfs => Box::new(lfs::Lfs),
             Layout::Wolf => Box::<wolf::Wolf>::default(),
+            Layout::ProximalHot => Box::<proximal_hot::ProximalHot>::default(),
+        }
+    }
+
+    /// Every layout's name, for messages: `proximal, in-place, …, or wolf`.
+    pub fn names_listed() -> String {
+        let names: Vec<&str> = Self::ALL.iter().map(|layout| layout.name()).collect();
+        match names.split_last() {
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
         }
     }
 }
@@ -168,6 +185,23 @@ pub trait LayoutStrategy: fmt::Debug + Send + Sync {
     /// `extent_id` were destaged to the data device.
     fn destaged(&mut self, extent_id: u64, logical_block: u64, block_count: u64) {
         let _ = (extent_id, logical_block, block_count);
+    }
+
+    /// A measurement interval ended: a staging area's worth of blocks was
+    /// staged since the last one (HyLog's interval for its write counters).
+    fn measurement_interval_ended(&mut self) {}
+
+    /// The blocks a destage should leave in the staging area, hottest first,
+    /// as `(extent, logical block)`; the executor keeps those still staged,
+    /// up to [`retained_share_max`](Self::retained_share_max) of the area.
+    fn hot_blocks(&self) -> Vec<(u64, u64)> {
+        Vec::new()
+    }
+
+    /// The largest share of the staging area a destage leaves to
+    /// [`hot_blocks`](Self::hot_blocks) (0: every staged block is destaged).
+    fn retained_share_max(&self) -> f64 {
+        0.0
     }
 }
 
@@ -273,6 +307,7 @@ mod tests {
         assert_eq!(Layout::parse("in_place"), Some(Layout::InPlace));
         assert_eq!(Layout::parse("lfs"), Some(Layout::Lfs));
         assert_eq!(Layout::parse("log"), None);
+        assert_eq!(Layout::names_listed(), "proximal, in-place, write-anywhere, lfs, wolf or proximal-hot");
     }
 
     #[test]
