@@ -439,6 +439,52 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
                 &["reproduce", "proximal-srarw", "--scale", "0.0001", "--out", "{tmp}/out", "--jobs", "2"],
             ),
         ),
+        // hylog-proximal: four SRARW runs at the smallest scale.
+        (
+            "reproduce hylog-proximal",
+            "--count",
+            refused(&["reproduce", "hylog-proximal", "--count", "5", "--out", "{tmp}/out"]),
+        ),
+        (
+            "reproduce hylog-proximal",
+            "--out",
+            differs(
+                &["reproduce", "hylog-proximal", "--scale", "0.0001", "--out", "{tmp}/a"],
+                &["reproduce", "hylog-proximal", "--scale", "0.0001", "--out", "{tmp}/b"],
+            ),
+        ),
+        (
+            "reproduce hylog-proximal",
+            "--seed",
+            differs(
+                &["reproduce", "hylog-proximal", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &["reproduce", "hylog-proximal", "--scale", "0.0001", "--out", "{tmp}/out", "--seed", "2"],
+            ),
+        ),
+        (
+            "reproduce hylog-proximal",
+            "--model",
+            differs(
+                &["reproduce", "hylog-proximal", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &["reproduce", "hylog-proximal", "--scale", "0.0001", "--out", "{tmp}/out", "--model", "cheetah15k5"],
+            ),
+        ),
+        (
+            "reproduce hylog-proximal",
+            "--scale",
+            differs(
+                &["reproduce", "hylog-proximal", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &["reproduce", "hylog-proximal", "--scale", "0.00015", "--out", "{tmp}/out"],
+            ),
+        ),
+        (
+            "reproduce hylog-proximal",
+            "--jobs",
+            differs(
+                &["reproduce", "hylog-proximal", "--scale", "0.0001", "--out", "{tmp}/out"],
+                &["reproduce", "hylog-proximal", "--scale", "0.0001", "--out", "{tmp}/out", "--jobs", "2"],
+            ),
+        ),
         // proximal-snapshots: twelve runs, so at the smallest scale that leaves
         // room for a few extents beside the snapshot reserve.
         (

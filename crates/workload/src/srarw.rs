@@ -7,7 +7,8 @@
 //!    fill [`FILL_FRACTION`] of the capacity.
 //! 2. **Age**: [`UPDATES_PER_EXTENT`] random one-block updates per extent on
 //!    average, each to a uniformly random block of a uniformly random extent
-//!    ([`SrarwUpdates`], stream 1 of the seed).
+//!    ([`SrarwUpdates`], stream 1 of the seed); or, for experiments beyond the
+//!    paper, skewed ([`UpdateSkew`]).
 //! 3. **Read**: every extent, in an order drawn from stream 3 of the seed
 //!    ([`SrarwReadOrders`]), in requests of at most [`READ_REQUEST_BLOCKS_MAX`]
 //!    blocks ([`read_requests`]).
@@ -19,7 +20,7 @@ use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::synthetic::seeded_stream;
+use crate::synthetic::{seeded_stream, Pattern, SyntheticSpec, SyntheticWorkload};
 
 /// Blocks of one extent: 16 MiB of 4 KiB blocks.
 pub const EXTENT_BLOCKS: u64 = 4096;
@@ -47,20 +48,72 @@ pub fn read_requests(extent_blocks: u64) -> impl Iterator<Item = (u64, u64)> {
         .map(move |first_block| (first_block, READ_REQUEST_BLOCKS_MAX.min(extent_blocks - first_block)))
 }
 
+/// Which blocks the aging's updates go to.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum UpdateSkew {
+    /// The paper's: a uniformly random block of a uniformly random extent.
+    #[default]
+    Uniform,
+    /// Knuth's self-similar family over every block of every extent: the
+    /// hottest fraction `h` of the blocks takes `h^θ` of the updates
+    /// ([`Pattern::SelfSimilar`]), the hottest blocks scattered over the
+    /// extents.
+    SelfSimilar {
+        /// θ in (0, 1]; [`Pattern::eighty_twenty`] builds it from a rule.
+        theta: f64,
+    },
+}
+
+impl UpdateSkew {
+    /// Knuth's 80/20 rule: 80 % of the updates to 20 % of the blocks, at
+    /// every scale.
+    pub fn eighty_twenty() -> UpdateSkew {
+        match Pattern::eighty_twenty(0.8, 0.2) {
+            Pattern::SelfSimilar { theta } => UpdateSkew::SelfSimilar { theta },
+            _ => unreachable!("the 80/20 rule is self-similar"),
+        }
+    }
+}
+
 /// The random updates of the SRARW workload: each a uniformly random block of
-/// a uniformly random extent, drawn from stream 1 of the seed.
+/// a uniformly random extent, drawn from stream 1 of the seed; or, skewed,
+/// blocks drawn by a [`SyntheticWorkload`] seeded from that stream.
 #[derive(Debug, Clone)]
 pub struct SrarwUpdates {
-    rng: ChaCha8Rng,
+    source: UpdateSource,
     extent_count: usize,
     extent_blocks: u64,
+}
+
+#[derive(Debug, Clone)]
+enum UpdateSource {
+    Uniform(ChaCha8Rng),
+    Skewed(SyntheticWorkload),
 }
 
 impl SrarwUpdates {
     /// Updates over `extent_count` extents of `extent_blocks` blocks.
     pub fn new(seed: u64, extent_count: usize, extent_blocks: u64) -> SrarwUpdates {
+        SrarwUpdates::skewed(seed, extent_count, extent_blocks, UpdateSkew::Uniform)
+    }
+
+    /// Updates over `extent_count` extents of `extent_blocks` blocks, as
+    /// `skew` draws them.
+    pub fn skewed(seed: u64, extent_count: usize, extent_blocks: u64, skew: UpdateSkew) -> SrarwUpdates {
         assert!(extent_count > 0 && extent_blocks > 0, "at least one block to update");
-        SrarwUpdates { rng: seeded_stream(seed, 1), extent_count, extent_blocks }
+        let mut rng = seeded_stream(seed, 1);
+        let source = match skew {
+            UpdateSkew::Uniform => UpdateSource::Uniform(rng),
+            UpdateSkew::SelfSimilar { theta } => UpdateSource::Skewed(SyntheticWorkload::new(SyntheticSpec {
+                pattern: Pattern::SelfSimilar { theta },
+                block_count: extent_count as u64 * extent_blocks,
+                request_blocks: 1,
+                read_fraction: 0.0,
+                scatter: true,
+                seed: rng.gen(),
+            })),
+        };
+        SrarwUpdates { source, extent_count, extent_blocks }
     }
 }
 
@@ -69,9 +122,18 @@ impl Iterator for SrarwUpdates {
     type Item = (usize, u64);
 
     fn next(&mut self) -> Option<(usize, u64)> {
-        let extent = self.rng.gen_range(0..self.extent_count);
-        let block = self.rng.gen_range(0..self.extent_blocks);
-        Some((extent, block))
+        match &mut self.source {
+            UpdateSource::Uniform(rng) => {
+                let extent = rng.gen_range(0..self.extent_count);
+                let block = rng.gen_range(0..self.extent_blocks);
+                Some((extent, block))
+            }
+            UpdateSource::Skewed(workload) => {
+                let block = workload.next().expect("synthetic workloads are endless").block;
+                let extent = usize::try_from(block / self.extent_blocks).expect("below the extent count");
+                Some((extent, block % self.extent_blocks))
+            }
+        }
     }
 }
 
@@ -98,6 +160,28 @@ impl SrarwReadOrders {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn eighty_twenty_updates_stay_in_range_and_favour_a_few_blocks() {
+        let updates: Vec<(usize, u64)> =
+            SrarwUpdates::skewed(3, 5, 4096, UpdateSkew::eighty_twenty()).take(20_000).collect();
+        assert!(updates.iter().all(|&(extent, block)| extent < 5 && block < 4096));
+        assert_eq!(
+            updates,
+            SrarwUpdates::skewed(3, 5, 4096, UpdateSkew::eighty_twenty()).take(20_000).collect::<Vec<_>>()
+        );
+        let mut counts = std::collections::HashMap::new();
+        for update in &updates {
+            *counts.entry(*update).or_insert(0u64) += 1;
+        }
+        let mut by_heat: Vec<u64> = counts.into_values().collect();
+        by_heat.sort_unstable_by(|a, b| b.cmp(a));
+        // The hottest 20 % of the 20,480 blocks take 80 % of the updates (more
+        // in a sample, where the blocks drawn most often rank first).
+        let hottest: u64 = by_heat.iter().take(4096).sum();
+        assert!(hottest as f64 / 20_000.0 >= 0.78, "{hottest} of 20000");
+        assert!(by_heat.len() < 12_000, "{} blocks touched: skewed, not uniform", by_heat.len());
+    }
 
     #[test]
     fn srarw_updates_and_read_orders_follow_their_seed() {

@@ -44,7 +44,7 @@ use proxima_engine::{
     DestageBatchReport, DestageObserver, EngineError, Layout, ReadReport, SnapshotInfo, Volume, VolumeOptions,
 };
 use proxima_workload::srarw::{
-    extent_count_for, read_requests, SrarwReadOrders, SrarwUpdates, EXTENT_BLOCKS, UPDATES_PER_EXTENT,
+    extent_count_for, read_requests, SrarwReadOrders, SrarwUpdates, UpdateSkew, EXTENT_BLOCKS, UPDATES_PER_EXTENT,
 };
 use proxima_workload::synthetic::seeded_stream;
 use rand_chacha::ChaCha8Rng;
@@ -157,6 +157,8 @@ pub struct RunSpec {
     /// Fraction of each allocation range a first write leaves free for later
     /// updates (the engine's `range_reserve_fraction`; 0 in the paper's runs).
     pub range_reserve_fraction: f64,
+    /// Which blocks the aging updates (uniform in the paper's runs).
+    pub update_skew: UpdateSkew,
 }
 
 impl RunSpec {
@@ -252,6 +254,14 @@ pub struct AgingFigures {
     pub member_read_count: u64,
     /// Member-disk writes of the aging.
     pub member_write_count: u64,
+    /// Blocks the engine destaged during the aging, the final destage
+    /// included.
+    #[serde(default)]
+    pub destaged_blocks: u64,
+    /// Staged blocks the aging's destages left staged as hot, summed over
+    /// the destages (`proximal-hot`).
+    #[serde(default)]
+    pub retained_hot_blocks: u64,
 }
 
 impl AgingFigures {
@@ -378,10 +388,11 @@ impl LabVolume {
             capacity_blocks,
             staging_blocks,
             window_first_block,
-            updates: SrarwUpdates::new(
+            updates: SrarwUpdates::skewed(
                 spec.seed,
                 usize::try_from(extent_count).expect("extents fit in memory"),
                 EXTENT_BLOCKS,
+                spec.update_skew,
             ),
             arms: seeded_stream(spec.seed, 2),
             reads: SrarwReadOrders::new(spec.seed),
@@ -452,6 +463,7 @@ impl LabVolume {
         progress.start_phase(&format!("aging ({})", self.label()), update_count);
         let mut aging = AgingFigures { update_count, ..AgingFigures::default() };
         let started_ns = self.now_ns();
+        let engine_at_start = self.volume.stats().clone();
         take_member_logs(self.volume.data_device_mut());
         for update in 0..update_count {
             between.before_update(self, update, update_count)?;
@@ -470,6 +482,9 @@ impl LabVolume {
         aging.absorb(&logs);
         self.destage(&mut aging, false)?;
         aging.elapsed_ns = self.now_ns() - started_ns;
+        let engine = self.volume.stats();
+        aging.destaged_blocks = engine.destaged_blocks - engine_at_start.destaged_blocks;
+        aging.retained_hot_blocks = engine.retained_hot_blocks - engine_at_start.retained_hot_blocks;
         Ok(aging)
     }
 

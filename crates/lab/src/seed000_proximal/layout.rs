@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use proxima_engine::Layout;
+use proxima_workload::srarw::UpdateSkew;
 
 use crate::experiment::RunSettings;
 use crate::rig::lab_volume::{ArrayShape, RunSpec};
@@ -76,6 +77,7 @@ impl LayoutSettings {
             snapshots_at_once_max: 0,
             snapshot_reserve_blocks_per_extent: 0,
             range_reserve_fraction: 0.0,
+            update_skew: UpdateSkew::Uniform,
         }
     }
 

@@ -91,6 +91,9 @@ pub struct AgedReads {
     pub aging: AgingFigures,
     /// Extents in the volume.
     pub extent_count: u64,
+    /// The staging area, in blocks.
+    #[serde(default)]
+    pub staging_blocks: u64,
 }
 
 impl AgedReads {
@@ -119,7 +122,7 @@ pub(crate) fn read_age_and_read(
     let aging = volume.age_with(between, progress)?;
     let aged = volume.read_every_extent(progress)?;
     let reads = LayoutReads { layout: volume.spec().layout, fresh, aged };
-    Ok(AgedReads { reads, aging, extent_count: volume.extent_count() })
+    Ok(AgedReads { reads, aging, extent_count: volume.extent_count(), staging_blocks: volume.staging_blocks() })
 }
 
 /// The runs of `specs`, `jobs` at once, in order.

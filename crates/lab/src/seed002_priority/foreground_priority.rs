@@ -29,6 +29,7 @@ use std::path::PathBuf;
 
 use proxima_engine::priority::DEFAULT_BACKGROUND_LIMIT;
 use proxima_engine::Layout;
+use proxima_workload::srarw::UpdateSkew;
 use serde::{Deserialize, Serialize};
 
 use crate::experiment::{Experiment, RunSettings};
@@ -246,6 +247,7 @@ impl Experiment for ForegroundPriority {
             snapshots_at_once_max: 0,
             snapshot_reserve_blocks_per_extent: 0,
             range_reserve_fraction: 0.0,
+            update_skew: UpdateSkew::Uniform,
         };
         let mut volume = LabVolume::create(&spec, progress)?;
         let staging_blocks = volume.staging_blocks();
