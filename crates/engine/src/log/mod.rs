@@ -95,14 +95,26 @@ pub(crate) fn metadata_blocks_bound(record: &LogRecord, checksums: bool) -> u64 
     }
 }
 
+/// Full log blocks of records held in memory, while the data device has
+/// unflushed writes, before they are written. A log block goes to flash only
+/// after the data device is flushed (a durable direct record implies durable
+/// data), and on a buffered data file that flush writes back every dirty
+/// page: one flush per block of records made a stream of large writes wait
+/// for the disk every few writes. Records held are lost by a crash as an
+/// unflushed log block is; a flush or CP writes them all.
+const LOG_BLOCKS_HELD_WHILE_DATA_UNFLUSHED: usize = 16;
+
 impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
-    /// Appends a record; a full log block is written at once (without a flush).
+    /// Appends a record; full log blocks are written (without a flush) at
+    /// once, or, while the data device has unflushed writes, once
+    /// [`LOG_BLOCKS_HELD_WHILE_DATA_UNFLUSHED`] of them are full.
     pub(crate) fn push_record(&mut self, record: LogRecord) -> Result<()> {
         self.log.records_bound_blocks += metadata_blocks_bound(&record, self.checksums.is_some());
         self.log.pending.push(record);
         self.log.records_since_checkpoint += 1;
-        if self.log.pending.len() == LOG_RECORD_CAPACITY {
-            self.write_log_block()?;
+        let held_blocks = if self.log.data_unflushed { LOG_BLOCKS_HELD_WHILE_DATA_UNFLUSHED } else { 1 };
+        if self.log.pending.len() >= held_blocks * LOG_RECORD_CAPACITY {
+            self.write_log_blocks()?;
         }
         Ok(())
     }
@@ -118,7 +130,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Writes pending records and flushes, making every completed update durable.
     pub(crate) fn flush_pending_records(&mut self) -> Result<()> {
         if !self.log.pending.is_empty() {
-            self.write_log_block()?;
+            self.write_log_blocks()?;
         } else if self.log.data_unflushed {
             self.flush_data_device()?;
         }
@@ -133,26 +145,40 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         Ok(())
     }
 
-    /// Writes the pending records to both blocks of the head slot, after the
-    /// data device is flushed (so a durable direct record implies durable data).
-    fn write_log_block(&mut self) -> Result<()> {
+    /// Writes the pending records, in as many log blocks as they fill, after
+    /// the data device is flushed (so a durable direct record implies
+    /// durable data).
+    fn write_log_blocks(&mut self) -> Result<()> {
         if self.log.data_unflushed {
             self.flush_data_device()?;
         }
+        let pending = std::mem::take(&mut self.log.pending);
+        for (index, records) in pending.chunks(LOG_RECORD_CAPACITY).enumerate() {
+            if let Err(error) = self.write_log_block(records) {
+                // What is not written stays pending, as before the attempt.
+                self.log.pending = pending[index * LOG_RECORD_CAPACITY..].to_vec();
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `records` (at most a block's worth) to both blocks of the head
+    /// slot, chaining the next slot.
+    fn write_log_block(&mut self, records: &[LogRecord]) -> Result<()> {
         let next = LogSlot {
             primary: self.flash_space.allocate_one("log record block").map_err(metadata_no_space)?,
             mirror: self.flash_space.allocate_one("log record block mirror").map_err(metadata_no_space)?,
         };
         self.log.epoch_blocks.extend(next.blocks());
         let header = self.log_header(self.log.sequence);
-        let block = encode_log_block(&header, next, self.log.flushed_through, &self.log.pending);
+        let block = encode_log_block(&header, next, self.log.flushed_through, records);
         let head = self.log.head;
         assert_ne!(head.primary, 0, "the log head is reserved before records are written");
         assert_ne!(head.primary, head.mirror, "the copies of a log block are apart");
         write_pieces(&mut self.flash, DeviceRole::Flash, vec![(head.primary, block.clone()), (head.mirror, block)])?;
         self.log.head = next;
         self.log.sequence += 1;
-        self.log.pending.clear();
         self.stats.log_blocks_written += 1;
         Ok(())
     }
