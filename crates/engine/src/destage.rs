@@ -234,14 +234,16 @@ fn placed_neighbour(map: &ExtentMap, logical: u64, end: u64, window_blocks: u64)
 const FLASH_READ_GAP_BLOCKS: u64 = 16;
 
 impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
-    /// Moves every staged block to the data device and commits; returns the
-    /// blocks moved.
+    /// Moves every staged block to the data device (but those the layout
+    /// keeps staged as hot, unless nothing else is staged) and commits;
+    /// returns the blocks moved.
     pub fn destage(&mut self) -> Result<u64> {
         self.destage_observed(&mut NoDestageObserver).map(|summary| summary.user_blocks)
     }
 
-    /// Moves every staged block to the data device, one batch per extent (in
-    /// extent order), telling `observer` before and after each batch; then
+    /// Moves every staged block the layout does not keep staged as hot to
+    /// the data device, one batch per extent (in extent order), telling
+    /// `observer` before and after each batch; then
     /// commits a CP, after which the staging space is reusable.
     pub fn destage_observed(&mut self, observer: &mut dyn DestageObserver<D>) -> Result<DestageSummary> {
         self.guarded(|volume| volume.destage_unguarded(DestageScope::Everything, StagingRelease::AtOnce, observer))
