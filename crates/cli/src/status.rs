@@ -68,8 +68,13 @@ fn print_report(directory: &std::path::Path, report: &Value, venue: Venue) {
         report["checkpoint_generation"], report["checkpoints_since_open"]
     );
     println!(
-        "  destages            {} since open ({} blocks)",
-        report["destages_since_open"], report["destaged_blocks_since_open"]
+        "  destages            {} since open ({} blocks{})",
+        report["destages_since_open"],
+        report["destaged_blocks_since_open"],
+        match report["retained_hot_blocks_since_open"].as_u64() {
+            Some(retained) if retained > 0 => format!("; {retained} hot blocks left staged"),
+            _ => String::new(),
+        }
     );
     println!(
         "  fragmentation       {:.4} (mean run {:.1} blocks)",

@@ -270,8 +270,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// moves the plan a few milliseconds at a time, releasing the volume
     /// between pieces: choosing once per step spares each piece the walk of
     /// every extent's map.
-    pub fn plan_destage_step(&self, max_blocks: u64) -> DestagePlan {
-        let selection = self.destage_selection(DestageScope::Densest { max_blocks }, &self.retained_blocks());
+    pub fn plan_destage_step(&mut self, max_blocks: u64) -> DestagePlan {
+        let retained = self.retained_blocks();
+        self.stats.retained_hot_blocks += retained.values().map(|blocks| blocks.len() as u64).sum::<u64>();
+        let selection = self.destage_selection(DestageScope::Densest { max_blocks }, &retained);
         DestagePlan {
             pending: selection.into_iter().flat_map(|(id, runs)| runs.into_iter().map(move |run| (id, run))).collect(),
         }

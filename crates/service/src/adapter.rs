@@ -301,7 +301,8 @@ fn begin_step(volume: &RwLock<ServiceVolume>, write_back: Option<&WriteBacks>) -
         return None;
     }
     let committed_ms = locked.elapsed().as_secs_f64() * 1e3;
-    let plan = volume.plan_destage_step(volume.destage_step_blocks());
+    let step_blocks = volume.destage_step_blocks();
+    let plan = volume.plan_destage_step(step_blocks);
     let elapsed_ms = locked.elapsed().as_secs_f64() * 1e3;
     debug!(written_back_ms, committed_ms, elapsed_ms, blocks = plan.remaining_blocks(), "destage step begins");
     (!plan.is_empty()).then_some(plan)

@@ -72,6 +72,9 @@ pub struct StatusReport {
     pub destages_since_open: u64,
     /// Blocks destaged since this process opened the volume.
     pub destaged_blocks_since_open: u64,
+    /// Staged blocks destages left staged as hot since this process opened
+    /// the volume, summed over the destages (`proximal-hot`; 0 otherwise).
+    pub retained_hot_blocks_since_open: u64,
     /// Fragmentation (see the module documentation), in [0, 1].
     pub fragmentation: f64,
     /// Mapped blocks per map run over all extents.
@@ -175,6 +178,7 @@ pub fn status(volume: &ServiceVolume, config: &VolumeConfig) -> StatusReport {
         checkpoints_since_open: stats.checkpoint_count,
         destages_since_open: stats.destage_count,
         destaged_blocks_since_open: stats.destaged_blocks,
+        retained_hot_blocks_since_open: stats.retained_hot_blocks,
         fragmentation,
         mean_run_blocks,
         layout_score: layout_score(&extents),
