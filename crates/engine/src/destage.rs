@@ -394,9 +394,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .collect()
     }
 
-    /// The staged blocks a destage leaves in the staging area: the layout's
-    /// hot blocks that are staged, hottest first, up to its share of the
-    /// staging capacity; per extent, in logical order.
+    /// The staged blocks a destage leaves in the staging area: of the
+    /// layout's hottest blocks, up to its share of the staging capacity,
+    /// those that are staged; per extent, in logical order.
     fn retained_blocks(&self) -> BTreeMap<u64, Vec<u64>> {
         let share = self.layout.retained_share_max().clamp(0.0, 1.0);
         // A whole number of blocks in [0, capacity], exact in an f64.
@@ -406,10 +406,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         if limit == 0 {
             return retained;
         }
-        let staged = self.layout.hot_blocks().into_iter().filter(|&(id, logical)| {
+        let staged = self.layout.hot_blocks(limit).into_iter().filter(|&(id, logical)| {
             self.extents.find_map(id).is_some_and(|map| matches!(map::lookup(map, logical), Some(Location::Flash(_))))
         });
-        for (id, logical) in staged.take(limit) {
+        for (id, logical) in staged {
             retained.entry(id).or_default().push(logical);
         }
         for blocks in retained.values_mut() {

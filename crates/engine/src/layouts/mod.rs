@@ -192,9 +192,11 @@ pub trait LayoutStrategy: fmt::Debug + Send + Sync {
     fn measurement_interval_ended(&mut self) {}
 
     /// The blocks a destage should leave in the staging area, hottest first,
-    /// as `(extent, logical block)`; the executor keeps those still staged,
-    /// up to [`retained_share_max`](Self::retained_share_max) of the area.
-    fn hot_blocks(&self) -> Vec<(u64, u64)> {
+    /// at most `limit` ([`retained_share_max`](Self::retained_share_max) of
+    /// the area), as `(extent, logical block)`; the executor keeps those
+    /// still staged.
+    fn hot_blocks(&self, limit: usize) -> Vec<(u64, u64)> {
+        let _ = limit;
         Vec::new()
     }
 

@@ -11,10 +11,10 @@
 //!   ([`LayoutStrategy::measurement_interval_ended`]). A block's heat is its
 //!   writes in the current interval and the one before.
 //! - **Choice.** A block written at least [`HOT_WRITES_MIN`] times over those
-//!   two intervals is hot; the hottest come first
-//!   ([`LayoutStrategy::hot_blocks`]), and the executor keeps at most
-//!   [`RETAINED_SHARE_MAX`] of the staging area for them, so a destage always
-//!   frees at least the other half.
+//!   two intervals is hot; the hottest, at most [`RETAINED_SHARE_MAX`] of the
+//!   staging area, are kept ([`LayoutStrategy::hot_blocks`]: the executor
+//!   keeps those of them still staged), so a destage always frees at least
+//!   the other half.
 //!
 //! The counters live in memory only, as HyLog's do: after a restart every
 //! block is cold until it is written again, which costs placement quality,
@@ -75,7 +75,7 @@ impl LayoutStrategy for ProximalHot {
         });
     }
 
-    fn hot_blocks(&self) -> Vec<(u64, u64)> {
+    fn hot_blocks(&self, limit: usize) -> Vec<(u64, u64)> {
         let mut hot: Vec<((u64, u64), u32)> = self
             .writes
             .iter()
@@ -83,8 +83,15 @@ impl LayoutStrategy for ProximalHot {
             .filter(|&(_, heat)| heat >= HOT_WRITES_MIN)
             .collect();
         // Hottest first; equal heat in block order, so the choice is the same
-        // on every run.
-        hot.sort_unstable_by(|(block_a, heat_a), (block_b, heat_b)| heat_b.cmp(heat_a).then(block_a.cmp(block_b)));
+        // on every run. Only the first `limit` are sorted.
+        let hottest_first = |(block_a, heat_a): &((u64, u64), u32), (block_b, heat_b): &((u64, u64), u32)| {
+            heat_b.cmp(heat_a).then(block_a.cmp(block_b))
+        };
+        if hot.len() > limit {
+            hot.select_nth_unstable_by(limit, hottest_first);
+            hot.truncate(limit);
+        }
+        hot.sort_unstable_by(hottest_first);
         hot.into_iter().map(|(block, _)| block).collect()
     }
 
@@ -118,12 +125,14 @@ mod tests {
         layout.staged(1, 8, None);
         layout.staged(2, 0, None);
         layout.staged(2, 0, None);
-        assert_eq!(layout.hot_blocks(), vec![(1, 7), (2, 0)], "block 8 was written once");
+        assert_eq!(layout.hot_blocks(10), vec![(1, 7), (2, 0)], "block 8 was written once");
+        assert_eq!(layout.hot_blocks(1), vec![(1, 7)], "the hottest first");
         layout.measurement_interval_ended();
         layout.staged(1, 8, None);
-        assert_eq!(layout.hot_blocks(), vec![(1, 7), (1, 8), (2, 0)], "the previous interval still counts");
+        assert_eq!(layout.hot_blocks(10), vec![(1, 7), (1, 8), (2, 0)], "the previous interval still counts");
+        assert_eq!(layout.hot_blocks(2), vec![(1, 7), (1, 8)], "equal heat in block order");
         layout.measurement_interval_ended();
-        assert_eq!(layout.hot_blocks(), Vec::<(u64, u64)>::new(), "two intervals without a write: cold");
+        assert_eq!(layout.hot_blocks(10), Vec::<(u64, u64)>::new(), "two intervals without a write: cold");
         assert!(layout.writes.len() == 1, "only block 8, written in the last interval, is still counted");
         layout.measurement_interval_ended();
         assert!(layout.writes.is_empty(), "blocks not written for two intervals are forgotten");
