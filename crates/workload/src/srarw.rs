@@ -73,6 +73,14 @@ impl UpdateSkew {
             _ => unreachable!("the 80/20 rule is self-similar"),
         }
     }
+
+    /// θ of Knuth's family: 1 for uniform updates (`h^1 = h`).
+    pub fn theta(self) -> f64 {
+        match self {
+            UpdateSkew::Uniform => 1.0,
+            UpdateSkew::SelfSimilar { theta } => theta,
+        }
+    }
 }
 
 /// The random updates of the SRARW workload: each a uniformly random block of
