@@ -104,6 +104,10 @@ pub struct VolumeOptions {
     /// flash reserve and the size of the metadata, see
     /// `checkpoint_if_log_is_long`).
     pub records_per_checkpoint: u64,
+    /// Full log blocks of records held in memory while the data device has
+    /// unflushed writes, written after one data flush once this many are
+    /// full (at least 1; see `log/mod.rs`).
+    pub log_blocks_held_while_data_unflushed: usize,
     /// On a data device with redundancy that a crash can leave inconsistent
     /// (RAID-4/5: the write hole), log the regions about to be written before
     /// writing them, and resynchronise them at the next open after a crash.
@@ -144,6 +148,7 @@ impl Default for VolumeOptions {
             scan_pages_per_checkpoint: 64,
             snapshot_deletion: SnapshotDeletion::Auto,
             records_per_checkpoint: 0,
+            log_blocks_held_while_data_unflushed: 16,
             write_intents: true,
             data_checksums: true,
             read_realloc: ReadRealloc::OFF,

@@ -123,6 +123,30 @@ struct Recording {
     cleaned_blocks: u64,
     /// Staged blocks destages left staged as hot.
     retained_hot_blocks: u64,
+    /// Log blocks the workload wrote.
+    log_blocks_written: u64,
+}
+
+/// Which operations a recorded workload draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mix {
+    /// Every operation a user can cause ([`run_operation`]).
+    Everything,
+    /// Small writes straight to the data device (a volume that stages
+    /// nothing), each with its direct and checksum records, and a rare
+    /// flush: several log blocks of records pile up while the data device
+    /// has unflushed writes.
+    DirectWritesAndFlushes,
+}
+
+impl Mix {
+    /// Operations a workload of this mix runs.
+    fn operation_count(self) -> usize {
+        match self {
+            Mix::Everything => 40,
+            Mix::DirectWritesAndFlushes => 160,
+        }
+    }
 }
 
 fn options() -> VolumeOptions {
@@ -131,6 +155,11 @@ fn options() -> VolumeOptions {
 
 /// Runs a seeded workload on a fresh volume and records everything.
 fn record_workload(seed: u64, options: &VolumeOptions) -> Recording {
+    record_workload_of(seed, options, Mix::Everything)
+}
+
+/// [`record_workload`] drawing its operations from `mix`.
+fn record_workload_of(seed: u64, options: &VolumeOptions, mix: Mix) -> Recording {
     let mut volume = Volume::format(
         MemoryDevice::new(4096, DATA_BLOCKS),
         MemoryDevice::new(4096, FLASH_BLOCKS),
@@ -160,9 +189,12 @@ fn record_workload(seed: u64, options: &VolumeOptions) -> Recording {
         vec![ModelPoint { writes_at_start: 0, writes_at_end: 0, durable: true, block_crcs: crcs(&contents) }];
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut plan = DestagePlan::default();
-    for _ in 0..40 {
+    for _ in 0..mix.operation_count() {
         let writes_at_start = order.borrow().len() as u64;
-        let durable = run_operation(&mut volume, &mut rng, &mut contents, &mut plan);
+        let durable = match mix {
+            Mix::Everything => run_operation(&mut volume, &mut rng, &mut contents, &mut plan),
+            Mix::DirectWritesAndFlushes => run_direct_write_or_flush(&mut volume, &mut rng, &mut contents),
+        };
         let writes_at_end = order.borrow().len() as u64;
         points.push(ModelPoint { writes_at_start, writes_at_end, durable, block_crcs: crcs(&contents) });
     }
@@ -170,6 +202,7 @@ fn record_workload(seed: u64, options: &VolumeOptions) -> Recording {
     let delete_log = volume.delete_log_stats();
     let cleaned_blocks = volume.stats().cleaning_blocks_written;
     let retained_hot_blocks = volume.stats().retained_hot_blocks;
+    let log_blocks_written = volume.stats().log_blocks_written;
     let (data, flash) = volume.into_devices();
     let order = order.borrow().clone();
     Recording {
@@ -181,7 +214,29 @@ fn record_workload(seed: u64, options: &VolumeOptions) -> Recording {
         delete_log,
         cleaned_blocks,
         retained_hot_blocks,
+        log_blocks_written,
     }
+}
+
+/// A write of 1 to 4 blocks 49 times in 50, else a flush; returns whether it
+/// made everything before it durable.
+fn run_direct_write_or_flush<D: BlockDevice, F: BlockDevice>(
+    volume: &mut Volume<D, F>,
+    rng: &mut ChaCha8Rng,
+    contents: &mut BTreeMap<&'static str, Vec<u8>>,
+) -> bool {
+    if rng.gen_bool(0.02) {
+        volume.flush().unwrap();
+        return true;
+    }
+    let name = EXTENTS[rng.gen_range(0..EXTENTS.len())];
+    let id = volume.extent_id(name).unwrap();
+    let length = rng.gen_range(1..=4) * BLOCK as u64;
+    let offset = rng.gen_range(0..=EXTENT_BLOCKS * BLOCK as u64 - length);
+    let bytes = pattern(rng.gen(), length as usize);
+    volume.write(id, offset, &bytes, false).unwrap();
+    contents.get_mut(name).unwrap()[offset as usize..(offset + length) as usize].copy_from_slice(&bytes);
+    false
 }
 
 /// One random operation; returns whether it made everything before it durable.
@@ -457,13 +512,17 @@ fn crash_every_point(name: &str, seeds: u64, options: &VolumeOptions) {
 }
 
 fn crash_every_point_with(name: &str, seeds: u64, options: &VolumeOptions, data_tears: DataTears) {
+    crash_every_point_of(name, seeds, options, data_tears, Mix::Everything);
+}
+
+fn crash_every_point_of(name: &str, seeds: u64, options: &VolumeOptions, data_tears: DataTears, mix: Mix) {
     let mut crash_points = 0;
     let mut recovery_crash_points = 0;
     let mut continued = 0;
     let rerun = "cargo test --release -p proxima-engine --test crash_at_every_write";
     let seeds = seeds_for_test(0..seeds, "PROXIMA_CRASH_SEED", rerun);
     for &seed in &seeds {
-        let recording = record_workload(seed, options);
+        let recording = record_workload_of(seed, options, mix);
         let total = recording.order.len() as u64;
         for global in 0..=total {
             for variant in [0, 1 + seed] {
@@ -527,6 +586,23 @@ fn every_crash_point_of_the_baseline_layouts_recovers() {
     crash_every_point_with("in-place without a cache", seeds_from_environment(4), &uncached, DataTears::WholeBlocks);
     let anywhere = VolumeOptions { layout: Layout::WriteAnywhere, ..options() };
     crash_every_point("write-anywhere", seeds_from_environment(4), &anywhere);
+}
+
+#[test]
+fn crashes_while_log_blocks_are_held_for_the_data_flush_recover() {
+    // Two log blocks held while data is unflushed, and writes that all go to
+    // the data device: crashes fall in a held batch's data flush, between
+    // its blocks, and in the flushes that write fewer.
+    let options = VolumeOptions {
+        staging_threshold_bytes: 0,
+        log_blocks_held_while_data_unflushed: 2,
+        records_per_checkpoint: 2000,
+        ..options()
+    };
+    let recording = record_workload_of(0, &options, Mix::DirectWritesAndFlushes);
+    assert!(recording.log_blocks_written >= 4, "the workload writes held batches: {}", recording.log_blocks_written);
+    let name = "direct writes, 2 log blocks held";
+    crash_every_point_of(name, seeds_from_environment(4), &options, DataTears::Sectors, Mix::DirectWritesAndFlushes);
 }
 
 #[test]

@@ -95,24 +95,23 @@ pub(crate) fn metadata_blocks_bound(record: &LogRecord, checksums: bool) -> u64 
     }
 }
 
-/// Full log blocks of records held in memory, while the data device has
-/// unflushed writes, before they are written. A log block goes to flash only
-/// after the data device is flushed (a durable direct record implies durable
-/// data), and on a buffered data file that flush writes back every dirty
-/// page: one flush per block of records made a stream of large writes wait
-/// for the disk every few writes. Records held are lost by a crash as an
-/// unflushed log block is; a flush or CP writes them all.
-const LOG_BLOCKS_HELD_WHILE_DATA_UNFLUSHED: usize = 16;
-
 impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Appends a record; full log blocks are written (without a flush) at
     /// once, or, while the data device has unflushed writes, once
-    /// [`LOG_BLOCKS_HELD_WHILE_DATA_UNFLUSHED`] of them are full.
+    /// `log_blocks_held_while_data_unflushed` of them are full.
+    ///
+    /// A log block goes to flash only after the data device is flushed (a
+    /// durable direct record implies durable data), and on a buffered data
+    /// file that flush writes back every dirty page: one flush per block of
+    /// records made a stream of large writes wait for the disk every few
+    /// writes. Records held are lost by a crash as an unflushed log block
+    /// is; a flush or CP writes them all.
     pub(crate) fn push_record(&mut self, record: LogRecord) -> Result<()> {
         self.log.records_bound_blocks += metadata_blocks_bound(&record, self.checksums.is_some());
         self.log.pending.push(record);
         self.log.records_since_checkpoint += 1;
-        let held_blocks = if self.log.data_unflushed { LOG_BLOCKS_HELD_WHILE_DATA_UNFLUSHED } else { 1 };
+        let held_blocks =
+            if self.log.data_unflushed { self.options.log_blocks_held_while_data_unflushed.max(1) } else { 1 };
         if self.log.pending.len() >= held_blocks * LOG_RECORD_CAPACITY {
             self.write_log_blocks()?;
         }
