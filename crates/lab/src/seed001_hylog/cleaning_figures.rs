@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::seed001_hylog::cost_model::{
     cleaning_utilization_for, segment_efficiency, segment_size_bytes, PAGE_SIZE_BYTES, SEGMENT_EFFICIENCY_SHARE,
 };
-use crate::seed001_hylog::paper;
+use crate::seed001_hylog::paper::{self, PaperDisk};
 use crate::seed001_hylog::segment_simulator::{
     CleaningPolicy, SegmentSimulator, Separation, SimulatorConfig, SimulatorReport,
 };
@@ -51,11 +51,17 @@ impl CleaningRunSpec {
     /// `segment_count` segments.
     pub fn atlas10k(segment_count: u32, seed: u64) -> CleaningRunSpec {
         let atlas = paper::disk(paper::DEFAULT_DISK).expect("the atlas10k is a paper disk");
-        let segment_bytes = segment_size_bytes(atlas.timing, PAGE_SIZE_BYTES, SEGMENT_EFFICIENCY_SHARE);
+        CleaningRunSpec::paper_disk(atlas, segment_count, seed)
+    }
+
+    /// A disk of the paper: Eq 6's segment for its timing and the A of that
+    /// segment, on `segment_count` segments.
+    pub fn paper_disk(disk: &PaperDisk, segment_count: u32, seed: u64) -> CleaningRunSpec {
+        let segment_bytes = segment_size_bytes(disk.timing, PAGE_SIZE_BYTES, SEGMENT_EFFICIENCY_SHARE);
         CleaningRunSpec {
-            segment_pages: (segment_bytes / PAGE_SIZE_BYTES) as u32,
+            segment_pages: u32::try_from(segment_bytes / PAGE_SIZE_BYTES).expect("a segment of fewer than 2^32 pages"),
             segment_count,
-            segment_efficiency: segment_efficiency(atlas.timing, PAGE_SIZE_BYTES, segment_bytes as f64),
+            segment_efficiency: segment_efficiency(disk.timing, PAGE_SIZE_BYTES, segment_bytes as f64),
             warmup_rewrites: 4,
             measured_rewrites: 4,
             seed,

@@ -17,9 +17,13 @@
 use proxima_device::MemoryDevice;
 use proxima_engine::{CleaningPolicy, CleaningSettings, EngineStats, Layout, Volume, VolumeOptions};
 use proxima_workload::synthetic::{Pattern, SyntheticSpec, SyntheticWorkload};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::progress::Progress;
 use crate::LabError;
+
+/// Updates between progress reports.
+const PROGRESS_STEP: u64 = 4096;
 
 /// What to measure.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -64,7 +68,7 @@ impl Default for WriteCostSettings {
 }
 
 /// The counters over the measured updates.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct WriteCostMeasurement {
     /// User blocks written to the data device (destaged or written directly).
     pub user_blocks: u64,
@@ -80,8 +84,44 @@ pub struct WriteCostMeasurement {
     pub cleaning_utilization: f64,
 }
 
-/// Runs the workload and measures (see the module documentation).
-pub fn measure_write_cost(settings: &WriteCostSettings) -> Result<WriteCostMeasurement, LabError> {
+impl WriteCostSettings {
+    /// Blocks of the updated extent: `utilization × data_blocks`, rounded down.
+    pub fn extent_blocks(&self) -> u64 {
+        // A whole number of blocks below the device size.
+        #[expect(clippy::cast_possible_truncation, reason = "a fraction of the device's blocks")]
+        let blocks = (self.data_blocks as f64 * self.utilization) as u64;
+        blocks
+    }
+
+    /// Updates of the warm-up and of the measurement.
+    pub fn update_counts(&self) -> (u64, u64) {
+        let extent_blocks = self.extent_blocks() as f64;
+        #[expect(clippy::cast_possible_truncation, reason = "counts of updates")]
+        let counts = ((extent_blocks * self.warmup_passes) as u64, (extent_blocks * self.measured_passes) as u64);
+        counts
+    }
+
+    /// The blocks the updates hit, in order: single blocks of the extent
+    /// drawn from the pattern, the hot ones scattered over it.
+    pub fn updates(&self) -> impl Iterator<Item = u64> {
+        SyntheticWorkload::new(SyntheticSpec {
+            pattern: self.pattern,
+            block_count: self.extent_blocks(),
+            request_blocks: 1,
+            read_fraction: 0.0,
+            scatter: true,
+            seed: self.seed,
+        })
+        .map(|request| request.block)
+    }
+}
+
+/// Runs the workload and measures (see the module documentation), reporting
+/// the updates applied to `progress`.
+pub fn measure_write_cost(
+    settings: &WriteCostSettings,
+    progress: &mut dyn Progress,
+) -> Result<WriteCostMeasurement, LabError> {
     if !(settings.utilization > 0.0 && settings.utilization < 1.0) {
         return Err(LabError::InvalidParameter {
             parameter: "utilization",
@@ -104,31 +144,29 @@ pub fn measure_write_cost(settings: &WriteCostSettings) -> Result<WriteCostMeasu
     let data = MemoryDevice::new(4096, settings.data_blocks);
     let flash = MemoryDevice::new(4096, (settings.data_blocks / 4).max(4096));
     let mut volume = Volume::format(data, flash, settings.seed, options)?;
-    // A whole number of blocks below the device size.
-    #[expect(clippy::cast_possible_truncation, reason = "a fraction of the device's blocks")]
-    let extent_blocks = (settings.data_blocks as f64 * settings.utilization) as u64;
+    let extent_blocks = settings.extent_blocks();
     let id = volume.create_extent("updated", extent_blocks * 4096)?;
     volume.write_blocks_synthetic(id, 0, extent_blocks, false)?;
-    let mut workload = SyntheticWorkload::new(SyntheticSpec {
-        pattern: settings.pattern,
-        block_count: extent_blocks,
-        request_blocks: 1,
-        read_fraction: 0.0,
-        scatter: true,
-        seed: settings.seed,
-    });
-    let mut update = |volume: &mut Volume<MemoryDevice, MemoryDevice>, passes: f64| -> Result<(), LabError> {
-        #[expect(clippy::cast_possible_truncation, reason = "a count of updates")]
-        let count = (extent_blocks as f64 * passes) as u64;
-        for _ in 0..count {
-            let request = workload.next().expect("a synthetic workload never ends");
-            volume.write_blocks_synthetic(id, request.block, request.block_count, false)?;
+    let (warmup, measured) = settings.update_counts();
+    progress.start_phase(
+        &format!("{} {} at u = {}", settings.layout.name(), settings.policy.name(), settings.utilization),
+        warmup + measured,
+    );
+    let mut updates = settings.updates();
+    let mut update = |volume: &mut Volume<MemoryDevice, MemoryDevice>, count: u64| -> Result<(), LabError> {
+        for done in 1..=count {
+            let block = updates.next().expect("a synthetic workload never ends");
+            volume.write_blocks_synthetic(id, block, 1, false)?;
+            if done % PROGRESS_STEP == 0 {
+                progress.advance(PROGRESS_STEP);
+            }
         }
+        progress.advance(count % PROGRESS_STEP);
         Ok(())
     };
-    update(&mut volume, settings.warmup_passes)?;
+    update(&mut volume, warmup)?;
     let before = volume.stats().clone();
-    update(&mut volume, settings.measured_passes)?;
+    update(&mut volume, measured)?;
     Ok(measurement(&before, volume.stats(), settings.segment_blocks))
 }
 

@@ -10,6 +10,8 @@
 //!   §6.2 worked examples.
 //! - [`section_6_2`]: those examples recomputed by the model.
 //! - [`hylog_model`]: `reproduce hylog-model`, Figures 1 and 3 and §6.2.
+//! - [`hylog_cleaning`]: `reproduce hylog-cleaning`, Figures 2 and 5 and
+//!   the cross-check of the engine against the segment simulator.
 //! - [`hylog_proximal`]: `reproduce hylog-proximal`, the `proximal-hot`
 //!   layout against proximal under 80/20 updates.
 //! - [`cleaning_figures`]: Figures 2 and 5 on that simulator.
@@ -19,6 +21,7 @@
 pub mod cleaning_figures;
 pub mod cost_model;
 pub mod engine_write_cost;
+pub mod hylog_cleaning;
 pub mod hylog_model;
 pub mod hylog_proximal;
 pub mod paper;
