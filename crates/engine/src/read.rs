@@ -350,8 +350,9 @@ fn segment_bytes(segment: &Segment, offset_bytes: u64, request_end: u64) -> Opti
 ///
 /// Data-device segments that keep their logical distance on the device — an
 /// extent laid out in one run whose random updates are staged on flash, or
-/// were trimmed — are read as one span, blocks between them included, and the
-/// staged blocks and holes in between are then written over it: one data
+/// were trimmed — are read as one span ([`data_spans`]), blocks between them
+/// included, and the staged blocks and holes in between are then written
+/// over it: one data
 /// request instead of one per piece (after random-write aging a 1 MiB read
 /// has dozens of such pieces). Only the span's mapped blocks are verified.
 /// Whole blocks are read straight into `buffer`, in requests of at most
@@ -364,42 +365,15 @@ pub(crate) fn fill_from_segments(
     data_payload: bool,
     source: &mut impl BlockSource,
 ) -> Result<()> {
-    let data_block = |segment: &Segment| match segment.location {
-        Some(Location::Data(block)) if data_payload => Some(block),
-        _ => None,
-    };
-    let mut index = 0;
-    while index < segments.len() {
-        let Some(first_block) = data_block(&segments[index]) else {
-            index += 1;
-            continue;
-        };
-        let logical_start = segments[index].logical_block;
-        let mut last = index;
-        for (later, segment) in segments.iter().enumerate().skip(index + 1) {
-            // Staged blocks and holes are skipped: written over the span below.
-            if let Some(Location::Data(_)) = segment.location {
-                let keeps_distance = data_block(segment)
-                    .is_some_and(|block| block.checked_sub(first_block) == Some(segment.logical_block - logical_start));
-                if !keeps_distance {
-                    break;
+    if data_payload {
+        for span in data_spans(segments) {
+            read_segment_bytes(&span.segment, offset_bytes, buffer, source)?;
+            for segment in &segments[span.segments] {
+                if let Some(Location::Data(_)) = segment.location {
+                    verify_whole_blocks(segment, offset_bytes, buffer, source)?;
                 }
-                last = later;
             }
         }
-        let logical_end = segments[last].logical_block + segments[last].block_count;
-        let span = Segment {
-            logical_block: logical_start,
-            block_count: logical_end - logical_start,
-            location: Some(Location::Data(first_block)),
-        };
-        read_segment_bytes(&span, offset_bytes, buffer, source)?;
-        for segment in &segments[index..=last] {
-            if data_block(segment).is_some() {
-                verify_whole_blocks(segment, offset_bytes, buffer, source)?;
-            }
-        }
-        index = last + 1;
     }
     let request_end = offset_bytes + buffer.len() as u64;
     for segment in segments {
@@ -417,6 +391,63 @@ pub(crate) fn fill_from_segments(
         }
     }
     Ok(())
+}
+
+/// One data-device read of a request: the data segments
+/// `segments[segments]`, read as the single physical run `segment`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DataSpan {
+    /// The segments of the request the span covers (its data segments, and
+    /// the staged blocks and holes between them).
+    pub(crate) segments: std::ops::Range<usize>,
+    /// The span: from the first data segment's logical block and place, as
+    /// long as the covered segments.
+    pub(crate) segment: Segment,
+}
+
+/// The data-device reads of one request's `segments` (in logical order): a
+/// data segment starts a span, and each later data segment that lies where
+/// the span's run would put it (its physical distance from the span's first
+/// block equals its logical distance) joins it; staged blocks and holes in
+/// between are read through (their places are read and discarded; the
+/// caller writes their contents over them). The first data segment that
+/// does not keep the distance starts the next span. So a run that a few
+/// staged blocks split is one disk request, as its neighbours' places
+/// around the staged blocks' old ones are.
+pub(crate) fn data_spans(segments: &[Segment]) -> Vec<DataSpan> {
+    let data_block = |segment: &Segment| match segment.location {
+        Some(Location::Data(block)) => Some(block),
+        _ => None,
+    };
+    let mut spans = Vec::new();
+    let mut index = 0;
+    while index < segments.len() {
+        let Some(first_block) = data_block(&segments[index]) else {
+            index += 1;
+            continue;
+        };
+        let logical_start = segments[index].logical_block;
+        let mut last = index;
+        for (later, segment) in segments.iter().enumerate().skip(index + 1) {
+            if let Some(block) = data_block(segment) {
+                if block.checked_sub(first_block) != Some(segment.logical_block - logical_start) {
+                    break;
+                }
+                last = later;
+            }
+        }
+        let logical_end = segments[last].logical_block + segments[last].block_count;
+        spans.push(DataSpan {
+            segments: index..last + 1,
+            segment: Segment {
+                logical_block: logical_start,
+                block_count: logical_end - logical_start,
+                location: Some(Location::Data(first_block)),
+            },
+        });
+        index = last + 1;
+    }
+    spans
 }
 
 /// Verifies the blocks of a mapped segment that lie wholly inside the

@@ -9,6 +9,7 @@ use crate::codec::BLOCK_SIZE;
 use crate::error::{DeviceRole, EngineError, Result};
 use crate::io::{coalesce, device_error, MAX_REQUEST_BLOCKS};
 use crate::map::{self, Location};
+use crate::read::data_spans;
 use crate::staging::Payload;
 use crate::volume::Volume;
 
@@ -23,7 +24,9 @@ pub struct ReadReport {
     pub data_run_count: u64,
     /// Physical runs on the flash device (staged blocks).
     pub flash_run_count: u64,
-    /// Requests submitted to the data device.
+    /// Requests submitted to the data device: one per span a real read
+    /// reads (data runs that keep their logical distance around staged blocks
+    /// or holes are one), merged where physically contiguous.
     pub data_request_count: u64,
     /// Requests submitted to the flash device.
     pub flash_request_count: u64,
@@ -93,7 +96,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     /// Reads the requests `(first_block, block_count)` of extent `id`, queued
-    /// together, without returning data: their pieces in request order, those
+    /// together, without returning data: each request's data-device reads are
+    /// the spans a real read issues ([`data_spans`]: a run split by staged
+    /// blocks is read through), its staged pieces are read from flash, those
     /// that continue the previous one physically merged into one device
     /// request (as a block layer merges the requests in its queue), in one
     /// batch per device; then each request reallocates the span it read if
@@ -104,10 +109,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             self.check_block_range(id, first_block, block_count)?;
         }
         let map = self.extents.map(id);
-        let segments: Vec<map::Segment> = requests
-            .iter()
-            .flat_map(|&(first_block, block_count)| map::segments(map, first_block, block_count))
-            .collect();
+        let segments: Vec<Vec<map::Segment>> =
+            requests.iter().map(|&(first_block, block_count)| map::segments(map, first_block, block_count)).collect();
         let block_count = requests.iter().map(|&(_, block_count)| block_count).sum();
         let report = self.read_segments_synthetic(block_count, &segments)?;
         if self.options.read_realloc.enabled {
@@ -136,23 +139,33 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .checked_mul(block)
             .ok_or_else(|| EngineError::InvalidRange(format!("block {first_block} exceeds {extent}@{snapshot}")))?;
         let segments = self.snapshot_segments(snapshot, extent, offset_bytes, length_bytes)?;
-        self.read_segments_synthetic(block_count, &segments)
+        self.read_segments_synthetic(block_count, &[segments])
     }
 
     /// One batch to the data device and one to the flash device for
     /// `segments` (in logical order, holes included).
-    fn read_segments_synthetic(&mut self, block_count: u64, segments: &[map::Segment]) -> Result<ReadReport> {
+    fn read_segments_synthetic(&mut self, block_count: u64, requests: &[Vec<map::Segment>]) -> Result<ReadReport> {
         let mut report = ReadReport { block_count, ..ReadReport::default() };
+        let mut data_runs = Vec::new();
         let mut data_pieces = Vec::new();
         let mut flash_pieces = Vec::new();
-        for segment in segments {
-            match segment.location {
-                Some(Location::Data(block)) => coalesce(&mut data_pieces, block, segment.block_count),
-                Some(Location::Flash(block)) => coalesce(&mut flash_pieces, block, segment.block_count),
-                None => report.hole_block_count += segment.block_count,
+        for segments in requests {
+            for segment in segments {
+                match segment.location {
+                    Some(Location::Data(block)) => coalesce(&mut data_runs, block, segment.block_count),
+                    Some(Location::Flash(block)) => coalesce(&mut flash_pieces, block, segment.block_count),
+                    None => report.hole_block_count += segment.block_count,
+                }
+            }
+            // The device reads are the real read's spans, merged where one
+            // continues the last (as a block layer merges queued requests).
+            for span in data_spans(segments) {
+                if let Some(Location::Data(block)) = span.segment.location {
+                    coalesce(&mut data_pieces, block, span.segment.block_count);
+                }
             }
         }
-        report.data_run_count = data_pieces.len() as u64;
+        report.data_run_count = data_runs.len() as u64;
         report.flash_run_count = flash_pieces.len() as u64;
         let data_requests = read_requests(&data_pieces);
         let flash_requests = read_requests(&flash_pieces);
