@@ -1398,369 +1398,6 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
             "--jobs",
             refused(&["reproduce", "hylog-model", "--jobs", "2", "--out", "{tmp}/out"]),
         ),
-        // hylog-cleaning: one utilisation on a small engine volume and simulator disk.
-        (
-            "reproduce hylog-cleaning",
-            "--out",
-            differs(
-                &[
-                    "reproduce",
-                    "hylog-cleaning",
-                    "--engine-blocks",
-                    "8192",
-                    "--segments",
-                    "1024",
-                    "--rewrites",
-                    "1",
-                    "--utilizations",
-                    "0.6",
-                    "--out",
-                    "{tmp}/a",
-                ],
-                &[
-                    "reproduce",
-                    "hylog-cleaning",
-                    "--engine-blocks",
-                    "8192",
-                    "--segments",
-                    "1024",
-                    "--rewrites",
-                    "1",
-                    "--utilizations",
-                    "0.6",
-                    "--out",
-                    "{tmp}/b",
-                ],
-            ),
-        ),
-        (
-            "reproduce hylog-cleaning",
-            "--seed",
-            differs(
-                &[
-                    "reproduce",
-                    "hylog-cleaning",
-                    "--engine-blocks",
-                    "8192",
-                    "--segments",
-                    "1024",
-                    "--rewrites",
-                    "1",
-                    "--utilizations",
-                    "0.6",
-                    "--out",
-                    "{tmp}/out",
-                ],
-                &[
-                    "reproduce",
-                    "hylog-cleaning",
-                    "--engine-blocks",
-                    "8192",
-                    "--segments",
-                    "1024",
-                    "--rewrites",
-                    "1",
-                    "--utilizations",
-                    "0.6",
-                    "--out",
-                    "{tmp}/out",
-                    "--seed",
-                    "2",
-                ],
-            ),
-        ),
-        (
-            "reproduce hylog-cleaning",
-            "--model",
-            differs(
-                &[
-                    "reproduce",
-                    "hylog-cleaning",
-                    "--engine-blocks",
-                    "8192",
-                    "--segments",
-                    "1024",
-                    "--rewrites",
-                    "1",
-                    "--utilizations",
-                    "0.6",
-                    "--out",
-                    "{tmp}/out",
-                ],
-                &[
-                    "reproduce",
-                    "hylog-cleaning",
-                    "--engine-blocks",
-                    "8192",
-                    "--segments",
-                    "1024",
-                    "--rewrites",
-                    "1",
-                    "--utilizations",
-                    "0.6",
-                    "--out",
-                    "{tmp}/out",
-                    "--model",
-                    "disk2003",
-                ],
-            ),
-        ),
-        (
-            "reproduce hylog-cleaning",
-            "--model",
-            refused(&[
-                "reproduce",
-                "hylog-cleaning",
-                "--engine-blocks",
-                "8192",
-                "--segments",
-                "1024",
-                "--rewrites",
-                "1",
-                "--utilizations",
-                "0.6",
-                "--out",
-                "{tmp}/out",
-                "--model",
-                "cheetah15k5",
-            ]),
-        ),
-        (
-            "reproduce hylog-cleaning",
-            "--engine-blocks",
-            differs(
-                &[
-                    "reproduce",
-                    "hylog-cleaning",
-                    "--engine-blocks",
-                    "8192",
-                    "--segments",
-                    "1024",
-                    "--rewrites",
-                    "1",
-                    "--utilizations",
-                    "0.6",
-                    "--out",
-                    "{tmp}/out",
-                ],
-                &[
-                    "reproduce",
-                    "hylog-cleaning",
-                    "--engine-blocks",
-                    "12288",
-                    "--segments",
-                    "1024",
-                    "--rewrites",
-                    "1",
-                    "--utilizations",
-                    "0.6",
-                    "--out",
-                    "{tmp}/out",
-                ],
-            ),
-        ),
-        (
-            "reproduce hylog-cleaning",
-            "--engine-blocks",
-            refused(&[
-                "reproduce",
-                "hylog-cleaning",
-                "--engine-blocks",
-                "4096",
-                "--segments",
-                "1024",
-                "--rewrites",
-                "1",
-                "--utilizations",
-                "0.9",
-                "--out",
-                "{tmp}/out",
-            ]),
-        ),
-        (
-            "reproduce hylog-cleaning",
-            "--segments",
-            differs(
-                &[
-                    "reproduce",
-                    "hylog-cleaning",
-                    "--engine-blocks",
-                    "8192",
-                    "--segments",
-                    "1024",
-                    "--rewrites",
-                    "1",
-                    "--utilizations",
-                    "0.6",
-                    "--out",
-                    "{tmp}/out",
-                ],
-                &[
-                    "reproduce",
-                    "hylog-cleaning",
-                    "--engine-blocks",
-                    "8192",
-                    "--segments",
-                    "1100",
-                    "--rewrites",
-                    "1",
-                    "--utilizations",
-                    "0.6",
-                    "--out",
-                    "{tmp}/out",
-                ],
-            ),
-        ),
-        (
-            "reproduce hylog-cleaning",
-            "--segments",
-            refused(&[
-                "reproduce",
-                "hylog-cleaning",
-                "--engine-blocks",
-                "8192",
-                "--segments",
-                "200",
-                "--rewrites",
-                "1",
-                "--utilizations",
-                "0.6",
-                "--out",
-                "{tmp}/out",
-            ]),
-        ),
-        (
-            "reproduce hylog-cleaning",
-            "--rewrites",
-            differs(
-                &[
-                    "reproduce",
-                    "hylog-cleaning",
-                    "--engine-blocks",
-                    "8192",
-                    "--segments",
-                    "1024",
-                    "--rewrites",
-                    "1",
-                    "--utilizations",
-                    "0.6",
-                    "--out",
-                    "{tmp}/out",
-                ],
-                &[
-                    "reproduce",
-                    "hylog-cleaning",
-                    "--engine-blocks",
-                    "8192",
-                    "--segments",
-                    "1024",
-                    "--rewrites",
-                    "2",
-                    "--utilizations",
-                    "0.6",
-                    "--out",
-                    "{tmp}/out",
-                ],
-            ),
-        ),
-        (
-            "reproduce hylog-cleaning",
-            "--utilizations",
-            differs(
-                &[
-                    "reproduce",
-                    "hylog-cleaning",
-                    "--engine-blocks",
-                    "8192",
-                    "--segments",
-                    "1024",
-                    "--rewrites",
-                    "1",
-                    "--utilizations",
-                    "0.6",
-                    "--out",
-                    "{tmp}/out",
-                ],
-                &[
-                    "reproduce",
-                    "hylog-cleaning",
-                    "--engine-blocks",
-                    "8192",
-                    "--segments",
-                    "1024",
-                    "--rewrites",
-                    "1",
-                    "--utilizations",
-                    "0.6,0.7",
-                    "--out",
-                    "{tmp}/out",
-                ],
-            ),
-        ),
-        (
-            "reproduce hylog-cleaning",
-            "--utilizations",
-            refused(&[
-                "reproduce",
-                "hylog-cleaning",
-                "--engine-blocks",
-                "8192",
-                "--segments",
-                "1024",
-                "--rewrites",
-                "1",
-                "--utilizations",
-                "0.7,0.6",
-                "--out",
-                "{tmp}/out",
-            ]),
-        ),
-        (
-            "reproduce hylog-cleaning",
-            "--jobs",
-            differs(
-                &[
-                    "reproduce",
-                    "hylog-cleaning",
-                    "--engine-blocks",
-                    "8192",
-                    "--segments",
-                    "1024",
-                    "--rewrites",
-                    "1",
-                    "--utilizations",
-                    "0.6",
-                    "--out",
-                    "{tmp}/out",
-                ],
-                &[
-                    "reproduce",
-                    "hylog-cleaning",
-                    "--engine-blocks",
-                    "8192",
-                    "--segments",
-                    "1024",
-                    "--rewrites",
-                    "1",
-                    "--utilizations",
-                    "0.6",
-                    "--out",
-                    "{tmp}/out",
-                    "--jobs",
-                    "2",
-                ],
-            ),
-        ),
-        (
-            "reproduce hylog-cleaning",
-            "--scale",
-            refused(&["reproduce", "hylog-cleaning", "--scale", "0.01", "--out", "{tmp}/out"]),
-        ),
-        (
-            "reproduce hylog-cleaning",
-            "--count",
-            refused(&["reproduce", "hylog-cleaning", "--count", "5", "--out", "{tmp}/out"]),
-        ),
         (
             "reproduce wafl-delete",
             "--count",
@@ -2955,6 +2592,73 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
     ]
 }
 
+/// Every probe: the table above and those built by the helpers below.
+fn all_probes() -> Vec<(&'static str, &'static str, Probe)> {
+    probes().into_iter().chain(experiment_probes()).chain(replay_probes()).chain(sweep_probes()).collect()
+}
+
+/// The words of `proxima reproduce EXPERIMENT BASE… --out {tmp}/out`, with
+/// each `(option, value)` pair of `change` replacing the value the base gives
+/// that option, or added.
+fn reproduce_words(experiment: &'static str, base: Words, change: Words) -> Words {
+    let mut words: Vec<&'static str> = vec!["reproduce", experiment];
+    words.extend(base);
+    words.extend(["--out", "{tmp}/out"]);
+    for pair in change.chunks(2) {
+        match words.iter().position(|&word| word == pair[0]) {
+            Some(at) => words[at + 1] = pair[1],
+            None => words.extend(pair),
+        }
+    }
+    words.leak()
+}
+
+/// The probes of one `reproduce` experiment run cheaply with `base`: each
+/// `(option, change)` of `changes` must change the output, each of
+/// `refusals` must be refused.
+fn experiment(
+    experiment: &'static str,
+    base: Words,
+    changes: &[(&'static str, Words)],
+    refusals: &[(&'static str, Words)],
+) -> Vec<(&'static str, &'static str, Probe)> {
+    let command: &'static str = format!("reproduce {experiment}").leak();
+    let unchanged = reproduce_words(experiment, base, &[]);
+    let differing = changes
+        .iter()
+        .map(|&(option, change)| (command, option, differs(unchanged, reproduce_words(experiment, base, change))));
+    let refused_ones =
+        refusals.iter().map(|&(option, change)| (command, option, refused(reproduce_words(experiment, base, change))));
+    differing.chain(refused_ones).collect()
+}
+
+/// The `reproduce` experiments whose probes the helper builds.
+fn experiment_probes() -> Vec<(&'static str, &'static str, Probe)> {
+    // One utilisation on a small engine volume and simulator disk.
+    experiment(
+        "hylog-cleaning",
+        &["--engine-blocks", "8192", "--segments", "1024", "--rewrites", "1", "--utilizations", "0.6"],
+        &[
+            ("--out", &["--out", "{tmp}/elsewhere"]),
+            ("--seed", &["--seed", "2"]),
+            ("--model", &["--model", "disk2003"]),
+            ("--engine-blocks", &["--engine-blocks", "12288"]),
+            ("--segments", &["--segments", "1100"]),
+            ("--rewrites", &["--rewrites", "2"]),
+            ("--utilizations", &["--utilizations", "0.6,0.7"]),
+            ("--jobs", &["--jobs", "2"]),
+        ],
+        &[
+            ("--model", &["--model", "cheetah15k5"]),
+            ("--engine-blocks", &["--engine-blocks", "4096", "--utilizations", "0.9"]),
+            ("--segments", &["--segments", "200"]),
+            ("--utilizations", &["--utilizations", "0.7,0.6"]),
+            ("--scale", &["--scale", "0.01"]),
+            ("--count", &["--count", "5"]),
+        ],
+    )
+}
+
 /// `proxima replay` of a trace sample, and the same with `extra`.
 fn replay(trace: &'static str, base: Words, extra: Words) -> Probe {
     let path: &'static str = format!("{{traces}}/{trace}").leak();
@@ -3061,7 +2765,7 @@ fn options_of_every_subcommand() -> Vec<(String, Vec<String>)> {
 
 #[test]
 fn every_option_of_every_subcommand_has_a_probe() {
-    let probes: Vec<_> = probes().into_iter().chain(replay_probes()).chain(sweep_probes()).collect();
+    let probes = all_probes();
     let probed: BTreeSet<(&str, &str)> = probes.iter().map(|(command, option, _)| (*command, *option)).collect();
     let mut missing = Vec::new();
     let walked = options_of_every_subcommand();
@@ -3234,7 +2938,7 @@ fn check(command: &str, option: &str, probe: &Probe) {
 /// every other one with `None` (one test per family, so they run in parallel).
 fn check_family(family: Option<&str>) {
     const FAMILIES: [&str; 5] = ["disk", "reproduce", "serve", "replay", "sweep"];
-    for (command, option, probe) in probes().into_iter().chain(replay_probes()).chain(sweep_probes()) {
+    for (command, option, probe) in all_probes() {
         let first_word = command.split(' ').next().unwrap_or_default();
         let in_family = match family {
             Some(family) => first_word == family,
