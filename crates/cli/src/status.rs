@@ -71,10 +71,16 @@ fn print_report(directory: &std::path::Path, report: &Value, venue: Venue) {
         "  destages            {} since open ({} blocks{})",
         report["destages_since_open"],
         report["destaged_blocks_since_open"],
-        match report["retained_hot_blocks_since_open"].as_u64() {
-            Some(retained) if retained > 0 => format!("; {retained} hot blocks left staged"),
-            _ => String::new(),
-        }
+        [
+            ("retained_hot_blocks_since_open", "hot blocks left staged"),
+            ("destaged_home_blocks_since_open", "back at their frame homes"),
+        ]
+        .iter()
+        .filter_map(|&(key, what)| report[key]
+            .as_u64()
+            .filter(|&blocks| blocks > 0)
+            .map(|blocks| format!("; {blocks} {what}")))
+        .collect::<String>()
     );
     println!(
         "  fragmentation       {:.4} (mean run {:.1} blocks)",

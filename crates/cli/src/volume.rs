@@ -48,7 +48,7 @@ struct CreateArgs {
     /// Size of the flash file created (a block device is used whole) [default: 1G].
     #[arg(long, value_name = "SIZE", value_parser = size_argument)]
     flash_size: Option<u64>,
-    /// Data layout: proximal, in-place, write-anywhere, lfs, wolf or proximal-hot.
+    /// Data layout: proximal, in-place, write-anywhere, lfs, wolf, proximal-hot or hylog.
     #[arg(long, value_parser = parse_layout, default_value = "proximal")]
     layout: Layout,
     /// RAID level over several data disks: none, raid4 or raid5 [default: none

@@ -118,7 +118,7 @@ fn bad_input_is_exit_code_2_with_a_clear_message() {
     assert!(stderr_of(&malformed).contains("proxima-volume.json:2:"), "{}", stderr_of(&malformed));
     let bad_layout = proxima().args(["volume", "create", "--layout", "log"]).arg(temporary.path().join("v2")).output();
     assert_eq!(bad_layout.unwrap().status.code(), Some(2));
-    for layout in ["lfs", "wolf"] {
+    for layout in ["lfs", "wolf", "hylog"] {
         let created = proxima()
             .args(["volume", "create", "--layout", layout, "--data-size", "64M", "--flash-size", "8M"])
             .arg(temporary.path().join(layout))

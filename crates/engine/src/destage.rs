@@ -10,7 +10,9 @@
 //!
 //! That is [`DestageRule::NearNeighbours`]; a layout whose rule is
 //! [`DestageRule::FrameHomes`] puts each block back at its frame home instead.
-//! A layout whose rule is [`DestageRule::LogHead`] writes the batch at the
+//! A layout whose rule is [`DestageRule::ColdHomesElseLog`] (HyLog) puts a
+//! block with a frame home back there and writes the others at their log
+//! stream's head. A layout whose rule is [`DestageRule::LogHead`] writes the batch at the
 //! log head, filling clean segments in order (`segments.rs`).
 //! The layout's strategy says which rule applies; this executor never asks
 //! which layout runs.
@@ -762,7 +764,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                     self.destage_range(neighbour, group.first_logical_block(), group.block_count())
                 }
                 (DestageRule::NearNeighbours, None) => self.first_range_of_window(id, group.first_logical_block()),
-                (DestageRule::FrameHomes | DestageRule::LogHead, _) => None,
+                (DestageRule::FrameHomes | DestageRule::LogHead | DestageRule::ColdHomesElseLog, _) => None,
             };
             for run in &group.runs {
                 let run_neighbour =
@@ -887,11 +889,29 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 // holes rather than fail while the device has free blocks.
                 (0, count)
             }
+            DestageRule::ColdHomesElseLog => match self.layout.frame_home(id, logical) {
+                Some(home) => (home, 1),
+                None => {
+                    // The run up to the next block that goes home.
+                    let homeless = (1..count)
+                        .take_while(|&offset| self.layout.frame_home(id, logical + offset).is_none())
+                        .count() as u64
+                        + 1;
+                    if let Some(run) = self.allocate_in_log(id, logical, homeless) {
+                        return Ok(run);
+                    }
+                    (0, homeless)
+                }
+            },
         };
-        self.data_space.allocate_near(hint, count).ok_or_else(|| EngineError::NoSpace {
+        let run = self.data_space.allocate_near(hint, count).ok_or_else(|| EngineError::NoSpace {
             role: DeviceRole::Data,
             detail: format!("no free block to destage block {logical} of extent #{id}"),
-        })
+        })?;
+        if self.layout.frame_home(id, logical) == Some(run.0) {
+            self.stats.destaged_home_blocks += 1;
+        }
+        Ok(run)
     }
 }
 

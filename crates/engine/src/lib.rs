@@ -43,6 +43,7 @@ mod staging;
 mod synthetic;
 mod tree;
 mod volume;
+pub mod write_cost;
 
 pub use cleaner::CleaningReport;
 pub use cleaning::{CleaningMethod, CleaningPolicy, CleaningSettings};

@@ -17,7 +17,7 @@ use crate::codec::{LogRecord, RangeReservation, BLOCK_SIZE};
 use crate::destage::{DestageScope, NoDestageObserver, StagingRelease};
 use crate::error::{DeviceRole, EngineError, Result};
 use crate::io::{block_bytes, device_error, in_memory, write_pieces, MAX_REQUEST_BLOCKS};
-use crate::layouts::{staging_is_full, Placement, WriteContext};
+use crate::layouts::{staging_is_full, Placement, VolumeFacts, WriteContext};
 use crate::map::{self, Location};
 use crate::room::RoomMade;
 use crate::volume::Volume;
@@ -390,7 +390,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.staged_in_interval += 1;
         if self.staged_in_interval >= self.staging_capacity_blocks() {
             self.staged_in_interval = 0;
-            self.layout.measurement_interval_ended();
+            let facts = VolumeFacts {
+                data_blocks_used: self.data_space.used_count(),
+                data_blocks: self.data_space.block_count(),
+                segment_efficiency: self.options.cleaning.segment_efficiency,
+            };
+            self.layout.measurement_interval_ended(&facts);
         }
     }
 

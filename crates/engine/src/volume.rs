@@ -254,6 +254,9 @@ pub struct EngineStats {
     /// Staged blocks a destage left in the staging area as hot, summed over
     /// the destages (the `proximal-hot` layout).
     pub retained_hot_blocks: u64,
+    /// Staged blocks a destage wrote back over the data block they had
+    /// overwritten, their frame home (in-place and `hylog` layouts).
+    pub destaged_home_blocks: u64,
     /// Log records replayed at open.
     pub replayed_records: u64,
     /// Flushes requested.

@@ -639,6 +639,7 @@ fn every_crash_point_of_the_log_structured_layout_and_its_cleaner_recovers() {
         (Layout::Lfs, CleaningPolicy::Greedy),
         (Layout::Lfs, CleaningPolicy::HolePlugging),
         (Layout::Wolf, CleaningPolicy::CostBenefit),
+        (Layout::Hylog, CleaningPolicy::Adaptive),
     ];
     for (layout, policy) in configurations {
         let options = log_structured_options(layout, policy);

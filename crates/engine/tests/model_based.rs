@@ -715,6 +715,7 @@ fn the_log_structured_layout_and_its_cleaner_behave_like_the_model() {
         (Layout::Lfs, CleaningPolicy::CostBenefit),
         (Layout::Lfs, CleaningPolicy::Adaptive),
         (Layout::Wolf, CleaningPolicy::Greedy),
+        (Layout::Hylog, CleaningPolicy::Adaptive),
     ];
     for (layout, policy) in configurations {
         let options = VolumeOptions {

@@ -153,3 +153,59 @@ fn wolf_separates_hot_blocks_and_cleans_emptier_segments() {
     println!("live share of the segments cleaned: lfs {:.3}, wolf {:.3}", cleaned_live_share[0], cleaned_live_share[1]);
     assert!(cleaned_live_share[1] < cleaned_live_share[0], "{cleaned_live_share:?}");
 }
+
+#[test]
+fn hylog_logs_the_hot_blocks_and_overwrites_the_cold_ones_in_place() {
+    // A volume 83 % full whose page writes cost A = 4 segment-I/O shares
+    // (small segments): the write-cost model logs only blocks hot enough to
+    // pay for cleaning, and overwrites the rest in place.
+    let extent_blocks = 1700;
+    let options = VolumeOptions {
+        cleaning: CleaningSettings {
+            segment_efficiency: 4.0,
+            start_below_clean_segments: 1,
+            ..options_for(Layout::Hylog, CleaningPolicy::Adaptive).cleaning
+        },
+        ..options_for(Layout::Hylog, CleaningPolicy::Adaptive)
+    };
+    let mut volume =
+        Volume::format(MemoryDevice::new(4096, DATA_BLOCKS), MemoryDevice::new(4096, 512), 7, options.clone()).unwrap();
+    let id = volume.create_extent("e", extent_blocks * BLOCK as u64).unwrap();
+    let mut contents = pattern(7, extent_blocks as usize * BLOCK);
+    volume.write(id, 0, &contents, false).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let hot: Vec<u64> = (0..16).map(|index| index * 100 + 3).collect();
+    let mut write = |volume: &mut Volume<MemoryDevice, MemoryDevice>, block: u64, version: u64| {
+        let bytes = pattern(version << 16 | block, BLOCK);
+        contents[block as usize * BLOCK..(block as usize + 1) * BLOCK].copy_from_slice(&bytes);
+        volume.write(id, block * BLOCK as u64, &bytes, false).unwrap();
+    };
+    // A measurement interval (as many writes as blocks in use) of 90 % hot
+    // writes: the hot set is chosen from it.
+    let mut written = std::collections::HashSet::new();
+    for version in 0..2000u64 {
+        let block = if rng.gen_bool(0.9) { hot[rng.gen_range(0..hot.len())] } else { rng.gen_range(0..extent_blocks) };
+        write(&mut volume, block, version);
+        written.insert(block);
+    }
+    volume.destage().unwrap();
+    let location = |volume: &Volume<MemoryDevice, MemoryDevice>, block: u64| volume.block_location(id, block).unwrap();
+    // Blocks the interval did not write cannot be hot.
+    let cold: Vec<u64> = (0..extent_blocks).filter(|block| block % 50 == 25 && !written.contains(block)).collect();
+    assert!(cold.len() > 20);
+    let before: Vec<_> = cold.iter().chain(&hot).map(|&block| location(&volume, block)).collect();
+    for (round, &block) in cold.iter().chain(&hot).enumerate() {
+        write(&mut volume, block, 10_000 + round as u64);
+    }
+    volume.destage().unwrap();
+    let after: Vec<_> = cold.iter().chain(&hot).map(|&block| location(&volume, block)).collect();
+    let cold_home = cold.len();
+    assert_eq!(after[..cold_home], before[..cold_home], "cold blocks are overwritten in place");
+    let moved = hot.iter().enumerate().filter(|&(index, _)| after[cold_home + index] != before[cold_home + index]);
+    assert_eq!(moved.count(), hot.len(), "hot blocks are written at the log head");
+    assert_eq!(volume.read(id, 0, contents.len() as u64).unwrap(), contents);
+    assert!(volume.fsck().unwrap().is_clean());
+    let (data, flash) = volume.close().unwrap();
+    let mut reopened = Volume::open(data, flash, options).unwrap();
+    assert_eq!(reopened.read(id, 0, contents.len() as u64).unwrap(), contents, "after reopen");
+}

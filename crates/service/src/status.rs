@@ -75,6 +75,9 @@ pub struct StatusReport {
     /// Staged blocks destages left staged as hot since this process opened
     /// the volume, summed over the destages (`proximal-hot`; 0 otherwise).
     pub retained_hot_blocks_since_open: u64,
+    /// Staged blocks destages wrote back at their frame homes since this
+    /// process opened the volume (`in-place` and `hylog`; 0 otherwise).
+    pub destaged_home_blocks_since_open: u64,
     /// Fragmentation (see the module documentation), in [0, 1].
     pub fragmentation: f64,
     /// Mapped blocks per map run over all extents.
@@ -179,6 +182,7 @@ pub fn status(volume: &ServiceVolume, config: &VolumeConfig) -> StatusReport {
         destages_since_open: stats.destage_count,
         destaged_blocks_since_open: stats.destaged_blocks,
         retained_hot_blocks_since_open: stats.retained_hot_blocks,
+        destaged_home_blocks_since_open: stats.destaged_home_blocks,
         fragmentation,
         mean_run_blocks,
         layout_score: layout_score(&extents),

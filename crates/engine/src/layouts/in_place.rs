@@ -5,24 +5,22 @@
 //! (staging threshold 0) overwrites go in place.
 //!
 //! State: the frame home of each staged block that overwrote a data-device
-//! block — a placement hint, kept in memory only and rebuilt as blocks are
-//! staged (after a restart, destage falls back to the logical neighbour).
+//! block ([`FrameHomes`]) — a placement hint, kept in memory only and rebuilt
+//! as blocks are staged (after a restart, destage falls back to the logical
+//! neighbour).
 //! A frame a snapshot holds is copied out when its overwrite arrives
 //! ([`LayoutStrategy::copies_out`]; docs/layouts.md, "Copy-out of snapshot
 //! blocks"), so destage finds it free for its block.
 
-use std::collections::{HashMap, HashSet};
-
+use super::frame_homes::FrameHomes;
 use super::{DestageRule, Layout, LayoutParameters, LayoutStrategy, Placement, WriteContext};
 use crate::map::Location;
 
 /// The in-place layout.
 #[derive(Debug, Clone, Default)]
 pub struct InPlace {
-    /// `(extent, logical block)` → the data block its staged copy overwrote.
-    frame_homes: HashMap<(u64, u64), u64>,
-    /// The blocks of `frame_homes`.
-    home_blocks: HashSet<u64>,
+    /// Where the staged overwrites go back to.
+    frame_homes: FrameHomes,
 }
 
 impl LayoutStrategy for InPlace {
@@ -54,7 +52,7 @@ impl LayoutStrategy for InPlace {
     }
 
     fn frame_home(&self, extent_id: u64, logical_block: u64) -> Option<u64> {
-        self.frame_homes.get(&(extent_id, logical_block)).copied()
+        self.frame_homes.home(extent_id, logical_block)
     }
 
     fn copies_out(&self) -> bool {
@@ -62,37 +60,15 @@ impl LayoutStrategy for InPlace {
     }
 
     fn is_frame_home(&self, block: u64) -> bool {
-        self.home_blocks.contains(&block)
+        self.frame_homes.is_home(block)
     }
 
     fn staged(&mut self, extent_id: u64, logical_block: u64, previous: Option<Location>) {
-        match previous {
-            Some(Location::Data(block)) => {
-                if let Some(old) = self.frame_homes.insert((extent_id, logical_block), block) {
-                    self.home_blocks.remove(&old);
-                }
-                self.home_blocks.insert(block);
-            }
-            // Restaged: the frame home stays.
-            Some(Location::Flash(_)) => {}
-            None => self.forget(extent_id, logical_block),
-        }
+        self.frame_homes.staged(extent_id, logical_block, previous);
     }
 
     fn destaged(&mut self, extent_id: u64, logical_block: u64, block_count: u64) {
-        if !self.frame_homes.is_empty() {
-            for block in logical_block..logical_block + block_count {
-                self.forget(extent_id, block);
-            }
-        }
-    }
-}
-
-impl InPlace {
-    fn forget(&mut self, extent_id: u64, logical_block: u64) {
-        if let Some(home) = self.frame_homes.remove(&(extent_id, logical_block)) {
-            self.home_blocks.remove(&home);
-        }
+        self.frame_homes.destaged(extent_id, logical_block, block_count);
     }
 }
 

@@ -13,6 +13,9 @@
 //!   segments at the log head; a cleaner empties partly dead segments.
 //! - [`wolf`]: `lfs` with the buffered blocks sorted by update frequency
 //!   into a hot and a cold log stream, each filling its own segments.
+//! - [`hylog`]: HyLog's hybrid: the hot blocks log-structured, the cold ones
+//!   overwritten in place, the hot share chosen by the write-cost model.
+//! - [`frame_homes`]: where staged overwrites go back to (in-place, HyLog).
 //! - [`write_anywhere`]: no staging; new blocks plug the holes left by freed
 //!   older versions, next-fit over the device.
 //! - [`ranges`]: the pure allocation-range policy the layouts that place in
@@ -24,6 +27,8 @@
 //! [`Layout`]'s registry ([`Layout::strategy`], [`Layout::name`],
 //! [`Layout::parse`]).
 
+pub mod frame_homes;
+pub mod hylog;
 pub mod in_place;
 pub mod lfs;
 pub mod proximal;
@@ -57,12 +62,21 @@ pub enum Layout {
     Wolf,
     /// [`proximal_hot::ProximalHot`].
     ProximalHot,
+    /// [`hylog::Hylog`].
+    Hylog,
 }
 
 impl Layout {
     /// Every layout, in the order reports list them.
-    pub const ALL: [Layout; 6] =
-        [Layout::Proximal, Layout::InPlace, Layout::WriteAnywhere, Layout::Lfs, Layout::Wolf, Layout::ProximalHot];
+    pub const ALL: [Layout; 7] = [
+        Layout::Proximal,
+        Layout::InPlace,
+        Layout::WriteAnywhere,
+        Layout::Lfs,
+        Layout::Wolf,
+        Layout::ProximalHot,
+        Layout::Hylog,
+    ];
 
     /// The name used in reports and on the command line.
     pub fn name(self) -> &'static str {
@@ -73,6 +87,7 @@ impl Layout {
             Layout::Lfs => "lfs",
             Layout::Wolf => "wolf",
             Layout::ProximalHot => "proximal-hot",
+            Layout::Hylog => "hylog",
         }
     }
 
@@ -91,6 +106,7 @@ impl Layout {
             Layout::Lfs => Box::new(lfs::Lfs),
             Layout::Wolf => Box::<wolf::Wolf>::default(),
             Layout::ProximalHot => Box::<proximal_hot::ProximalHot>::default(),
+            Layout::Hylog => Box::<hylog::Hylog>::default(),
         }
     }
 
@@ -188,8 +204,11 @@ pub trait LayoutStrategy: fmt::Debug + Send + Sync {
     }
 
     /// A measurement interval ended: a staging area's worth of blocks was
-    /// staged since the last one (HyLog's interval for its write counters).
-    fn measurement_interval_ended(&mut self) {}
+    /// staged since the last one (HyLog's interval for its write counters);
+    /// `facts` are the volume's now.
+    fn measurement_interval_ended(&mut self, facts: &VolumeFacts) {
+        let _ = facts;
+    }
 
     /// The blocks a destage should leave in the staging area, hottest first,
     /// at most `limit` ([`retained_share_max`](Self::retained_share_max) of
@@ -204,6 +223,29 @@ pub trait LayoutStrategy: fmt::Debug + Send + Sync {
     /// [`hot_blocks`](Self::hot_blocks) (0: every staged block is destaged).
     fn retained_share_max(&self) -> f64 {
         0.0
+    }
+}
+
+/// What a layout may weigh when a measurement interval ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VolumeFacts {
+    /// Data-device blocks in use.
+    pub data_blocks_used: u64,
+    /// Data-device blocks.
+    pub data_blocks: u64,
+    /// The segment-vs-page efficiency A (Eq 1) the volume's cleaner prices
+    /// page writes with.
+    pub segment_efficiency: f64,
+}
+
+impl VolumeFacts {
+    /// The disk space utilisation u.
+    pub fn utilization(&self) -> f64 {
+        if self.data_blocks == 0 {
+            0.0
+        } else {
+            self.data_blocks_used as f64 / self.data_blocks as f64
+        }
     }
 }
 
@@ -288,6 +330,11 @@ pub enum DestageRule {
     /// At the log head: the next blocks of the current segment, then of the
     /// next clean segment (log-structured layouts).
     LogHead,
+    /// HyLog's split: a block with a frame home
+    /// ([`LayoutStrategy::frame_home`], which a hot block does not have) goes
+    /// back to it; the others go to the head of their log stream
+    /// ([`LayoutStrategy::log_stream`]).
+    ColdHomesElseLog,
 }
 
 /// Whether the staging area must be destaged before `incoming_blocks` more can
@@ -309,7 +356,7 @@ mod tests {
         assert_eq!(Layout::parse("in_place"), Some(Layout::InPlace));
         assert_eq!(Layout::parse("lfs"), Some(Layout::Lfs));
         assert_eq!(Layout::parse("log"), None);
-        assert_eq!(Layout::names_listed(), "proximal, in-place, write-anywhere, lfs, wolf or proximal-hot");
+        assert_eq!(Layout::names_listed(), "proximal, in-place, write-anywhere, lfs, wolf, proximal-hot or hylog");
     }
 
     #[test]
@@ -342,6 +389,11 @@ pub(crate) mod test_support {
             proximal_span_ranges: 100,
             range_reserve_fraction: 0.0,
         }
+    }
+
+    /// A volume of 1,000 data blocks, 800 in use, A = 32.8.
+    pub(crate) fn facts() -> VolumeFacts {
+        VolumeFacts { data_blocks_used: 800, data_blocks: 1000, segment_efficiency: 32.8 }
     }
 
     /// A write of `block_count` blocks; `overwrites`: of data-device blocks.

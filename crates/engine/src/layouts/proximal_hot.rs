@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 
 use super::proximal::Proximal;
-use super::{Layout, LayoutParameters, LayoutStrategy, Placement, WriteContext};
+use super::{Layout, LayoutParameters, LayoutStrategy, Placement, VolumeFacts, WriteContext};
 use crate::map::Location;
 
 /// Writes over the current and the previous measurement interval that make a
@@ -68,7 +68,7 @@ impl LayoutStrategy for ProximalHot {
         writes.current = writes.current.saturating_add(1);
     }
 
-    fn measurement_interval_ended(&mut self) {
+    fn measurement_interval_ended(&mut self, _facts: &VolumeFacts) {
         self.writes.retain(|_, writes| {
             *writes = IntervalWrites { previous: writes.current, current: 0 };
             writes.previous > 0
@@ -103,6 +103,7 @@ impl LayoutStrategy for ProximalHot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layouts::test_support::facts;
     use crate::layouts::test_support::{parameters, write};
     use crate::layouts::DestageRule;
 
@@ -127,14 +128,14 @@ mod tests {
         layout.staged(2, 0, None);
         assert_eq!(layout.hot_blocks(10), vec![(1, 7), (2, 0)], "block 8 was written once");
         assert_eq!(layout.hot_blocks(1), vec![(1, 7)], "the hottest first");
-        layout.measurement_interval_ended();
+        layout.measurement_interval_ended(&facts());
         layout.staged(1, 8, None);
         assert_eq!(layout.hot_blocks(10), vec![(1, 7), (1, 8), (2, 0)], "the previous interval still counts");
         assert_eq!(layout.hot_blocks(2), vec![(1, 7), (1, 8)], "equal heat in block order");
-        layout.measurement_interval_ended();
+        layout.measurement_interval_ended(&facts());
         assert_eq!(layout.hot_blocks(10), Vec::<(u64, u64)>::new(), "two intervals without a write: cold");
         assert!(layout.writes.len() == 1, "only block 8, written in the last interval, is still counted");
-        layout.measurement_interval_ended();
+        layout.measurement_interval_ended(&facts());
         assert!(layout.writes.is_empty(), "blocks not written for two intervals are forgotten");
     }
 

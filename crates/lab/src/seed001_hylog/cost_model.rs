@@ -27,6 +27,11 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use proxima_engine::write_cost::{
+    cleaning_utilization_for, hot_partition_utilization, hylog_cost, lfs_cleaning_cost, overwrite_cost,
+    utilization_for_cleaning,
+};
+
 /// The page of the paper's databases: 4 KiB (001:L364).
 pub const PAGE_SIZE_BYTES: u64 = 4096;
 
@@ -101,60 +106,6 @@ fn nearest_power_of_two(bytes: f64) -> u64 {
     }
 }
 
-/// Eq 2 (Menon; greedy cleaning under uniform random updates): the disk
-/// space utilisation u at which the segments cleaned are `cleaning` full,
-/// u = (u_c − 1) / ln u_c, with u(0) = 0 and u(1) = 1 (its limits).
-pub fn utilization_for_cleaning(cleaning: f64) -> f64 {
-    assert!((0.0..=1.0).contains(&cleaning), "a cleaning utilisation in [0, 1]: {cleaning}");
-    utilization_for_free_share(1.0 - cleaning)
-}
-
-/// Eq 2 in terms of the free share of the cleaned segments, f = 1 − u_c:
-/// u = f / −ln(1 − f). `ln_1p` keeps its precision as f approaches 0.
-fn utilization_for_free_share(free: f64) -> f64 {
-    if free == 0.0 {
-        return 1.0;
-    }
-    free / -(-free).ln_1p()
-}
-
-/// The inverse of Eq 2: the cleaning utilisation u_c at disk utilisation
-/// `utilization`. Eq 2 rises strictly from 0 to 1, so bisection on the free
-/// share 1 − u_c converges for every u, to the last bit also near u = 1.
-pub fn cleaning_utilization_for(utilization: f64) -> f64 {
-    assert!((0.0..=1.0).contains(&utilization), "a utilisation in [0, 1]: {utilization}");
-    if utilization == 1.0 {
-        // Eq 2 rounds to 1 for the last free shares; its limit is exact.
-        return 1.0;
-    }
-    // Invariant: u(free_high) ≤ utilization ≤ u(free_low); u falls as the free share grows.
-    let (mut free_low, mut free_high) = (0.0f64, 1.0f64);
-    loop {
-        let free = 0.5 * (free_low + free_high);
-        if free <= free_low || free >= free_high {
-            return 1.0 - free;
-        }
-        if utilization_for_free_share(free) >= utilization {
-            free_low = free;
-        } else {
-            free_high = free;
-        }
-    }
-}
-
-/// Eq 3: Overwrite's scaled write cost, A (each page costs a page I/O).
-pub fn overwrite_cost(segment_efficiency: f64) -> f64 {
-    segment_efficiency
-}
-
-/// Eq 4: LFS-cleaning's scaled write cost, 2 / (1 − u_c): the segment I/Os
-/// per segment of user data (its write, and reading and rewriting the
-/// segments cleaned to free room for it).
-pub fn lfs_cleaning_cost(cleaning: f64) -> f64 {
-    assert!((0.0..1.0).contains(&cleaning), "a cleaning utilisation in [0, 1): {cleaning}");
-    2.0 / (1.0 - cleaning)
-}
-
 /// Eq 5: LFS-plugging's scaled write cost, 2 + u_c · A: a segment write, a
 /// segment read per segment reclaimed, and its live pages written one by
 /// one into holes.
@@ -174,25 +125,6 @@ pub fn crossover_cleaning_utilization(segment_efficiency: f64) -> Option<f64> {
 pub fn cleaning_utilization_from_cleaning_share(cleaning_share: f64) -> f64 {
     assert!((0.5..=1.0).contains(&cleaning_share), "cleaning is at least half of LFS's segment I/O");
     2.0 * cleaning_share - 1.0
-}
-
-/// Eq 7: the utilisation of the hot partition when a `hot_fraction` h of the
-/// pages are hot and all free space is given to them:
-/// u_h = h·u / (1 − u + h·u).
-pub fn hot_partition_utilization(utilization: f64, hot_fraction: f64) -> f64 {
-    assert!((0.0..1.0).contains(&utilization), "a utilisation in [0, 1): {utilization}");
-    assert!((0.0..=1.0).contains(&hot_fraction), "a hot fraction in [0, 1]: {hot_fraction}");
-    let hot_bytes = hot_fraction * utilization;
-    hot_bytes / (1.0 - utilization + hot_bytes)
-}
-
-/// Eq 8: HyLog's scaled write cost when a `hot_write_fraction` w of the
-/// writes go to the hot partition, cleaned at `hot_cleaning` (u_hc), and the
-/// rest overwrite cold pages in place: w · 2 / (1 − u_hc) + (1 − w) · A.
-pub fn hylog_cost(hot_write_fraction: f64, hot_cleaning: f64, segment_efficiency: f64) -> f64 {
-    assert!((0.0..=1.0).contains(&hot_write_fraction), "a write fraction in [0, 1]");
-    let hot_cost = if hot_write_fraction == 0.0 { 0.0 } else { lfs_cleaning_cost(hot_cleaning) };
-    hot_write_fraction * hot_cost + (1.0 - hot_write_fraction) * overwrite_cost(segment_efficiency)
 }
 
 /// How writes are spread over pages: the share of the writes w = F(h) that

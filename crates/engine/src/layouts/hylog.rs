@@ -1,0 +1,241 @@
+//! HyLog (Wang and Hu, FAST'04): the hot blocks are written log-structured,
+//! the cold ones overwritten in place, and the share of hot blocks is chosen
+//! by the write-cost model (docs/layouts.md, "HyLog").
+//!
+//! - **Writes** are `lfs`'s: small ones buffered in the flash staging log,
+//!   large ones straight to a log head.
+//! - **Measurement.** A write counter per block for each measurement interval
+//!   (at least as many staged writes as the volume has blocks in use, ended
+//!   at a staging area's worth); counters start again each interval, as the
+//!   paper's do.
+//! - **Choice.** At the end of an interval the blocks written in it are
+//!   sorted hottest first, and the hottest `k` are hot for the next interval,
+//!   `k` minimising Eq 8 at the volume's utilisation and segment efficiency A
+//!   ([`best_hot_count`]): w · 2/(1 − u_hc) + (1 − w) · A, the hot blocks
+//!   taking all the free space (Eq 7). Before the first interval ends
+//!   nothing is hot.
+//! - **Destage** ([`DestageRule::ColdHomesElseLog`]): a cold block goes back
+//!   to its frame home (the data block it overwrote when it was staged); a
+//!   hot block, and a cold one without a home, goes to the head of its log
+//!   stream, hot or cold, each filling its own segments. Blocks the cleaner
+//!   moves go to the cold stream.
+//!
+//! The counters, the hot set and the frame homes live in memory only: after a
+//! restart every block is cold and goes to the cold log until it is staged
+//! over a data block again, which costs placement, never data.
+
+use std::collections::{HashMap, HashSet};
+
+use super::frame_homes::FrameHomes;
+use super::{DestageRule, Layout, LayoutParameters, LayoutStrategy, Placement, VolumeFacts, WriteContext};
+use crate::map::Location;
+use crate::write_cost::best_hot_count;
+
+/// The log stream of hot blocks.
+pub const HOT_STREAM: usize = 0;
+/// The log stream of cold blocks without a home (and of the cleaner's moves).
+pub const COLD_STREAM: usize = 1;
+
+/// Hot shares tried when the hot set is chosen: every 1 % of the blocks
+/// written in the interval.
+const HOT_SHARE_STEPS: usize = 100;
+
+/// The last choice of the hot set.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HotChoice {
+    /// Blocks chosen hot.
+    pub hot_blocks: u64,
+    /// Their share of the blocks in use (h).
+    pub hot_fraction: f64,
+    /// Eq 8's scaled write cost of the choice.
+    pub cost: f64,
+}
+
+/// The HyLog layout.
+#[derive(Debug, Clone, Default)]
+pub struct Hylog {
+    /// Writes of each block staged in the current interval.
+    interval_writes: HashMap<(u64, u64), u32>,
+    /// Staged writes in the current interval.
+    writes_in_interval: u64,
+    /// The blocks chosen hot at the end of the last interval.
+    hot: HashSet<(u64, u64)>,
+    /// That choice.
+    last_choice: Option<HotChoice>,
+    /// Where the cold staged blocks go back to.
+    frame_homes: FrameHomes,
+}
+
+impl Hylog {
+    /// The last choice of the hot set, if an interval has ended.
+    pub fn last_choice(&self) -> Option<HotChoice> {
+        self.last_choice
+    }
+
+    /// Whether block `logical_block` of extent `extent_id` is hot.
+    pub fn is_hot(&self, extent_id: u64, logical_block: u64) -> bool {
+        self.hot.contains(&(extent_id, logical_block))
+    }
+
+    /// Chooses the hot set from the interval's counts and starts a new one.
+    fn choose_hot_set(&mut self, facts: &VolumeFacts) {
+        let mut written: Vec<((u64, u64), u32)> = self.interval_writes.drain().collect();
+        // Hottest first; equal counts in block order, so the choice is the
+        // same on every run.
+        written
+            .sort_unstable_by(|(block_a, count_a), (block_b, count_b)| count_b.cmp(count_a).then(block_a.cmp(block_b)));
+        let counts: Vec<u32> = written.iter().map(|&(_, count)| count).collect();
+        let (hot_blocks, cost) = best_hot_count(
+            &counts,
+            facts.data_blocks_used,
+            facts.utilization(),
+            facts.segment_efficiency,
+            HOT_SHARE_STEPS,
+        );
+        self.hot = written.into_iter().take(hot_blocks).map(|(block, _)| block).collect();
+        self.last_choice = Some(HotChoice {
+            hot_blocks: hot_blocks as u64,
+            hot_fraction: hot_blocks as f64 / facts.data_blocks_used.max(1) as f64,
+            cost,
+        });
+        self.writes_in_interval = 0;
+    }
+}
+
+impl LayoutStrategy for Hylog {
+    fn kind(&self) -> Layout {
+        Layout::Hylog
+    }
+
+    fn place_write(&self, parameters: &LayoutParameters, write: &WriteContext) -> Placement {
+        super::lfs::Lfs.place_write(parameters, write)
+    }
+
+    fn destage_rule(&self) -> DestageRule {
+        DestageRule::ColdHomesElseLog
+    }
+
+    fn frame_home(&self, extent_id: u64, logical_block: u64) -> Option<u64> {
+        if self.is_hot(extent_id, logical_block) {
+            None
+        } else {
+            self.frame_homes.home(extent_id, logical_block)
+        }
+    }
+
+    fn is_frame_home(&self, block: u64) -> bool {
+        self.frame_homes.is_home(block)
+    }
+
+    fn writes_segments(&self) -> bool {
+        true
+    }
+
+    fn log_stream(&self, extent_id: u64, logical_block: u64) -> usize {
+        if self.is_hot(extent_id, logical_block) {
+            HOT_STREAM
+        } else {
+            COLD_STREAM
+        }
+    }
+
+    fn cleaning_stream(&self) -> usize {
+        COLD_STREAM
+    }
+
+    fn staged(&mut self, extent_id: u64, logical_block: u64, previous: Option<Location>) {
+        let count = self.interval_writes.entry((extent_id, logical_block)).or_default();
+        *count = count.saturating_add(1);
+        self.writes_in_interval += 1;
+        self.frame_homes.staged(extent_id, logical_block, previous);
+    }
+
+    fn destaged(&mut self, extent_id: u64, logical_block: u64, block_count: u64) {
+        self.frame_homes.destaged(extent_id, logical_block, block_count);
+    }
+
+    fn measurement_interval_ended(&mut self, facts: &VolumeFacts) {
+        if self.writes_in_interval >= facts.data_blocks_used.max(1) {
+            self.choose_hot_set(facts);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layouts::test_support::{facts, parameters, write};
+
+    #[test]
+    fn writes_as_lfs_does_and_destages_cold_blocks_home() {
+        let hylog = Hylog::default();
+        assert_eq!(hylog.place_write(&parameters(), &write(1, true)), Placement::Stage);
+        assert_eq!(hylog.place_write(&parameters(), &write(42, false)), Placement::LogHead);
+        assert_eq!(hylog.destage_rule(), DestageRule::ColdHomesElseLog);
+        assert!(hylog.writes_segments());
+        assert_eq!(hylog.cleaning_stream(), COLD_STREAM);
+    }
+
+    #[test]
+    fn the_hottest_blocks_of_an_interval_go_to_the_log_and_the_rest_home() {
+        let mut hylog = Hylog::default();
+        // An interval of 800 writes (the blocks in use): 20 blocks written
+        // 30 times each, 200 others once, each over its data block.
+        for round in 0..30 {
+            for block in 0..20 {
+                let previous = if round == 0 { Location::Data(5000 + block) } else { Location::Flash(block) };
+                hylog.staged(1, block, Some(previous));
+            }
+        }
+        for block in 100..200 {
+            hylog.staged(1, block, Some(Location::Data(5000 + block)));
+        }
+        // A nearly full volume: the log's cleaning is dear.
+        let full = VolumeFacts { data_blocks: 810, ..facts() };
+        assert!(hylog.last_choice().is_none());
+        hylog.measurement_interval_ended(&full);
+        assert!(hylog.last_choice().is_none(), "800 writes make an interval; 700 do not");
+        for block in 300..400 {
+            hylog.staged(1, block, Some(Location::Data(5000 + block)));
+        }
+        hylog.measurement_interval_ended(&full);
+        let choice = hylog.last_choice().expect("the interval ended");
+        assert!(choice.hot_blocks >= 20, "{choice:?}");
+        assert!(hylog.is_hot(1, 0) && hylog.is_hot(1, 19));
+        assert_eq!(hylog.log_stream(1, 0), HOT_STREAM);
+        assert_eq!(hylog.frame_home(1, 0), None, "a hot block goes to the log");
+        assert!(hylog.is_frame_home(5000), "a hot block's home stays reserved until its destage");
+        let cold = (100..200).chain(300..400).rev().find(|&block| !hylog.is_hot(1, block)).expect("some stay cold");
+        assert_eq!(hylog.frame_home(1, cold), Some(5000 + cold), "a cold block goes home");
+        assert_eq!(hylog.log_stream(1, cold), COLD_STREAM);
+        hylog.destaged(1, cold, 1);
+        assert_eq!(hylog.frame_home(1, cold), None);
+        assert!(!hylog.is_frame_home(5000 + cold));
+    }
+
+    #[test]
+    fn the_fuller_the_volume_the_fewer_blocks_are_logged() {
+        let mut hylog = Hylog::default();
+        let full = VolumeFacts { data_blocks_used: 980, data_blocks: 1000, segment_efficiency: 32.8 };
+        for _ in 0..40 {
+            for block in 0..10 {
+                hylog.staged(1, block, None);
+            }
+        }
+        for block in 10..600 {
+            hylog.staged(1, block, None);
+        }
+        hylog.measurement_interval_ended(&full);
+        let choice = hylog.last_choice().expect("the interval ended");
+        // The ten hot blocks and some of the others: a fifth of those written.
+        assert!((10..=200).contains(&choice.hot_blocks), "{choice:?}");
+        assert!(hylog.is_hot(1, 9));
+        assert!(choice.cost < full.segment_efficiency, "cheaper than overwriting everything: {choice:?}");
+        let roomy = VolumeFacts { data_blocks_used: 600, data_blocks: 1000, segment_efficiency: 32.8 };
+        for block in 0..600 {
+            hylog.staged(1, block, None);
+        }
+        hylog.measurement_interval_ended(&roomy);
+        assert_eq!(hylog.last_choice().map(|choice| choice.hot_blocks), Some(600), "room for all in the log");
+    }
+}

@@ -1,0 +1,146 @@
+//! The write-cost model of HyLog (seed 001, §3) that the engine's policies
+//! decide by: Eq 2 (the cleaning utilisation greedy cleaning meets at a disk
+//! utilisation), Eqs 3 and 4 (the scaled write costs of overwriting in place
+//! and of a cleaned log), Eq 7 (the hot partition's utilisation when the hot
+//! pages get all the free space) and Eq 8 (HyLog's cost of logging the hot
+//! pages and overwriting the cold ones). Pure arithmetic; the laboratory's
+//! `cost_model` builds the rest of the model on these and checks them
+//! against the paper's worked examples.
+//!
+//! Every cost is a *scaled write cost*: time per page written over the time
+//! of one segment I/O divided by the pages in a segment. Utilisations and
+//! fractions are in [0, 1]; a value outside its domain is a bug of the
+//! caller and panics.
+
+/// Eq 2 (Menon; greedy cleaning under uniform random updates): the disk
+/// space utilisation u at which the segments cleaned are `cleaning` full,
+/// u = (u_c − 1) / ln u_c, with u(0) = 0 and u(1) = 1 (its limits).
+pub fn utilization_for_cleaning(cleaning: f64) -> f64 {
+    assert!((0.0..=1.0).contains(&cleaning), "a cleaning utilisation in [0, 1]: {cleaning}");
+    utilization_for_free_share(1.0 - cleaning)
+}
+
+/// Eq 2 in terms of the free share of the cleaned segments, f = 1 − u_c:
+/// u = f / −ln(1 − f). `ln_1p` keeps its precision as f approaches 0.
+fn utilization_for_free_share(free: f64) -> f64 {
+    if free == 0.0 {
+        return 1.0;
+    }
+    free / -(-free).ln_1p()
+}
+
+/// The inverse of Eq 2: the cleaning utilisation u_c at disk utilisation
+/// `utilization`. Eq 2 rises strictly from 0 to 1, so bisection on the free
+/// share 1 − u_c converges for every u, to the last bit also near u = 1.
+pub fn cleaning_utilization_for(utilization: f64) -> f64 {
+    assert!((0.0..=1.0).contains(&utilization), "a utilisation in [0, 1]: {utilization}");
+    if utilization == 1.0 {
+        // Eq 2 rounds to 1 for the last free shares; its limit is exact.
+        return 1.0;
+    }
+    // Invariant: u(free_high) ≤ utilization ≤ u(free_low); u falls as the free share grows.
+    let (mut free_low, mut free_high) = (0.0f64, 1.0f64);
+    loop {
+        let free = 0.5 * (free_low + free_high);
+        if free <= free_low || free >= free_high {
+            return 1.0 - free;
+        }
+        if utilization_for_free_share(free) >= utilization {
+            free_low = free;
+        } else {
+            free_high = free;
+        }
+    }
+}
+
+/// Eq 3: Overwrite's scaled write cost, A (each page costs a page I/O).
+pub fn overwrite_cost(segment_efficiency: f64) -> f64 {
+    segment_efficiency
+}
+
+/// Eq 4: LFS-cleaning's scaled write cost, 2 / (1 − u_c): the segment I/Os
+/// per segment of user data (its write, and reading and rewriting the
+/// segments cleaned to free room for it).
+pub fn lfs_cleaning_cost(cleaning: f64) -> f64 {
+    assert!((0.0..1.0).contains(&cleaning), "a cleaning utilisation in [0, 1): {cleaning}");
+    2.0 / (1.0 - cleaning)
+}
+
+/// Eq 7: the utilisation of the hot partition when a `hot_fraction` h of the
+/// pages are hot and all free space is given to them:
+/// u_h = h·u / (1 − u + h·u).
+pub fn hot_partition_utilization(utilization: f64, hot_fraction: f64) -> f64 {
+    assert!((0.0..1.0).contains(&utilization), "a utilisation in [0, 1): {utilization}");
+    assert!((0.0..=1.0).contains(&hot_fraction), "a hot fraction in [0, 1]: {hot_fraction}");
+    let hot_bytes = hot_fraction * utilization;
+    hot_bytes / (1.0 - utilization + hot_bytes)
+}
+
+/// Eq 8: HyLog's scaled write cost when a `hot_write_fraction` w of the
+/// writes go to the hot partition, cleaned at `hot_cleaning` (u_hc), and the
+/// rest overwrite cold pages in place: w · 2 / (1 − u_hc) + (1 − w) · A.
+pub fn hylog_cost(hot_write_fraction: f64, hot_cleaning: f64, segment_efficiency: f64) -> f64 {
+    assert!((0.0..=1.0).contains(&hot_write_fraction), "a write fraction in [0, 1]");
+    let hot_cost = if hot_write_fraction == 0.0 { 0.0 } else { lfs_cleaning_cost(hot_cleaning) };
+    hot_write_fraction * hot_cost + (1.0 - hot_write_fraction) * overwrite_cost(segment_efficiency)
+}
+
+/// HyLog's page separation (001:L236–L244) on measured write counts. Of a
+/// volume's `live_blocks` blocks, those written in the last measurement
+/// interval were written `counts` times (hottest first). Taking the hottest
+/// `k` as hot gives the hot fraction h = k / `live_blocks` and the hot write
+/// fraction w, their share of the writes; Eq 8 prices that split at disk
+/// utilisation `utilization` and segment efficiency A. Returns the `k` of
+/// the lowest cost and that cost, searching `steps` + 1 evenly spaced `k`
+/// from 0 (every block cold: Overwrite's cost A) to every block written.
+pub fn best_hot_count(
+    counts: &[u32],
+    live_blocks: u64,
+    utilization: f64,
+    segment_efficiency: f64,
+    steps: usize,
+) -> (usize, f64) {
+    assert!(steps > 0, "at least two candidates");
+    let total: u64 = counts.iter().map(|&count| u64::from(count)).sum();
+    if total == 0 || live_blocks == 0 {
+        return (0, overwrite_cost(segment_efficiency));
+    }
+    // A full disk has no free space to give the hot partition.
+    let utilization = utilization.clamp(0.0, 0.999);
+    let mut prefix = Vec::with_capacity(counts.len() + 1);
+    prefix.push(0u64);
+    for &count in counts {
+        prefix.push(prefix.last().copied().unwrap_or(0) + u64::from(count));
+    }
+    (0..=steps)
+        .map(|step| counts.len() * step / steps)
+        .map(|hot| {
+            let hot_fraction = (hot as f64 / live_blocks as f64).min(1.0);
+            let hot_write_fraction = prefix[hot] as f64 / total as f64;
+            let hot_cleaning = cleaning_utilization_for(hot_partition_utilization(utilization, hot_fraction));
+            (hot, hylog_cost(hot_write_fraction, hot_cleaning, segment_efficiency))
+        })
+        .fold((0, f64::INFINITY), |best, candidate| if candidate.1 < best.1 { candidate } else { best })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hot_set_grows_with_the_free_space() {
+        // 1,000 live blocks: 50 written 40 times each, 500 written once.
+        let mut counts = vec![40; 50];
+        counts.extend(vec![1; 500]);
+        // Nearly full: only the 50 hottest are worth the log's cleaning.
+        let (hot, cost) = best_hot_count(&counts, 1000, 0.98, 32.8, 100);
+        assert!((49..=60).contains(&hot), "the 50 hottest: {hot}");
+        let every_written = hylog_cost(1.0, cleaning_utilization_for(hot_partition_utilization(0.98, 0.55)), 32.8);
+        assert!(cost < overwrite_cost(32.8) && cost < every_written, "{cost}");
+        // With a fifth of the disk free, logging every block written is
+        // cheaper than overwriting any in place at A = 32.8.
+        let (hot, _) = best_hot_count(&counts, 1000, 0.8, 32.8, 100);
+        assert_eq!(hot, 550);
+        assert_eq!(best_hot_count(&[], 1000, 0.5, 32.8, 10), (0, 32.8));
+    }
+}
