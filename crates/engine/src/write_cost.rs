@@ -87,40 +87,43 @@ pub fn hylog_cost(hot_write_fraction: f64, hot_cleaning: f64, segment_efficiency
 
 /// HyLog's page separation (001:L236–L244) on measured write counts. Of a
 /// volume's `live_blocks` blocks, those written in the last measurement
-/// interval were written `counts` times (hottest first). Taking the hottest
-/// `k` as hot gives the hot fraction h = k / `live_blocks` and the hot write
-/// fraction w, their share of the writes; Eq 8 prices that split at disk
-/// utilisation `utilization` and segment efficiency A. Returns the `k` of
-/// the lowest cost and that cost, searching `steps` + 1 evenly spaced `k`
-/// from 0 (every block cold: Overwrite's cost A) to every block written.
-pub fn best_hot_count(
-    counts: &[u32],
-    live_blocks: u64,
-    utilization: f64,
-    segment_efficiency: f64,
-    steps: usize,
-) -> (usize, f64) {
-    assert!(steps > 0, "at least two candidates");
+/// interval were written `counts` times (hottest first). A write count is a
+/// threshold: the blocks written at least that often are hot, `k` of them,
+/// giving the hot fraction h = k / `live_blocks` and the hot write fraction
+/// w, their share of the writes; Eq 8 prices that split at disk utilisation
+/// `utilization` and segment efficiency A. Returns the `k` of the lowest
+/// cost over every threshold (and none hot: Overwrite's cost A) and that
+/// cost; the hottest `k` of `counts` are then exactly the blocks at or above
+/// a threshold.
+pub fn best_hot_count(counts: &[u32], live_blocks: u64, utilization: f64, segment_efficiency: f64) -> (usize, f64) {
     let total: u64 = counts.iter().map(|&count| u64::from(count)).sum();
+    let everything_cold = (0, overwrite_cost(segment_efficiency));
     if total == 0 || live_blocks == 0 {
-        return (0, overwrite_cost(segment_efficiency));
+        return everything_cold;
     }
     // A full disk has no free space to give the hot partition.
     let utilization = utilization.clamp(0.0, 0.999);
-    let mut prefix = Vec::with_capacity(counts.len() + 1);
-    prefix.push(0u64);
-    for &count in counts {
-        prefix.push(prefix.last().copied().unwrap_or(0) + u64::from(count));
+    let mut best = everything_cold;
+    let mut hot_writes = 0u64;
+    for (index, &count) in counts.iter().enumerate() {
+        hot_writes += u64::from(count);
+        // A threshold ends where the next block is written less often.
+        if counts.get(index + 1).is_some_and(|&next| next == count) {
+            continue;
+        }
+        let hot = index + 1;
+        let hot_fraction = (hot as f64 / live_blocks as f64).min(1.0);
+        let hot_cleaning = cleaning_utilization_for(hot_partition_utilization(utilization, hot_fraction));
+        let cost = hylog_cost(hot_write_fraction(hot_writes, total), hot_cleaning, segment_efficiency);
+        if cost < best.1 {
+            best = (hot, cost);
+        }
     }
-    (0..=steps)
-        .map(|step| counts.len() * step / steps)
-        .map(|hot| {
-            let hot_fraction = (hot as f64 / live_blocks as f64).min(1.0);
-            let hot_write_fraction = prefix[hot] as f64 / total as f64;
-            let hot_cleaning = cleaning_utilization_for(hot_partition_utilization(utilization, hot_fraction));
-            (hot, hylog_cost(hot_write_fraction, hot_cleaning, segment_efficiency))
-        })
-        .fold((0, f64::INFINITY), |best, candidate| if candidate.1 < best.1 { candidate } else { best })
+    best
+}
+
+fn hot_write_fraction(hot_writes: u64, total: u64) -> f64 {
+    hot_writes as f64 / total as f64
 }
 
 #[cfg(test)]
@@ -133,14 +136,14 @@ mod tests {
         let mut counts = vec![40; 50];
         counts.extend(vec![1; 500]);
         // Nearly full: only the 50 hottest are worth the log's cleaning.
-        let (hot, cost) = best_hot_count(&counts, 1000, 0.98, 32.8, 100);
-        assert!((49..=60).contains(&hot), "the 50 hottest: {hot}");
+        let (hot, cost) = best_hot_count(&counts, 1000, 0.98, 32.8);
+        assert_eq!(hot, 50, "the 50 hottest");
         let every_written = hylog_cost(1.0, cleaning_utilization_for(hot_partition_utilization(0.98, 0.55)), 32.8);
         assert!(cost < overwrite_cost(32.8) && cost < every_written, "{cost}");
         // With a fifth of the disk free, logging every block written is
         // cheaper than overwriting any in place at A = 32.8.
-        let (hot, _) = best_hot_count(&counts, 1000, 0.8, 32.8, 100);
+        let (hot, _) = best_hot_count(&counts, 1000, 0.8, 32.8);
         assert_eq!(hot, 550);
-        assert_eq!(best_hot_count(&[], 1000, 0.5, 32.8, 10), (0, 32.8));
+        assert_eq!(best_hot_count(&[], 1000, 0.5, 32.8), (0, 32.8));
     }
 }
