@@ -35,7 +35,7 @@
 
 use std::fmt::Write as _;
 
-use proxima_engine::{CleaningPolicy as EngineCleaning, Layout};
+use proxima_engine::{CleaningPolicy as EngineCleaning, CleaningSettings, Layout};
 use proxima_workload::synthetic::Pattern;
 use serde::{Deserialize, Serialize};
 
@@ -67,9 +67,6 @@ pub const ENGINE_SEGMENT_BLOCKS: u64 = 64;
 
 /// Victim segments per engine cleaning pass.
 pub const ENGINE_PASS_SEGMENTS: u64 = 2;
-
-/// The engine cleaner's start threshold (the paper's 10 clean segments).
-const ENGINE_CLEAN_SEGMENTS_LOW: u64 = 10;
 
 /// Figure 2's tolerance against Eq 2, and the cross-check's between the two
 /// write costs (the paper's TinySim agreement).
@@ -281,7 +278,7 @@ impl Experiment for HylogCleaning {
         check_room(
             "engine-blocks",
             params.engine_blocks / ENGINE_SEGMENT_BLOCKS,
-            ENGINE_CLEAN_SEGMENTS_LOW + ENGINE_PASS_SEGMENTS,
+            CleaningSettings::default().start_below_clean_segments + ENGINE_PASS_SEGMENTS,
             highest,
         )?;
         Ok(HylogCleaningSettings { run: run.clone(), params: params.clone(), disk, simulator })
@@ -289,46 +286,59 @@ impl Experiment for HylogCleaning {
 
     fn measure(settings: &HylogCleaningSettings, progress: &mut dyn Progress) -> Result<Rows, LabError> {
         let utilizations = &settings.params.utilizations;
-        let mut tasks: Vec<Task<'_, Measured>> = Vec::new();
-        // The engine's runs first: they take the longest.
-        for &u in utilizations {
-            let engine = settings.engine(u, Pattern::Uniform);
-            tasks.push(Box::new(move |progress| Ok(Measured::Engine(measure_write_cost(&engine, progress)?))));
+        let jobs = usize::from(settings.params.jobs);
+        // The engine's runs: Figure 2's, then the cross-check's under
+        // hot-and-cold updates and, unless Figure 2 has that point, under
+        // uniform ones.
+        let uniform_in_figure = utilizations.iter().position(|&u| u == CROSS_CHECK_UTILIZATION);
+        let mut engine_runs: Vec<WriteCostSettings> =
+            utilizations.iter().map(|&u| settings.engine(u, Pattern::Uniform)).collect();
+        engine_runs.push(settings.engine(CROSS_CHECK_UTILIZATION, HOT_COLD));
+        if uniform_in_figure.is_none() {
+            engine_runs.push(settings.engine(CROSS_CHECK_UTILIZATION, Pattern::Uniform));
         }
-        let hot_cold = settings.engine(CROSS_CHECK_UTILIZATION, HOT_COLD);
-        tasks.push(Box::new(move |progress| Ok(Measured::Engine(measure_write_cost(&hot_cold, progress)?))));
-        let uniform_in_figure = utilizations.contains(&CROSS_CHECK_UTILIZATION);
-        if !uniform_in_figure {
-            let uniform = settings.engine(CROSS_CHECK_UTILIZATION, Pattern::Uniform);
-            tasks.push(Box::new(move |progress| Ok(Measured::Engine(measure_write_cost(&uniform, progress)?))));
-        }
-        for pattern in [Pattern::Uniform, HOT_COLD] {
-            let engine = settings.engine(CROSS_CHECK_UTILIZATION, pattern);
-            tasks.push(Box::new(move |progress| Ok(Measured::Simulator(independent_like_engine(&engine, progress)))));
-        }
-        for &u in utilizations {
-            for policy in FIGURE_5_POLICIES {
-                tasks.push(simulator_task(settings.simulator, u, policy));
-            }
-        }
-        let mut results = run_all(usize::from(settings.params.jobs), tasks, progress)?.into_iter();
-        let mut engine = || results.next().and_then(Measured::engine).expect("an engine run in its place");
-        let fig2_engine: Vec<WriteCostMeasurement> = utilizations.iter().map(|_| engine()).collect();
-        let hot_cold_engine = engine();
-        let uniform_engine = if uniform_in_figure {
-            let index = utilizations.iter().position(|&u| u == CROSS_CHECK_UTILIZATION).expect("it is there");
-            fig2_engine[index]
-        } else {
-            engine()
+        // The simulator's: the cross-check's two, then Figure 5's policies
+        // at each utilisation (greedy's is Figure 2's).
+        let cross_check_runs =
+            [Pattern::Uniform, HOT_COLD].map(|pattern| settings.engine(CROSS_CHECK_UTILIZATION, pattern));
+        let engine_updates = |run: &WriteCostSettings| {
+            let (warmup, measured) = run.update_counts();
+            warmup + measured
         };
-        let mut simulator = || results.next().and_then(Measured::simulator).expect("a simulator run in its place");
-        let cross_check_uniform = CrossCheckRow { engine: uniform_engine, independent: simulator() };
-        let cross_check_hot_cold = CrossCheckRow { engine: hot_cold_engine, independent: simulator() };
+        let simulated_work = SimulatedWork {
+            updates: engine_runs.iter().chain(&cross_check_runs).map(engine_updates).sum::<u64>()
+                + utilizations.iter().map(|&u| 4 * simulator_writes(&settings.simulator, u)).sum::<u64>(),
+            disk_ios: 0,
+        };
+
+        let engine_tasks: Vec<Task<'_, WriteCostMeasurement>> = engine_runs
+            .iter()
+            .map(|run| -> Task<'_, WriteCostMeasurement> {
+                Box::new(move |progress| measure_write_cost(run, progress))
+            })
+            .collect();
+        let engine = run_all(jobs, engine_tasks, progress)?;
+        let mut simulator_tasks: Vec<Task<'_, SimulatorReport>> = cross_check_runs
+            .iter()
+            .map(|run| -> Task<'_, SimulatorReport> {
+                Box::new(move |progress| Ok(independent_like_engine(run, progress)))
+            })
+            .collect();
+        for &u in utilizations {
+            simulator_tasks.extend(FIGURE_5_POLICIES.map(|policy| simulator_task(settings.simulator, u, policy)));
+        }
+        let simulator = run_all(jobs, simulator_tasks, progress)?;
+
+        let figure_points = utilizations.len();
+        let uniform_engine = engine[uniform_in_figure.unwrap_or(figure_points + 1)];
+        let cross_check_uniform = CrossCheckRow { engine: uniform_engine, independent: simulator[0] };
+        let cross_check_hot_cold = CrossCheckRow { engine: engine[figure_points], independent: simulator[1] };
         let mut fig2 = Vec::new();
         let mut fig5 = Vec::new();
-        for (&u, engine) in utilizations.iter().zip(fig2_engine) {
-            let greedy = simulator();
-            let (cost_age, hole_plugging, adaptive) = (simulator(), simulator(), simulator());
+        for ((&u, &engine), policies) in
+            utilizations.iter().zip(&engine).zip(simulator[2..].chunks(FIGURE_5_POLICIES.len()))
+        {
+            let [greedy, cost_age, hole_plugging, adaptive] = [policies[0], policies[1], policies[2], policies[3]];
             fig2.push(Figure2Row { u, engine, independent: greedy });
             fig5.push(Figure5Point {
                 u,
@@ -338,7 +348,6 @@ impl Experiment for HylogCleaning {
                 adaptive: adaptive.write_cost,
             });
         }
-        let simulated_work = simulated_work(settings);
         Ok(Rows { fig2, cross_check_uniform, cross_check_hot_cold, fig5, simulated_work })
     }
 
@@ -362,35 +371,13 @@ impl Experiment for HylogCleaning {
     }
 }
 
-/// One simulation's result.
-enum Measured {
-    Engine(WriteCostMeasurement),
-    Simulator(SimulatorReport),
-}
-
-impl Measured {
-    fn engine(self) -> Option<WriteCostMeasurement> {
-        match self {
-            Measured::Engine(measurement) => Some(measurement),
-            Measured::Simulator(_) => None,
-        }
-    }
-
-    fn simulator(self) -> Option<SimulatorReport> {
-        match self {
-            Measured::Simulator(report) => Some(report),
-            Measured::Engine(_) => None,
-        }
-    }
-}
-
-fn simulator_task(spec: CleaningRunSpec, u: f64, policy: CleaningPolicy) -> Task<'static, Measured> {
+fn simulator_task(spec: CleaningRunSpec, u: f64, policy: CleaningPolicy) -> Task<'static, SimulatorReport> {
     Box::new(move |progress: &mut dyn Progress| {
         let writes = simulator_writes(&spec, u);
         progress.start_phase(&format!("segment simulator, {} at u = {u}", policy.name()), writes);
         let report = simulate(&spec, u, policy, Pattern::Uniform);
         progress.advance(writes);
-        Ok(Measured::Simulator(report))
+        Ok(report)
     })
 }
 
@@ -412,7 +399,8 @@ pub fn independent_like_engine(engine: &WriteCostSettings, progress: &mut dyn Pr
         segment_count: u32::try_from(engine.data_blocks / engine.segment_blocks).expect("fewer than 2^32 segments"),
         live_pages: engine.extent_blocks(),
         policy: CleaningPolicy::Greedy,
-        free_segments_low: u32::try_from(ENGINE_CLEAN_SEGMENTS_LOW).expect("a small threshold"),
+        free_segments_low: u32::try_from(CleaningSettings::default().start_below_clean_segments)
+            .expect("a small threshold"),
         pass_pages: u32::try_from(engine.pass_segments).expect("a few segments") * segment_pages,
         segment_efficiency: 1.0,
         separation: Separation::None,
@@ -423,18 +411,6 @@ pub fn independent_like_engine(engine: &WriteCostSettings, progress: &mut dyn Pr
     let report = simulator.run(&mut engine.updates(), warmup, measured);
     progress.advance(warmup + measured);
     report
-}
-
-fn simulated_work(settings: &HylogCleaningSettings) -> SimulatedWork {
-    let engine_updates = |u: f64| {
-        let (warmup, measured) = settings.engine(u, Pattern::Uniform).update_counts();
-        warmup + measured
-    };
-    let utilizations = &settings.params.utilizations;
-    let mut updates: u64 = utilizations.iter().map(|&u| engine_updates(u)).sum();
-    updates += 3 * engine_updates(CROSS_CHECK_UTILIZATION);
-    updates += utilizations.iter().map(|&u| 4 * simulator_writes(&settings.simulator, u)).sum::<u64>();
-    SimulatedWork { updates, disk_ios: 0 }
 }
 
 fn check_utilizations(utilizations: &[f64]) -> Result<(), LabError> {
