@@ -859,6 +859,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         neighbour: Option<(u64, u64)>,
     ) -> Result<(u64, u64)> {
         let block_count = self.data_space.block_count();
+        // The block's frame home, when the rule sends it there.
+        let mut home = None;
         let (hint, count) = match self.layout.destage_rule() {
             DestageRule::NearNeighbours => {
                 if let Some(run) = self.allocate_continuation(id, logical, count) {
@@ -878,7 +880,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 (hint, count)
             }
             DestageRule::FrameHomes => {
-                let home = self.layout.frame_home(id, logical);
+                home = self.layout.frame_home(id, logical);
                 (home.unwrap_or_else(|| hint_in_range(neighbour, logical, 0, block_count)), 1)
             }
             DestageRule::LogHead => {
@@ -890,7 +892,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 (0, count)
             }
             DestageRule::ColdHomesElseLog => match self.layout.frame_home(id, logical) {
-                Some(home) => (home, 1),
+                Some(frame) => {
+                    home = Some(frame);
+                    (frame, 1)
+                }
                 None => {
                     // The run up to the next block that goes home.
                     let homeless = (1..count)
@@ -908,7 +913,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             role: DeviceRole::Data,
             detail: format!("no free block to destage block {logical} of extent #{id}"),
         })?;
-        if self.layout.frame_home(id, logical) == Some(run.0) {
+        if home == Some(run.0) {
             self.stats.destaged_home_blocks += 1;
         }
         Ok(run)

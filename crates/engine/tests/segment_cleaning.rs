@@ -5,7 +5,7 @@
 mod common;
 
 use common::{pattern, BLOCK};
-use proxima_device::MemoryDevice;
+use proxima_device::{seeds_for_test, MemoryDevice};
 use proxima_engine::{CleaningPolicy, CleaningSettings, Layout, Volume, VolumeOptions};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -156,9 +156,16 @@ fn wolf_separates_hot_blocks_and_cleans_emptier_segments() {
 
 #[test]
 fn hylog_logs_the_hot_blocks_and_overwrites_the_cold_ones_in_place() {
-    // A volume 83 % full whose page writes cost A = 4 segment-I/O shares
-    // (small segments): the write-cost model logs only blocks hot enough to
-    // pay for cleaning, and overwrites the rest in place.
+    let rerun = "cargo test --release -p proxima-engine --test segment_cleaning hylog";
+    for seed in seeds_for_test([7], "PROXIMA_HYLOG_SEED", rerun) {
+        hylog_separates(seed);
+    }
+}
+
+/// A volume 83 % full whose page writes cost A = 4 segment-I/O shares
+/// (small segments): the write-cost model logs only blocks hot enough to pay
+/// for cleaning, and overwrites the rest in place.
+fn hylog_separates(seed: u64) {
     let extent_blocks = 1700;
     let options = VolumeOptions {
         cleaning: CleaningSettings {
@@ -169,11 +176,12 @@ fn hylog_logs_the_hot_blocks_and_overwrites_the_cold_ones_in_place() {
         ..options_for(Layout::Hylog, CleaningPolicy::Adaptive)
     };
     let mut volume =
-        Volume::format(MemoryDevice::new(4096, DATA_BLOCKS), MemoryDevice::new(4096, 512), 7, options.clone()).unwrap();
+        Volume::format(MemoryDevice::new(4096, DATA_BLOCKS), MemoryDevice::new(4096, 512), seed, options.clone())
+            .unwrap();
     let id = volume.create_extent("e", extent_blocks * BLOCK as u64).unwrap();
-    let mut contents = pattern(7, extent_blocks as usize * BLOCK);
+    let mut contents = pattern(seed, extent_blocks as usize * BLOCK);
     volume.write(id, 0, &contents, false).unwrap();
-    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let hot: Vec<u64> = (0..16).map(|index| index * 100 + 3).collect();
     let mut write = |volume: &mut Volume<MemoryDevice, MemoryDevice>, block: u64, version: u64| {
         let bytes = pattern(version << 16 | block, BLOCK);
@@ -200,9 +208,9 @@ fn hylog_logs_the_hot_blocks_and_overwrites_the_cold_ones_in_place() {
     volume.destage().unwrap();
     let after: Vec<_> = cold.iter().chain(&hot).map(|&block| location(&volume, block)).collect();
     let cold_home = cold.len();
-    assert_eq!(after[..cold_home], before[..cold_home], "cold blocks are overwritten in place");
+    assert_eq!(after[..cold_home], before[..cold_home], "seed {seed}: cold blocks are overwritten in place");
     let moved = hot.iter().enumerate().filter(|&(index, _)| after[cold_home + index] != before[cold_home + index]);
-    assert_eq!(moved.count(), hot.len(), "hot blocks are written at the log head");
+    assert_eq!(moved.count(), hot.len(), "seed {seed}: hot blocks are written at the log head");
     assert_eq!(volume.read(id, 0, contents.len() as u64).unwrap(), contents);
     assert!(volume.fsck().unwrap().is_clean());
     let (data, flash) = volume.close().unwrap();
