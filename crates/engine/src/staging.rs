@@ -394,8 +394,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 data_blocks_used: self.data_space.used_count(),
                 data_blocks: self.data_space.block_count(),
                 segment_efficiency: self.options.cleaning.segment_efficiency,
+                interval_writes: self.options.measurement_interval_writes,
             };
-            self.layout.measurement_interval_ended(&facts);
+            if self.layout.measurement_interval_ended(&facts) {
+                self.stats.hot_set_choices += 1;
+            }
         }
     }
 

@@ -104,6 +104,10 @@ pub struct VolumeOptions {
     /// flash reserve and the size of the metadata, see
     /// `checkpoint_if_log_is_long`).
     pub records_per_checkpoint: u64,
+    /// Staged writes per measurement interval of a layout that chooses a hot
+    /// set from its write counts (`hylog`); 0: as many as the data device
+    /// has blocks in use (one pass over the data).
+    pub measurement_interval_writes: u64,
     /// Full log blocks of records held in memory while the data device has
     /// unflushed writes, written after one data flush once this many are
     /// full (at least 1; see `log/mod.rs`).
@@ -148,6 +152,7 @@ impl Default for VolumeOptions {
             scan_pages_per_checkpoint: 64,
             snapshot_deletion: SnapshotDeletion::Auto,
             records_per_checkpoint: 0,
+            measurement_interval_writes: 0,
             log_blocks_held_while_data_unflushed: 16,
             write_intents: true,
             data_checksums: true,
@@ -254,6 +259,8 @@ pub struct EngineStats {
     /// Staged blocks a destage left in the staging area as hot, summed over
     /// the destages (the `proximal-hot` layout).
     pub retained_hot_blocks: u64,
+    /// Hot sets a layout chose at the end of a measurement interval (`hylog`).
+    pub hot_set_choices: u64,
     /// Staged blocks a destage wrote back over the data block they had
     /// overwritten, their frame home (in-place and `hylog` layouts).
     pub destaged_home_blocks: u64,

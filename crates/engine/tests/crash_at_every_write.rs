@@ -125,6 +125,8 @@ struct Recording {
     retained_hot_blocks: u64,
     /// Log blocks the workload wrote.
     log_blocks_written: u64,
+    /// Hot sets the layout chose (`hylog`).
+    hot_set_choices: u64,
 }
 
 /// Which operations a recorded workload draws.
@@ -203,6 +205,7 @@ fn record_workload_of(seed: u64, options: &VolumeOptions, mix: Mix) -> Recording
     let cleaned_blocks = volume.stats().cleaning_blocks_written;
     let retained_hot_blocks = volume.stats().retained_hot_blocks;
     let log_blocks_written = volume.stats().log_blocks_written;
+    let hot_set_choices = volume.stats().hot_set_choices;
     let (data, flash) = volume.into_devices();
     let order = order.borrow().clone();
     Recording {
@@ -215,6 +218,7 @@ fn record_workload_of(seed: u64, options: &VolumeOptions, mix: Mix) -> Recording
         cleaned_blocks,
         retained_hot_blocks,
         log_blocks_written,
+        hot_set_choices,
     }
 }
 
@@ -642,11 +646,14 @@ fn every_crash_point_of_the_log_structured_layout_and_its_cleaner_recovers() {
         (Layout::Hylog, CleaningPolicy::Adaptive),
     ];
     for (layout, policy) in configurations {
-        let options = log_structured_options(layout, policy);
-        assert!(
-            record_workload(0, &options).cleaned_blocks > 0,
-            "{layout:?}, {policy:?}: the workload cleans segments"
-        );
+        // Short measurement intervals: hylog chooses hot sets within the
+        // workload, so crashes fall in destages that split hot from cold.
+        let options = VolumeOptions { measurement_interval_writes: 8, ..log_structured_options(layout, policy) };
+        let recording = record_workload(0, &options);
+        assert!(recording.cleaned_blocks > 0, "{layout:?}, {policy:?}: the workload cleans segments");
+        if layout == Layout::Hylog {
+            assert!(recording.hot_set_choices > 0, "hylog chose hot sets in the workload");
+        }
         let name = format!("{}, {} cleaning", layout.name(), policy.name());
         crash_every_point(&name, seeds_from_environment(4), &options);
     }

@@ -729,6 +729,8 @@ fn the_log_structured_layout_and_its_cleaner_behave_like_the_model() {
                 pass_blocks_max: 64,
                 ..CleaningSettings::default()
             },
+            // hylog chooses hot sets within a case.
+            measurement_interval_writes: 16,
             ..options()
         };
         // The cleaner runs after every update, as long as it finds a segment

@@ -5,9 +5,9 @@
 //! - **Writes** are `lfs`'s: small ones buffered in the flash staging log,
 //!   large ones straight to a log head.
 //! - **Measurement.** A write counter per block for each measurement interval
-//!   (at least as many staged writes as the volume has blocks in use, ended
-//!   at a staging area's worth); counters start again each interval, as the
-//!   paper's do.
+//!   (at least [`VolumeFacts::writes_per_interval`] staged writes, by default
+//!   as many as the volume has blocks in use, ended at a staging area's
+//!   worth); counters start again each interval, as the paper's do.
 //! - **Choice.** At the end of an interval the blocks written in it are
 //!   sorted hottest first. As in the paper a write count is a threshold
 //!   (every block written at least that often is hot); each threshold's
@@ -28,7 +28,9 @@
 use std::collections::{HashMap, HashSet};
 
 use super::frame_homes::FrameHomes;
-use super::{DestageRule, Layout, LayoutParameters, LayoutStrategy, Placement, VolumeFacts, WriteContext};
+use super::{
+    hottest_first, DestageRule, Layout, LayoutParameters, LayoutStrategy, Placement, VolumeFacts, WriteContext,
+};
 use crate::map::Location;
 use crate::write_cost::best_hot_count;
 
@@ -77,10 +79,7 @@ impl Hylog {
     /// Chooses the hot set from the interval's counts and starts a new one.
     fn choose_hot_set(&mut self, facts: &VolumeFacts) {
         let mut written: Vec<((u64, u64), u32)> = self.interval_writes.drain().collect();
-        // Hottest first; equal counts in block order, so the choice is the
-        // same on every run.
-        written
-            .sort_unstable_by(|(block_a, count_a), (block_b, count_b)| count_b.cmp(count_a).then(block_a.cmp(block_b)));
+        written.sort_unstable_by(hottest_first);
         let counts: Vec<u32> = written.iter().map(|&(_, count)| count).collect();
         let (hottest, cost) =
             best_hot_count(&counts, facts.data_blocks_used, facts.utilization(), facts.segment_efficiency);
@@ -147,10 +146,12 @@ impl LayoutStrategy for Hylog {
         self.frame_homes.destaged(extent_id, logical_block, block_count);
     }
 
-    fn measurement_interval_ended(&mut self, facts: &VolumeFacts) {
-        if self.writes_in_interval >= facts.data_blocks_used.max(1) {
+    fn measurement_interval_ended(&mut self, facts: &VolumeFacts) -> bool {
+        let ended = self.writes_in_interval >= facts.writes_per_interval();
+        if ended {
             self.choose_hot_set(facts);
         }
+        ended
     }
 }
 
@@ -209,7 +210,7 @@ mod tests {
     #[test]
     fn the_fuller_the_volume_the_fewer_blocks_are_logged() {
         let mut hylog = Hylog::default();
-        let full = VolumeFacts { data_blocks_used: 980, data_blocks: 1000, segment_efficiency: 32.8 };
+        let full = VolumeFacts { data_blocks_used: 980, data_blocks: 1000, ..facts() };
         for _ in 0..40 {
             for block in 0..10 {
                 hylog.staged(1, block, None);
@@ -225,7 +226,7 @@ mod tests {
         assert_eq!(choice.hot_blocks, 10, "{choice:?}");
         assert!(hylog.is_hot(1, 9) && !hylog.is_hot(1, 10));
         assert!(choice.cost < full.segment_efficiency, "cheaper than overwriting everything: {choice:?}");
-        let roomy = VolumeFacts { data_blocks_used: 600, data_blocks: 1000, segment_efficiency: 32.8 };
+        let roomy = VolumeFacts { data_blocks_used: 600, data_blocks: 1000, ..facts() };
         for block in 0..600 {
             hylog.staged(1, block, None);
         }

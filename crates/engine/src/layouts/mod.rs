@@ -37,6 +37,7 @@ pub mod ranges;
 pub mod wolf;
 pub mod write_anywhere;
 
+use std::cmp::Ordering;
 use std::fmt;
 
 use crate::map::Location;
@@ -203,11 +204,14 @@ pub trait LayoutStrategy: fmt::Debug + Send + Sync {
         let _ = (extent_id, logical_block, block_count);
     }
 
-    /// A measurement interval ended: a staging area's worth of blocks was
-    /// staged since the last one (HyLog's interval for its write counters);
-    /// `facts` are the volume's now.
-    fn measurement_interval_ended(&mut self, facts: &VolumeFacts) {
+    /// A staging area's worth of blocks was staged since the last call:
+    /// where a layout may end its measurement interval (`proximal-hot` ends
+    /// one at each call, `hylog` when it has counted
+    /// [`VolumeFacts::interval_writes`]); `facts` are the volume's now.
+    /// Returns whether the layout chose a hot set anew.
+    fn measurement_interval_ended(&mut self, facts: &VolumeFacts) -> bool {
         let _ = facts;
+        false
     }
 
     /// The blocks a destage should leave in the staging area, hottest first,
@@ -236,9 +240,21 @@ pub struct VolumeFacts {
     /// The segment-vs-page efficiency A (Eq 1) the volume's cleaner prices
     /// page writes with.
     pub segment_efficiency: f64,
+    /// Staged writes per measurement interval (0: as many as blocks in use;
+    /// `VolumeOptions::measurement_interval_writes`).
+    pub interval_writes: u64,
 }
 
 impl VolumeFacts {
+    /// Staged writes that make a measurement interval.
+    pub fn writes_per_interval(&self) -> u64 {
+        if self.interval_writes > 0 {
+            self.interval_writes
+        } else {
+            self.data_blocks_used.max(1)
+        }
+    }
+
     /// The disk space utilisation u.
     pub fn utilization(&self) -> f64 {
         if self.data_blocks == 0 {
@@ -337,6 +353,13 @@ pub enum DestageRule {
     ColdHomesElseLog,
 }
 
+/// Orders `(block, writes)` hottest first and equal counts in block order,
+/// so a choice by heat (`proximal-hot`'s kept blocks, `hylog`'s hot set) is
+/// the same on every run.
+pub(crate) fn hottest_first<B: Ord, C: Ord>((block_a, count_a): &(B, C), (block_b, count_b): &(B, C)) -> Ordering {
+    count_b.cmp(count_a).then(block_a.cmp(block_b))
+}
+
 /// Whether the staging area must be destaged before `incoming_blocks` more can
 /// be staged.
 pub fn staging_is_full(staged_blocks: u64, capacity_blocks: u64, incoming_blocks: u64) -> bool {
@@ -393,7 +416,7 @@ pub(crate) mod test_support {
 
     /// A volume of 1,000 data blocks, 800 in use, A = 32.8.
     pub(crate) fn facts() -> VolumeFacts {
-        VolumeFacts { data_blocks_used: 800, data_blocks: 1000, segment_efficiency: 32.8 }
+        VolumeFacts { data_blocks_used: 800, data_blocks: 1000, segment_efficiency: 32.8, interval_writes: 0 }
     }
 
     /// A write of `block_count` blocks; `overwrites`: of data-device blocks.

@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 
 use super::proximal::Proximal;
-use super::{Layout, LayoutParameters, LayoutStrategy, Placement, VolumeFacts, WriteContext};
+use super::{hottest_first, Layout, LayoutParameters, LayoutStrategy, Placement, VolumeFacts, WriteContext};
 use crate::map::Location;
 
 /// Writes over the current and the previous measurement interval that make a
@@ -68,11 +68,13 @@ impl LayoutStrategy for ProximalHot {
         writes.current = writes.current.saturating_add(1);
     }
 
-    fn measurement_interval_ended(&mut self, _facts: &VolumeFacts) {
+    fn measurement_interval_ended(&mut self, _facts: &VolumeFacts) -> bool {
         self.writes.retain(|_, writes| {
             *writes = IntervalWrites { previous: writes.current, current: 0 };
             writes.previous > 0
         });
+        // Heat is read at each destage; no set is chosen here.
+        false
     }
 
     fn hot_blocks(&self, limit: usize) -> Vec<(u64, u64)> {
@@ -82,11 +84,7 @@ impl LayoutStrategy for ProximalHot {
             .map(|(&block, &writes)| (block, writes.heat()))
             .filter(|&(_, heat)| heat >= HOT_WRITES_MIN)
             .collect();
-        // Hottest first; equal heat in block order, so the choice is the same
-        // on every run. Only the first `limit` are sorted.
-        let hottest_first = |(block_a, heat_a): &((u64, u64), u32), (block_b, heat_b): &((u64, u64), u32)| {
-            heat_b.cmp(heat_a).then(block_a.cmp(block_b))
-        };
+        // Only the first `limit` are sorted.
         if hot.len() > limit {
             hot.select_nth_unstable_by(limit, hottest_first);
             hot.truncate(limit);
