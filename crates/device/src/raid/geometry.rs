@@ -85,8 +85,8 @@ impl Geometry {
     }
 
     /// The data members of stripe `stripe`, in data unit order.
-    pub(super) fn data_members(&self, stripe: u64) -> Vec<usize> {
-        (0..self.data_member_count()).map(|index| self.data_member(stripe, index)).collect()
+    pub(super) fn data_members(self, stripe: u64) -> impl Iterator<Item = usize> {
+        (0..self.data_member_count()).map(move |index| self.data_member(stripe, index))
     }
 
     /// Where logical block `block` lies.
@@ -122,7 +122,7 @@ mod tests {
         for level in [RaidLevel::Raid4, RaidLevel::Raid5] {
             let geometry = Geometry::new(level, 5, 2);
             for stripe in 0..10 {
-                let mut members = geometry.data_members(stripe);
+                let mut members: Vec<usize> = geometry.data_members(stripe).collect();
                 members.push(geometry.parity_member(stripe));
                 members.sort_unstable();
                 assert_eq!(members, vec![0, 1, 2, 3, 4], "{level:?} stripe {stripe}");

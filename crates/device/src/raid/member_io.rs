@@ -4,7 +4,9 @@
 //! work in parallel. Member blocks are mapped to physical blocks here (zone
 //! checksums), and every member block read is verified against its checksum.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+
+use super::block_set::BlockSet;
 use std::ops::Range;
 
 use super::zone_checksums::PhysicalBlock;
@@ -16,8 +18,9 @@ use crate::{BatchTicket, BlockDevice, DeviceError, IoOp, IoRequest};
 /// blocks read (keyed by member and zone).
 #[derive(Debug, Default)]
 pub(super) struct ReadResults {
-    /// Per member, runs of member blocks read, by first member block.
-    runs: BTreeMap<(usize, u64), ReadRun>,
+    /// Per member (by index), runs of member blocks read, sorted by first
+    /// member block.
+    runs: Vec<Vec<(u64, ReadRun)>>,
     /// Member blocks whose read failed after their run completed: a zone
     /// checksum mismatch. Consulted before the runs.
     failed: BTreeMap<(usize, u64), DeviceError>,
@@ -63,7 +66,16 @@ impl ReadResults {
         data: Result<Vec<u8>, DeviceError>,
         completed_ns: u64,
     ) {
-        self.runs.insert((member, first_block), ReadRun { block_count, data, completed_ns });
+        if self.runs.len() <= member {
+            self.runs.resize_with(member + 1, Vec::new);
+        }
+        let runs = &mut self.runs[member];
+        let run = ReadRun { block_count, data, completed_ns };
+        // Runs arrive in ascending order within a batch: the search is at the end.
+        match runs.binary_search_by_key(&first_block, |&(first, _)| first) {
+            Ok(index) => runs[index].1 = run,
+            Err(index) => runs.insert(index, (first_block, run)),
+        }
     }
 
     /// Member block `block` of `member`, if it was read (`block_size_bytes`
@@ -97,8 +109,10 @@ impl ReadResults {
 
     /// The run holding member block `block` of `member`, with its first block.
     fn run_holding(&self, member: usize, block: u64) -> Option<(u64, &ReadRun)> {
-        let (&(run_member, first), run) = self.runs.range(..=(member, block)).next_back()?;
-        (run_member == member && block < first + run.block_count).then_some((first, run))
+        let runs = self.runs.get(member)?;
+        let index = runs.partition_point(|&(first, _)| first <= block).checked_sub(1)?;
+        let (first, run) = &runs[index];
+        (block < first + run.block_count).then_some((*first, run))
     }
 
     /// Marks member block `block` of `member`, which was read, as failed.
@@ -129,9 +143,9 @@ impl<D: BlockDevice> RaidDevice<D> {
     /// physical blocks in ascending order.
     pub(super) fn submit_to_members(
         &mut self,
-        reads: &[BTreeSet<u64>],
+        reads: &[BlockSet],
         writes: &[BTreeMap<u64, Vec<u8>>],
-        checksum_reads: &[BTreeSet<u64>],
+        checksum_reads: &[BlockSet],
         checksum_writes: &[BTreeMap<u64, Vec<u8>>],
     ) -> Result<MemberBatches, DeviceError> {
         let mut submitted = Vec::with_capacity(self.members.len());
@@ -140,7 +154,7 @@ impl<D: BlockDevice> RaidDevice<D> {
             // zone's checksum block is read once for all its blocks read).
             let mut physical_reads: Vec<u64> = Vec::new();
             let mut physical_writes: Vec<(u64, &[u8])> = Vec::new();
-            for &block in reads.get(member).into_iter().flatten() {
+            for block in reads.get(member).into_iter().flatten() {
                 physical_reads.push(self.physical_block(block));
                 if let Some(zones) = self.zones {
                     physical_reads.push(zones.checksum_block(zones.zone_of(block)));
@@ -150,7 +164,7 @@ impl<D: BlockDevice> RaidDevice<D> {
                 physical_writes.push((self.physical_block(block), data));
             }
             if let Some(zones) = self.zones {
-                for &zone in checksum_reads.get(member).into_iter().flatten() {
+                for zone in checksum_reads.get(member).into_iter().flatten() {
                     physical_reads.push(zones.checksum_block(zone));
                 }
                 for (&zone, data) in checksum_writes.get(member).into_iter().flatten() {
@@ -248,8 +262,8 @@ impl<D: BlockDevice> RaidDevice<D> {
         blocks: Range<u64>,
         skip: Option<usize>,
     ) -> Result<Vec<Vec<Option<Vec<u8>>>>, DeviceError> {
-        let reads: Vec<BTreeSet<u64>> = (0..self.members.len())
-            .map(|member| if Some(member) == skip { BTreeSet::new() } else { blocks.clone().collect() })
+        let reads: Vec<BlockSet> = (0..self.members.len())
+            .map(|member| if Some(member) == skip { BlockSet::new() } else { blocks.clone().collect() })
             .collect();
         let submitted = self.submit_to_members(&reads, &[], &[], &[])?;
         let mut read = ReadResults::new();
@@ -275,7 +289,7 @@ impl<D: BlockDevice> RaidDevice<D> {
         &mut self,
         member_block: u64,
     ) -> Result<Vec<Result<Vec<u8>, DeviceError>>, DeviceError> {
-        let reads: Vec<BTreeSet<u64>> = (0..self.members.len()).map(|_| BTreeSet::from([member_block])).collect();
+        let reads: Vec<BlockSet> = (0..self.members.len()).map(|_| BlockSet::from([member_block])).collect();
         let submitted = self.submit_to_members(&reads, &[], &[], &[])?;
         let mut read = ReadResults::new();
         self.wait_members(submitted, &mut read)?.1?;
@@ -287,7 +301,7 @@ impl<D: BlockDevice> RaidDevice<D> {
     /// Writes member blocks directly (parity untouched), reading the checksum
     /// blocks of the zones they do not cover first.
     pub(super) fn write_member_blocks(&mut self, writes: &MemberWrites) -> Result<(), DeviceError> {
-        let blocks: Vec<BTreeSet<u64>> = writes.iter().map(|blocks| blocks.keys().copied().collect()).collect();
+        let blocks: Vec<BlockSet> = writes.iter().map(|blocks| blocks.keys().copied().collect()).collect();
         let checksum_reads = self.checksum_pre_reads(&blocks);
         let mut read = ReadResults::new();
         if checksum_reads.iter().any(|zones| !zones.is_empty()) {

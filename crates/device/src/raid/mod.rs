@@ -24,6 +24,7 @@
 //! | `repair.rs` | rebuild, parity verification, reconstructing and rewriting damaged blocks |
 //! | `write_intent.rs` | write-intent regions and parity resync after a crash |
 
+mod block_set;
 mod geometry;
 mod member_io;
 mod plan;
@@ -31,7 +32,9 @@ mod repair;
 mod write_intent;
 mod zone_checksums;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+
+use self::block_set::BlockSet;
 
 use serde::{Deserialize, Serialize};
 
@@ -421,7 +424,7 @@ impl<D: BlockDevice> BlockDevice for RaidDevice<D> {
         let outer = self.classify(batch, submitted_ns, &mut writes);
         let planner = self.planner();
         let rows = planner.plan_rows(&writes);
-        let mut reads = vec![BTreeSet::new(); self.members.len()];
+        let mut reads = vec![BlockSet::new(); self.members.len()];
         for slot in &outer {
             if let OuterSlot::Read(sources) = slot {
                 planner.add_reads(sources, &mut reads);
@@ -429,8 +432,8 @@ impl<D: BlockDevice> BlockDevice for RaidDevice<D> {
         }
         let old_data = planner.pre_reads(&rows);
         let checksum_reads = self.checksum_pre_reads(&planner.rows_member_blocks(&rows));
-        let writes_in_phase1 = old_data.iter().all(BTreeSet::is_empty) && checksum_reads.iter().all(BTreeSet::is_empty);
-        reads.iter_mut().zip(old_data).for_each(|(member_reads, old)| member_reads.extend(old));
+        let writes_in_phase1 = old_data.iter().all(BlockSet::is_empty) && checksum_reads.iter().all(BlockSet::is_empty);
+        reads.iter_mut().zip(old_data).for_each(|(member_reads, old)| member_reads.extend(&old));
         let phase1 = if writes_in_phase1 {
             // No old data needed: writes go out with the reads, one batch per member.
             let member_writes = planner.member_writes(&rows, &ReadResults::new())?;

@@ -16,7 +16,9 @@
 //! Without payload (metadata-only simulation) the same blocks are planned and
 //! the parity arithmetic is skipped: every block written is empty.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+
+use super::block_set::BlockSet;
 
 use super::geometry::Geometry;
 use super::member_io::{MemberWrites, ReadResults};
@@ -26,12 +28,26 @@ use crate::DeviceError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct RowWrite {
     pub(super) member_block: u64,
+    pub(super) stripe: u64,
     pub(super) parity_member: usize,
-    /// Member → new data of the data blocks written in this row.
-    pub(super) written: BTreeMap<usize, Vec<u8>>,
-    /// The data members of the row (N of them).
-    pub(super) data_members: Vec<usize>,
+    /// The data blocks written in this row: member and new data, by member.
+    pub(super) written: Vec<(usize, Vec<u8>)>,
     pub(super) method: RowMethod,
+}
+
+impl RowWrite {
+    /// The new data of `member`'s block in this row, if the batch writes it.
+    fn written_data(&self, member: usize) -> Option<&[u8]> {
+        self.written
+            .binary_search_by_key(&member, |&(written, _)| written)
+            .ok()
+            .map(|index| self.written[index].1.as_slice())
+    }
+
+    /// The members whose data block in this row the batch writes.
+    fn written_members(&self) -> impl Iterator<Item = usize> + '_ {
+        self.written.iter().map(|&(member, _)| member)
+    }
 }
 
 /// How a row's parity is brought up to date.
@@ -80,7 +96,7 @@ impl Planner {
     }
 
     /// Per member, the member blocks that reading `sources` needs.
-    pub(super) fn add_reads(&self, sources: &[ReadSource], reads: &mut [BTreeSet<u64>]) {
+    pub(super) fn add_reads(&self, sources: &[ReadSource], reads: &mut [BlockSet]) {
         for source in sources {
             match *source {
                 ReadSource::Direct { member, member_block } => {
@@ -98,19 +114,28 @@ impl Planner {
     /// Plans the writes of a batch (logical block → data): the rows touched,
     /// in member block order, each with its method.
     pub(super) fn plan_rows(&self, writes: &BTreeMap<u64, Vec<u8>>) -> Vec<RowWrite> {
-        let mut rows: BTreeMap<u64, RowWrite> = BTreeMap::new();
-        for (&block, data) in writes {
-            let location = self.geometry.locate(block);
-            let row = rows.entry(location.member_block).or_insert_with(|| RowWrite {
-                member_block: location.member_block,
-                parity_member: self.geometry.parity_member(location.stripe),
-                written: BTreeMap::new(),
-                data_members: self.geometry.data_members(location.stripe),
-                method: RowMethod::Full,
-            });
-            row.written.insert(location.member, data.clone());
+        let mut placed: Vec<(u64, usize, u64, &Vec<u8>)> = writes
+            .iter()
+            .map(|(&block, data)| {
+                let location = self.geometry.locate(block);
+                (location.member_block, location.member, location.stripe, data)
+            })
+            .collect();
+        // One block per (row, member): a row's members come out in order.
+        placed.sort_unstable_by_key(|&(member_block, member, _, _)| (member_block, member));
+        let mut rows: Vec<RowWrite> = Vec::new();
+        for (member_block, member, stripe, data) in placed {
+            match rows.last_mut() {
+                Some(row) if row.member_block == member_block => row.written.push((member, data.clone())),
+                _ => rows.push(RowWrite {
+                    member_block,
+                    stripe,
+                    parity_member: self.geometry.parity_member(stripe),
+                    written: vec![(member, data.clone())],
+                    method: RowMethod::Full,
+                }),
+            }
         }
-        let mut rows: Vec<RowWrite> = rows.into_values().collect();
         self.choose_methods(&mut rows);
         rows
     }
@@ -148,26 +173,31 @@ impl Planner {
         }
         match self.failed {
             // The failed member's new data is known: only reconstruct-write avoids reading it.
-            Some(failed) if row.written.contains_key(&failed) => RowMethod::ReconstructWrite,
+            Some(failed) if row.written_data(failed).is_some() => RowMethod::ReconstructWrite,
             // The failed member is not written: reconstruct-write would have to read it.
-            Some(failed) if row.data_members.contains(&failed) => RowMethod::ReadModifyWrite,
+            Some(failed) if failed != row.parity_member => RowMethod::ReadModifyWrite,
             _ => preferred,
         }
     }
 
+    /// The data members of `row`'s stripe that the batch does not write in it.
+    fn unwritten_data_members<'a>(&self, row: &'a RowWrite) -> impl Iterator<Item = usize> + 'a {
+        self.geometry.data_members(row.stripe).filter(|&member| row.written_data(member).is_none())
+    }
+
     /// Per member, the member blocks each row's method reads before writing.
-    pub(super) fn pre_reads(&self, rows: &[RowWrite]) -> Vec<BTreeSet<u64>> {
-        let mut reads = vec![BTreeSet::new(); self.geometry.member_count];
+    pub(super) fn pre_reads(&self, rows: &[RowWrite]) -> Vec<BlockSet> {
+        let mut reads = vec![BlockSet::new(); self.geometry.member_count];
         for row in rows {
             match row.method {
                 RowMethod::Full | RowMethod::NoParity => {}
                 RowMethod::ReadModifyWrite => {
-                    for &member in row.written.keys().chain(std::iter::once(&row.parity_member)) {
+                    for member in row.written_members().chain([row.parity_member]) {
                         reads[member].insert(row.member_block);
                     }
                 }
                 RowMethod::ReconstructWrite => {
-                    for &member in row.data_members.iter().filter(|member| !row.written.contains_key(member)) {
+                    for member in self.unwritten_data_members(row) {
                         reads[member].insert(row.member_block);
                     }
                 }
@@ -177,10 +207,10 @@ impl Planner {
     }
 
     /// Per member, the member blocks the rows write (data and parity).
-    pub(super) fn rows_member_blocks(&self, rows: &[RowWrite]) -> Vec<BTreeSet<u64>> {
-        let mut blocks = vec![BTreeSet::new(); self.geometry.member_count];
+    pub(super) fn rows_member_blocks(&self, rows: &[RowWrite]) -> Vec<BlockSet> {
+        let mut blocks = vec![BlockSet::new(); self.geometry.member_count];
         for row in rows {
-            for &member in row.written.keys().filter(|&&member| Some(member) != self.failed) {
+            for member in row.written_members().filter(|&member| Some(member) != self.failed) {
                 blocks[member].insert(row.member_block);
             }
             if row.method != RowMethod::NoParity {
@@ -204,26 +234,26 @@ impl Planner {
             let mut parity: Option<Vec<u8>> = None;
             match row.method {
                 RowMethod::NoParity => {}
-                RowMethod::Full => row.written.values().for_each(|data| xor_into(&mut parity, data)),
+                RowMethod::Full => row.written.iter().for_each(|(_, data)| xor_into(&mut parity, data)),
                 RowMethod::ReadModifyWrite => {
                     xor_into(&mut parity, old(row.parity_member, row.member_block)?);
-                    for (&member, data) in &row.written {
-                        xor_into(&mut parity, old(member, row.member_block)?);
+                    for (member, data) in &row.written {
+                        xor_into(&mut parity, old(*member, row.member_block)?);
                         xor_into(&mut parity, data);
                     }
                 }
                 RowMethod::ReconstructWrite => {
-                    for &member in &row.data_members {
-                        match row.written.get(&member) {
+                    for member in self.geometry.data_members(row.stripe) {
+                        match row.written_data(member) {
                             Some(data) => xor_into(&mut parity, data),
                             None => xor_into(&mut parity, old(member, row.member_block)?),
                         }
                     }
                 }
             }
-            for (&member, data) in &row.written {
-                if Some(member) != self.failed {
-                    writes[member].insert(row.member_block, data.clone());
+            for (member, data) in &row.written {
+                if Some(*member) != self.failed {
+                    writes[*member].insert(row.member_block, data.clone());
                 }
             }
             if row.method != RowMethod::NoParity {
@@ -279,11 +309,11 @@ mod tests {
         // One block: read-modify-write reads 2 blocks, reconstruct-write 3.
         let rows = planner.plan_rows(&writes([1]));
         assert_eq!(methods(&rows), vec![RowMethod::ReadModifyWrite]);
-        assert_eq!(planner.pre_reads(&rows), vec![BTreeSet::from([1]), [].into(), [].into(), [].into(), [1].into()]);
+        assert_eq!(planner.pre_reads(&rows), vec![BlockSet::from([1]), [].into(), [].into(), [].into(), [1].into()]);
         // Three of four members in one row: reconstruct-write reads 1 block, read-modify-write 4.
         let rows = planner.plan_rows(&writes([2, 6, 10]));
         assert_eq!(methods(&rows), vec![RowMethod::ReconstructWrite]);
-        assert_eq!(planner.pre_reads(&rows), vec![BTreeSet::new(), [].into(), [].into(), [2].into(), [].into()]);
+        assert_eq!(planner.pre_reads(&rows), vec![BlockSet::new(), [].into(), [].into(), [2].into(), [].into()]);
     }
 
     #[test]
@@ -297,7 +327,7 @@ mod tests {
         let planner = planner(Some(0));
         let rows = planner.plan_rows(&writes([1]));
         assert!(planner.rows_member_blocks(&rows)[0].is_empty(), "the failed member is not written");
-        assert_eq!(planner.rows_member_blocks(&rows)[4], BTreeSet::from([1]));
+        assert_eq!(planner.rows_member_blocks(&rows)[4], BlockSet::from([1]));
     }
 
     #[test]
@@ -328,8 +358,8 @@ mod tests {
         assert_eq!(planner.read_source(0), ReadSource::Direct { member: 0, member_block: 0 });
         let source = planner.read_source(5);
         assert_eq!(source, ReadSource::Reconstruct { failed: 1, member_block: 1 });
-        let mut reads = vec![BTreeSet::new(); 5];
+        let mut reads = vec![BlockSet::new(); 5];
         planner.add_reads(&[source], &mut reads);
-        assert_eq!(reads, vec![BTreeSet::from([1]), [].into(), [1].into(), [1].into(), [1].into()]);
+        assert_eq!(reads, vec![BlockSet::from([1]), [].into(), [1].into(), [1].into(), [1].into()]);
     }
 }

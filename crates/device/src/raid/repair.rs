@@ -4,7 +4,9 @@
 //! blocks that failed to read (or failed their checksum) from their rows and
 //! writing them back.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+
+use super::block_set::BlockSet;
 
 use super::member_io::{MemberWrites, ReadResults};
 use super::plan::{xor_all, ReadSource};
@@ -120,7 +122,7 @@ impl<D: BlockDevice> RaidDevice<D> {
         if self.failed.is_some() {
             return Ok(());
         }
-        let mut needed = vec![BTreeSet::new(); self.members.len()];
+        let mut needed = vec![BlockSet::new(); self.members.len()];
         for (member, member_block) in failed_direct_reads(outer, read) {
             for other in (0..self.members.len()).filter(|&other| other != member) {
                 if !read.contains(other, member_block) {
@@ -128,7 +130,7 @@ impl<D: BlockDevice> RaidDevice<D> {
                 }
             }
         }
-        if needed.iter().all(BTreeSet::is_empty) {
+        if needed.iter().all(BlockSet::is_empty) {
             return Ok(());
         }
         let submitted = self.submit_to_members(&needed, &[], &[], &[])?;

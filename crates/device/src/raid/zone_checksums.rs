@@ -24,7 +24,9 @@
 //! [`Zones`] is pure arithmetic; the `RaidDevice` methods at the end read
 //! members.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+
+use super::block_set::BlockSet;
 use std::ops::Range;
 
 use super::member_io::{MemberWrites, ReadResults};
@@ -142,17 +144,24 @@ impl Zones {
 
     /// Per member, the zones whose checksum block must be read before `writes`
     /// (member blocks) can be written: those the writes do not cover.
-    pub(super) fn pre_reads(&self, writes: &[BTreeSet<u64>]) -> Vec<BTreeSet<u64>> {
+    pub(super) fn pre_reads(&self, writes: &[BlockSet]) -> Vec<BlockSet> {
         writes
             .iter()
             .map(|blocks| {
-                let mut per_zone: BTreeMap<u64, usize> = BTreeMap::new();
-                blocks.iter().for_each(|&block| *per_zone.entry(self.zone_of(block)).or_default() += 1);
-                per_zone
-                    .into_iter()
-                    .filter(|&(zone, count)| !self.covers_zone(zone, count))
-                    .map(|(zone, _)| zone)
-                    .collect()
+                // The blocks are in ascending order: each zone's are adjacent.
+                let mut zones = BlockSet::new();
+                let mut blocks = blocks.iter().peekable();
+                while let Some(first) = blocks.next() {
+                    let zone = self.zone_of(first);
+                    let mut count = 1;
+                    while blocks.next_if(|&block| self.zone_of(block) == zone).is_some() {
+                        count += 1;
+                    }
+                    if !self.covers_zone(zone, count) {
+                        zones.insert(zone);
+                    }
+                }
+                zones
             })
             .collect()
     }
@@ -238,7 +247,7 @@ impl<D: BlockDevice> RaidDevice<D> {
 
     /// Per member, the zones whose checksum block must be read before `writes`
     /// can be written (none without zone checksums).
-    pub(super) fn checksum_pre_reads(&self, writes: &[BTreeSet<u64>]) -> Vec<BTreeSet<u64>> {
+    pub(super) fn checksum_pre_reads(&self, writes: &[BlockSet]) -> Vec<BlockSet> {
         self.zones.map_or_else(Vec::new, |zones| zones.pre_reads(writes))
     }
 
@@ -314,8 +323,8 @@ mod tests {
         assert!(!zones.covers_zone(0, 2));
         // Zone 3 holds only member block 9.
         assert!(zones.covers_zone(3, 1));
-        let writes = vec![BTreeSet::from([0, 1, 2, 4]), BTreeSet::from([9]), BTreeSet::new()];
-        assert_eq!(zones.pre_reads(&writes), vec![BTreeSet::from([1]), BTreeSet::new(), BTreeSet::new()]);
+        let writes = vec![BlockSet::from([0, 1, 2, 4]), BlockSet::from([9]), BlockSet::new()];
+        assert_eq!(zones.pre_reads(&writes), vec![BlockSet::from([1]), BlockSet::new(), BlockSet::new()]);
     }
 
     #[test]
