@@ -16,7 +16,7 @@
 //! the model says so.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use proxima_disk::{DeviceIndex, DiskCompletion, DiskOp, DiskRequest, FlashDevice, HardDisk, SimDevice, Simulation};
@@ -33,7 +33,7 @@ struct SharedSimulation {
     simulation: Simulation,
     next_request_id: u64,
     /// Completions by request id, waiting for their device's `wait`.
-    arrived: BTreeMap<u64, DiskCompletion>,
+    arrived: HashMap<u64, DiskCompletion>,
 }
 
 /// A cloneable handle on one simulation and its clock.
@@ -45,7 +45,7 @@ pub struct SimulationHandle {
 impl SimulationHandle {
     /// Shares `simulation` (which may already hold devices).
     pub fn new(simulation: Simulation) -> Self {
-        let shared = SharedSimulation { simulation, next_request_id: 0, arrived: BTreeMap::new() };
+        let shared = SharedSimulation { simulation, next_request_id: 0, arrived: HashMap::new() };
         Self { shared: Rc::new(RefCell::new(shared)) }
     }
 
