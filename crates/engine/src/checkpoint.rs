@@ -195,9 +195,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         written_early: &mut u64,
     ) -> Result<(RootSet, TreePointer)> {
         let volume_id = self.volume_id;
-        let mut dirty_ids: Vec<u64> = self.extents.maps().filter(|(_, map)| map.is_dirty()).map(|(id, _)| id).collect();
-        dirty_ids.sort_unstable();
-        for id in dirty_ids {
+        for id in self.extents.maps_to_persist() {
             let mut store = CheckpointStore { flash_space: &mut self.flash_space, writes, generation, volume_id };
             let pointer = self.extents.map_mut(id).persist(&mut store)?;
             if writes.len() >= CHECKPOINT_WRITE_BATCH_BLOCKS {
@@ -212,6 +210,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 self.extents.set_record(id, record);
             }
         }
+        self.extents.maps_persisted();
         let mut store = CheckpointStore { flash_space: &mut self.flash_space, writes, generation, volume_id };
         let extent_table = self.extents.table_mut().persist(&mut store)?;
         let snapshot_table = self.snapshots.persist(&mut store)?;

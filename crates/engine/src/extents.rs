@@ -9,8 +9,13 @@
 //! holds exactly the records' reservations.
 //! No I/O: the table and maps are persisted by the CP (`checkpoint.rs`),
 //! which reaches them through [`Extents::table_mut`] and [`Extents::map_mut`].
+//!
+//! A map can change only through [`Extents::map_mut`], so the maps handed out
+//! since the last CP and since the last bound refresh are remembered: the CP
+//! and the bound on its size visit those maps, not every extent, and cost what
+//! changed rather than the volume's size.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::codec::{ExtentRecord, RangeReservation};
 use crate::map::ExtentMap;
@@ -29,6 +34,19 @@ pub(crate) struct Extents {
     next_id: u64,
     /// Reservations by first range: `(range count, extent id)`.
     reservations: BTreeMap<u64, (u64, u64)>,
+    /// Maps handed out to change (or created) since the CP last persisted them.
+    unpersisted: BTreeSet<u64>,
+    /// Each map's persist bound as last computed, their sum, and the maps
+    /// handed out to change since ([`Extents::maps_persist_bound`]).
+    bounds: MapBounds,
+}
+
+/// Cached persist bounds of the maps.
+#[derive(Debug, Default)]
+struct MapBounds {
+    per_map: HashMap<u64, u64>,
+    total: u64,
+    stale: BTreeSet<u64>,
 }
 
 impl Extents {
@@ -40,6 +58,8 @@ impl Extents {
             names: HashMap::new(),
             next_id: 1,
             reservations: BTreeMap::new(),
+            unpersisted: BTreeSet::new(),
+            bounds: MapBounds::default(),
         }
     }
 
@@ -57,7 +77,9 @@ impl Extents {
         }
         let reserved: Vec<(u64, RangeReservation)> =
             table.iter().filter_map(|(id, record)| record.reservation.map(|reservation| (id, reservation))).collect();
-        let mut extents = Self { table, maps, names, next_id, reservations: BTreeMap::new() };
+        let bounds = MapBounds { stale: maps.keys().copied().collect(), ..MapBounds::default() };
+        let unpersisted = maps.iter().filter(|(_, map)| map.is_dirty()).map(|(&id, _)| id).collect();
+        let mut extents = Self { table, maps, names, next_id, reservations: BTreeMap::new(), unpersisted, bounds };
         for (id, reservation) in reserved {
             if extents.overlapping_reservation(&reservation).is_none() {
                 extents.reservations.insert(reservation.first_range, (reservation.range_count, id));
@@ -76,6 +98,8 @@ impl Extents {
         self.next_id += 1;
         self.names.insert(record.name.clone(), id);
         self.maps.insert(id, ExtentMap::new(id));
+        self.unpersisted.insert(id);
+        self.bounds.stale.insert(id);
         self.table.insert(id, record);
         id
     }
@@ -89,6 +113,9 @@ impl Extents {
             self.reservations.remove(&reservation.first_range);
         }
         self.table.remove(id);
+        self.unpersisted.remove(&id);
+        self.bounds.stale.remove(&id);
+        self.bounds.total -= self.bounds.per_map.remove(&id).unwrap_or(0);
         self.maps.remove(&id).expect("every extent has a map")
     }
 
@@ -180,7 +207,41 @@ impl Extents {
 
     /// The map of extent `id`, which exists, to change.
     pub(crate) fn map_mut(&mut self, id: u64) -> &mut ExtentMap {
-        self.maps.get_mut(&id).expect("the extent exists")
+        let map = self.maps.get_mut(&id).expect("the extent exists");
+        self.unpersisted.insert(id);
+        self.bounds.stale.insert(id);
+        map
+    }
+
+    /// The ids of the maps a CP must persist (the dirty ones), ascending.
+    pub(crate) fn maps_to_persist(&self) -> Vec<u64> {
+        debug_assert!(
+            self.maps.iter().all(|(id, map)| !map.is_dirty() || self.unpersisted.contains(id)),
+            "every dirty map was handed out to change since the last CP"
+        );
+        self.unpersisted.iter().copied().filter(|id| self.maps.get(id).is_some_and(ExtentMap::is_dirty)).collect()
+    }
+
+    /// Records that the CP persisted every map [`Extents::maps_to_persist`] named.
+    pub(crate) fn maps_persisted(&mut self) {
+        self.unpersisted.clear();
+    }
+
+    /// The sum of the maps' [`ExtentMap::persist_bound_blocks`], recomputing
+    /// only the maps handed out to change since the last call.
+    pub(crate) fn maps_persist_bound(&mut self) -> u64 {
+        let bounds = &mut self.bounds;
+        for id in std::mem::take(&mut bounds.stale) {
+            let bound = self.maps.get(&id).map_or(0, ExtentMap::persist_bound_blocks);
+            let old = bounds.per_map.insert(id, bound).unwrap_or(0);
+            bounds.total = bounds.total - old + bound;
+        }
+        debug_assert_eq!(
+            bounds.total,
+            self.maps.values().map(ExtentMap::persist_bound_blocks).sum::<u64>(),
+            "the cached bounds are the maps' bounds"
+        );
+        bounds.total
     }
 
     /// Every map, in no particular order.
@@ -285,5 +346,57 @@ mod tests {
         let mut extents = Extents::new();
         extents.create(record("a"));
         extents.create(record("a"));
+    }
+
+    /// The maps' persist bounds and dirtiness, recomputed from every map.
+    fn full_scan(extents: &Extents) -> (u64, Vec<u64>) {
+        let bound = extents.maps().map(|(_, map)| map.persist_bound_blocks()).sum();
+        let mut dirty: Vec<u64> = extents.maps().filter(|(_, map)| map.is_dirty()).map(|(id, _)| id).collect();
+        dirty.sort_unstable();
+        (bound, dirty)
+    }
+
+    #[test]
+    fn the_maps_to_persist_and_their_bound_follow_every_change() {
+        use crate::codec::Run;
+        use crate::tree::tests::MemoryStore;
+        let mut extents = Extents::new();
+        let mut store = MemoryStore::default();
+        let check = |extents: &mut Extents| {
+            let (bound, dirty) = full_scan(extents);
+            assert_eq!(extents.maps_persist_bound(), bound);
+            assert_eq!(extents.maps_to_persist(), dirty);
+        };
+        let ids: Vec<u64> = (0..6).map(|index| extents.create(record(&format!("e{index}")))).collect();
+        check(&mut extents);
+        // Enough runs in some maps for several leaves and an index level.
+        for (step, &id) in ids.iter().enumerate().cycle().take(4000).map(|(step, id)| (step as u64, id)) {
+            if id % 3 != 0 {
+                extents.map_mut(id).insert(step * 7, Run::new(1, step));
+            }
+            if step % 500 == 0 {
+                check(&mut extents);
+            }
+        }
+        check(&mut extents);
+        // A CP persists exactly the dirty maps, after which none is left to persist.
+        for id in extents.maps_to_persist() {
+            extents.map_mut(id).persist(&mut store).unwrap();
+        }
+        extents.maps_persisted();
+        check(&mut extents);
+        assert!(extents.maps_to_persist().is_empty());
+        // A change to one map after the CP, a removal, a new extent (whose
+        // empty map has nothing to persist until it changes).
+        extents.map_mut(ids[1]).remove(7);
+        drop(extents.remove(ids[2]));
+        let added = extents.create(record("added"));
+        check(&mut extents);
+        assert_eq!(extents.maps_to_persist(), vec![ids[1]]);
+        extents.map_mut(added).insert(0, Run::new(1, 1));
+        // A map handed out but left unchanged is not persisted.
+        let _ = extents.map_mut(ids[4]);
+        assert_eq!(extents.maps_to_persist(), vec![ids[1], added]);
+        check(&mut extents);
     }
 }

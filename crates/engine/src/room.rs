@@ -361,7 +361,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let records = self.log.records_since_checkpoint;
         let by_records = self.log.records_bound_blocks;
         if self.log.metadata_bound_at_records.is_none_or(|at| records >= at + BOUND_REFRESH_RECORDS) {
-            self.log.metadata_bound = self.checkpoint_bound_blocks();
+            self.log.metadata_bound = self.checkpoint_bound_blocks_cached();
             self.log.metadata_bound_at_records = Some(records);
             self.log.records_bound_at_refresh = by_records;
         }

@@ -3,12 +3,14 @@
 //!
 //! In memory a tree is its entries (a compact [`ChunkedMap`]) plus, per level, a partition of
 //! the key space into nodes: each node covers `[its key, the next node's key)`
-//! and records where it lives on flash and whether it is dirty. A mutation marks
-//! the leaf covering its key dirty; [`PersistentTree::persist`] rewrites dirty
-//! nodes (consecutive dirty nodes are re-split together, which also merges
-//! underfull ones) to new blocks, then their parents, up to one root.
+//! and records where it lives on flash; the dirty nodes of each level are kept
+//! apart, in key order. A mutation marks the leaf covering its key dirty;
+//! [`PersistentTree::persist`] rewrites dirty nodes (consecutive dirty nodes are
+//! re-split together, which also merges underfull ones) to new blocks, then
+//! their parents, up to one root. A persist visits the dirty nodes and their
+//! neighbours only, so its cost follows the changes, not the tree's size.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ops::RangeBounds;
 
 use crate::chunked::ChunkedMap;
@@ -45,10 +47,10 @@ struct NodeSlot {
     /// Flash block (0 = never written).
     block: u64,
     crc: u32,
-    dirty: bool,
 }
 
-const UNWRITTEN: NodeSlot = NodeSlot { block: 0, crc: 0, dirty: true };
+/// The slot of a node not yet written (always dirty).
+const UNWRITTEN: NodeSlot = NodeSlot { block: 0, crc: 0 };
 
 /// A copy-on-write tree of `E` entries.
 #[derive(Debug, Clone)]
@@ -59,13 +61,21 @@ pub struct PersistentTree<E> {
     /// nodes of level `l - 1`; the last level holds exactly one node (key 0)
     /// after a persist.
     levels: Vec<BTreeMap<u64, NodeSlot>>,
+    /// Per level, the keys of its dirty nodes (each a key of `levels[l]`).
+    dirty_nodes: Vec<BTreeSet<u64>>,
     dirty: bool,
 }
 
 impl<E: TreeEntry> PersistentTree<E> {
     /// An empty tree whose nodes carry `owner` in their header.
     pub fn new(owner: u64) -> Self {
-        Self { owner, entries: ChunkedMap::new(), levels: vec![BTreeMap::from([(0, UNWRITTEN)])], dirty: false }
+        Self {
+            owner,
+            entries: ChunkedMap::new(),
+            levels: vec![BTreeMap::from([(0, UNWRITTEN)])],
+            dirty_nodes: vec![BTreeSet::from([0])],
+            dirty: false,
+        }
     }
 
     /// Number of entries.
@@ -82,7 +92,8 @@ impl<E: TreeEntry> PersistentTree<E> {
     /// a `BTreeMap` slot of 32 bytes plus a third for nodes and slack).
     pub fn memory_bytes(&self) -> usize {
         let slots: usize = self.levels.iter().map(BTreeMap::len).sum();
-        self.entries.memory_bytes() + slots * (8 + std::mem::size_of::<NodeSlot>()) * 4 / 3
+        let dirty: usize = self.dirty_nodes.iter().map(BTreeSet::len).sum();
+        self.entries.memory_bytes() + (slots * (8 + std::mem::size_of::<NodeSlot>()) + dirty * 8) * 4 / 3
     }
 
     /// An upper bound on the blocks a persist of this tree can write, however
@@ -154,9 +165,14 @@ impl<E: TreeEntry> PersistentTree<E> {
     }
 
     fn mark(&mut self, key: u64) {
-        let slot = self.levels[0].range_mut(..=key).next_back().expect("level 0 always covers key 0").1;
-        slot.dirty = true;
+        self.mark_node_covering(0, key);
         self.dirty = true;
+    }
+
+    /// Marks dirty the node of `level` whose range holds `key`.
+    fn mark_node_covering(&mut self, level: usize, key: u64) {
+        let (&node, _) = self.levels[level].range(..=key).next_back().expect("a level always covers key 0");
+        self.dirty_nodes[level].insert(node);
     }
 
     /// Every flash block holding a node of this tree.
@@ -199,14 +215,15 @@ impl<E: TreeEntry> PersistentTree<E> {
                 for upper in self.levels.drain(level + 1..) {
                     upper.values().filter(|slot| slot.block != 0).for_each(|slot| store.release(slot.block));
                 }
+                self.dirty_nodes.truncate(level + 1);
                 break;
             }
             if level + 1 == self.levels.len() {
                 self.levels.push(BTreeMap::from([(0, UNWRITTEN)]));
+                self.dirty_nodes.push(BTreeSet::from([0]));
             }
             for key in changed_keys {
-                let parent = self.levels[level + 1].range_mut(..=key).next_back().expect("covers key 0").1;
-                parent.dirty = true;
+                self.mark_node_covering(level + 1, key);
             }
             level += 1;
         }
@@ -237,10 +254,10 @@ impl<E: TreeEntry> PersistentTree<E> {
                 })
                 .collect()
         } else {
+            assert!(self.dirty_nodes[level - 1].range(range).next().is_none(), "children are persisted before parents");
             self.levels[level - 1]
                 .range(range)
                 .map(|(&key, slot)| {
-                    assert!(!slot.dirty, "children are persisted before parents");
                     assert!(slot.block != 0, "children are persisted before parents");
                     let mut bytes = vec![0; INDEX_ENTRY_SIZE];
                     bytes[..8].copy_from_slice(&key.to_le_bytes());
@@ -253,37 +270,42 @@ impl<E: TreeEntry> PersistentTree<E> {
     }
 
     fn has_entries(&self, level: usize, start: u64, end: Option<u64>) -> bool {
-        !self.encoded_entries(level, start, end).is_empty()
+        let range =
+            (std::ops::Bound::Included(start), end.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded));
+        if level == 0 {
+            self.entries.range(range).next().is_some()
+        } else {
+            self.levels[level - 1].range(range).next().is_some()
+        }
     }
 
     /// Rewrites the dirty nodes of one level; returns the node keys that
     /// appeared, moved or disappeared (their parents must be rewritten).
     fn persist_level(&mut self, level: usize, store: &mut dyn NodeStore) -> Result<Vec<u64>> {
         self.dirty_successors_of_empty_first_node(level);
-        let slots: Vec<(u64, NodeSlot)> = self.levels[level].iter().map(|(&key, &slot)| (key, slot)).collect();
         let mut changed_keys = Vec::new();
-        let mut index = 0;
-        while index < slots.len() {
-            if !slots[index].1.dirty {
-                index += 1;
-                continue;
+        // Groups of adjacent dirty nodes, in key order; a group ends at the
+        // next clean node (whose key bounds its entries) or at the level's end.
+        while let Some(start) = self.dirty_nodes[level].pop_first() {
+            let mut group = vec![start];
+            let mut end = None;
+            for (&key, _) in self.levels[level].range(start + 1..) {
+                if !self.dirty_nodes[level].remove(&key) {
+                    end = Some(key);
+                    break;
+                }
+                group.push(key);
             }
-            let group_start = index;
-            while index < slots.len() && slots[index].1.dirty {
-                index += 1;
-            }
-            let start = slots[group_start].0;
-            let end = slots.get(index).map(|(key, _)| *key);
-            for (key, slot) in &slots[group_start..index] {
+            for key in group {
+                let slot = self.levels[level].remove(&key).expect("a dirty node is a node of its level");
                 if slot.block != 0 {
                     store.release(slot.block);
                 }
-                self.levels[level].remove(key);
-                changed_keys.push(*key);
+                changed_keys.push(key);
             }
             let encoded = self.encoded_entries(level, start, end);
             for (key, block, crc) in self.write_nodes(level, start, &encoded, store)? {
-                self.levels[level].insert(key, NodeSlot { block, crc, dirty: false });
+                self.levels[level].insert(key, NodeSlot { block, crc });
                 changed_keys.push(key);
             }
         }
@@ -294,15 +316,14 @@ impl<E: TreeEntry> PersistentTree<E> {
     /// A dirty first node left without entries cannot simply vanish (key 0 must
     /// stay covered): it is merged with its successor by dirtying that one too.
     fn dirty_successors_of_empty_first_node(&mut self, level: usize) {
-        loop {
-            let keys: Vec<(u64, bool)> = self.levels[level].iter().map(|(&key, slot)| (key, slot.dirty)).collect();
-            let Some(position) = keys.iter().position(|&(_, dirty)| !dirty) else { return };
-            // Nodes 0..position are dirty and form the first group.
-            let group_end = keys[position].0;
-            if position == 0 || self.has_entries(level, 0, Some(group_end)) {
+        while self.dirty_nodes[level].contains(&0) {
+            // Nodes before the first clean one are dirty and form the first group.
+            let dirty = &self.dirty_nodes[level];
+            let Some(&group_end) = self.levels[level].keys().find(|key| !dirty.contains(key)) else { return };
+            if self.has_entries(level, 0, Some(group_end)) {
                 return;
             }
-            self.levels[level].get_mut(&group_end).expect("exists").dirty = true;
+            self.dirty_nodes[level].insert(group_end);
         }
     }
 
@@ -359,6 +380,7 @@ impl<E: TreeEntry> PersistentTree<E> {
             return Ok(tree);
         }
         tree.levels = vec![BTreeMap::new(); usize::from(pointer.height) + 1];
+        tree.dirty_nodes = vec![BTreeSet::new(); usize::from(pointer.height) + 1];
         let mut visited = HashSet::new();
         tree.load_node(reader, &mut visited, pointer.block, pointer.crc, pointer.height, 0, None)?;
         tree.dirty = false;
@@ -392,7 +414,7 @@ impl<E: TreeEntry> PersistentTree<E> {
         expect(header.owner == self.owner, format!("owner {} where {} was expected", header.owner, self.owner))?;
         expect(header.key == key, format!("first key {} where {key} was expected", header.key))?;
         let within = |entry_key: u64| entry_key >= key && end.is_none_or(|end| entry_key < end);
-        self.levels[usize::from(level)].insert(key, NodeSlot { block, crc, dirty: false });
+        self.levels[usize::from(level)].insert(key, NodeSlot { block, crc });
         if level == 0 {
             let entries = decode_leaf_entries::<E>(&data, usize::from(header.entry_count))
                 .map_err(|detail| corrupt(block, what, detail))?;

@@ -1237,6 +1237,17 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// bitmaps and the checksum tables rewritten whole.
     pub fn checkpoint_bound_blocks(&self) -> u64 {
         let maps: u64 = self.extents.maps().map(|(_, map)| map).map(ExtentMap::persist_bound_blocks).sum();
+        maps + self.checkpoint_bound_beyond_maps()
+    }
+
+    /// [`Volume::checkpoint_bound_blocks`] from the maps' cached bounds: the
+    /// same figure, at the cost of the maps changed since it was last asked.
+    pub(crate) fn checkpoint_bound_blocks_cached(&mut self) -> u64 {
+        self.extents.maps_persist_bound() + self.checkpoint_bound_beyond_maps()
+    }
+
+    /// The part of [`Volume::checkpoint_bound_blocks`] that is not the extent maps.
+    fn checkpoint_bound_beyond_maps(&self) -> u64 {
         let tables = self.extents.table().persist_bound_blocks()
             + self.snapshots.persist_bound_blocks()
             + self.copy_outs.tree().persist_bound_blocks();
@@ -1244,7 +1255,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let checksums = self.checksums.as_ref().map_or(0, Checksums::tree_block_count);
         let segment_usage = self.segments.table().persist_bound_blocks();
         let refcounts = self.refcounts.pages().tree_block_count();
-        maps + tables + bitmaps + checksums + self.delete_log.persist_bound_blocks() + segment_usage + refcounts
+        tables + bitmaps + checksums + self.delete_log.persist_bound_blocks() + segment_usage + refcounts
     }
 
     /// Space accounting.
