@@ -378,7 +378,9 @@ impl<D: BlockDevice> BlockDevice for CrashDevice<D> {
             .map(|request| match request.op {
                 IoOp::Read => None,
                 IoOp::Write => Some((request.block, request.data.clone(), request.fua)),
-                IoOp::Trim => Some((request.block, vec![0; request.block_count as usize * block_size], request.fua)),
+                IoOp::Trim | IoOp::WriteZeroes => {
+                    Some((request.block, vec![0; request.block_count as usize * block_size], request.fua))
+                }
             })
             .collect();
         let ticket = self.inner.submit(batch)?;

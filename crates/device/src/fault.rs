@@ -348,7 +348,7 @@ impl<D: BlockDevice> BlockDevice for FaultDevice<D> {
         for request in batch {
             let op = match request.op {
                 IoOp::Read => FaultOp::Read,
-                IoOp::Write => FaultOp::Write,
+                IoOp::Write | IoOp::WriteZeroes => FaultOp::Write,
                 IoOp::Trim => {
                     slots.push(None);
                     context.push((request.block, Vec::new()));

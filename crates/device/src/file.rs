@@ -321,8 +321,13 @@ impl FileDevice {
             IoOp::Read => {
                 self.read_at(offset_bytes, request.block_count as usize * self.info.block_size_bytes as usize)
             }
-            IoOp::Write => {
-                self.write_at(offset_bytes, &request.data)?;
+            IoOp::Write | IoOp::WriteZeroes => {
+                if request.op == IoOp::Write {
+                    self.write_at(offset_bytes, &request.data)?;
+                } else {
+                    let length_bytes = request.block_count as usize * self.info.block_size_bytes as usize;
+                    self.write_at(offset_bytes, &vec![0; length_bytes])?;
+                }
                 if request.fua {
                     self.sync_file()?;
                 }
@@ -568,6 +573,7 @@ fn op_name(op: IoOp) -> &'static str {
         IoOp::Read => "read",
         IoOp::Write => "write",
         IoOp::Trim => "trim",
+        IoOp::WriteZeroes => "write zeroes",
     }
 }
 

@@ -6,7 +6,7 @@
 //! out-of-range request never reached the medium and does not latch.
 
 use crate::batches::{SplicedBatch, WrapperBatches};
-use crate::{BatchTicket, BlockDevice, DeviceError, DeviceInfo, IoCompletion, IoOp, IoRequest};
+use crate::{BatchTicket, BlockDevice, DeviceError, DeviceInfo, IoCompletion, IoRequest};
 
 /// Refuses writes after the first write or flush failure of `D`.
 #[derive(Debug)]
@@ -59,22 +59,18 @@ impl<D: BlockDevice> LatchDevice<D> {
     }
 }
 
-fn modifies(request: &IoRequest) -> bool {
-    matches!(request.op, IoOp::Write | IoOp::Trim)
-}
-
 impl<D: BlockDevice> BlockDevice for LatchDevice<D> {
     fn info(&self) -> DeviceInfo {
         self.inner.info()
     }
 
     fn submit(&mut self, batch: Vec<IoRequest>) -> Result<BatchTicket, DeviceError> {
-        let modifying: Vec<bool> = batch.iter().map(modifies).collect();
+        let modifying: Vec<bool> = batch.iter().map(|request| request.op.modifies()).collect();
         let now_ns = self.inner.now_ns();
         let mut forwarded = Vec::with_capacity(batch.len());
         let mut slots = Vec::with_capacity(batch.len());
         for request in batch {
-            if self.is_latched() && modifies(&request) {
+            if self.is_latched() && request.op.modifies() {
                 let refused =
                     IoCompletion { result: Err(self.latched_error()), submitted_ns: now_ns, completed_ns: now_ns };
                 slots.push(Some(refused));

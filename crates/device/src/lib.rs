@@ -79,6 +79,16 @@ pub enum IoOp {
     Write,
     /// Discard `block_count` blocks; later reads of them return unspecified data.
     Trim,
+    /// Write zeroes to `block_count` blocks, without a data buffer: later
+    /// reads of them return zeroes. Timed and durable as a write.
+    WriteZeroes,
+}
+
+impl IoOp {
+    /// Whether the operation changes what the device holds.
+    pub fn modifies(self) -> bool {
+        self != IoOp::Read
+    }
 }
 
 /// One request of a batch.
@@ -91,7 +101,8 @@ pub struct IoRequest {
     /// Number of blocks addressed (at least 1).
     pub block_count: u32,
     /// For a write, the data (`block_count * block_size_bytes` bytes, or empty on
-    /// a device that does not store payload). For a read, ignored on submission.
+    /// a device that does not store payload). Empty for a write of zeroes and
+    /// a trim. For a read, ignored on submission.
     pub data: Vec<u8>,
     /// Force unit access: the write is durable when it completes.
     pub fua: bool,
@@ -111,6 +122,11 @@ impl IoRequest {
     /// A trim of `block_count` blocks starting at `block`.
     pub fn trim(block: u64, block_count: u32) -> Self {
         Self { op: IoOp::Trim, block, block_count, data: Vec::new(), fua: false }
+    }
+
+    /// A write of zeroes to `block_count` blocks starting at `block`.
+    pub fn write_zeroes(block: u64, block_count: u32) -> Self {
+        Self { op: IoOp::WriteZeroes, block, block_count, data: Vec::new(), fua: false }
     }
 
     /// The same request with force-unit-access set.
@@ -509,6 +525,9 @@ pub fn validate_request(info: &DeviceInfo, request: &IoRequest) -> Result<(), De
             if !info.stores_payload && !request.data.is_empty() && request.data.len() as u64 != expected_bytes =>
         {
             Err(invalid(format!("write carries {} bytes, expected 0 or {expected_bytes}", request.data.len())))
+        }
+        IoOp::WriteZeroes | IoOp::Trim if !request.data.is_empty() => {
+            Err(invalid(format!("a {:?} carries {} bytes, expected none", request.op, request.data.len())))
         }
         _ => Ok(()),
     }

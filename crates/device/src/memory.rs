@@ -71,7 +71,7 @@ impl MemoryDevice {
                 self.data[range].copy_from_slice(&request.data);
                 Ok(Vec::new())
             }
-            IoOp::Trim => {
+            IoOp::Trim | IoOp::WriteZeroes => {
                 self.data[range].fill(0);
                 Ok(Vec::new())
             }

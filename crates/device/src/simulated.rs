@@ -64,14 +64,19 @@ impl SimulationHandle {
     /// Runs the event loop until request `id` has completed; returns its completion.
     fn completion_of(&self, id: u64) -> DiskCompletion {
         let mut shared = self.shared.borrow_mut();
+        if let Some(completion) = (!shared.arrived.is_empty()).then(|| shared.arrived.remove(&id)).flatten() {
+            return completion;
+        }
         loop {
-            if let Some(completion) = shared.arrived.remove(&id) {
-                return completion;
-            }
             let (_, completion) = shared
                 .simulation
                 .next_completion()
                 .unwrap_or_else(|| panic!("simulation went idle before request {id} completed"));
+            // Completions mostly come in the order they are waited for: only
+            // the others are kept for later.
+            if completion.id == id {
+                return completion;
+            }
             shared.arrived.insert(completion.id, completion);
         }
     }
@@ -229,7 +234,7 @@ impl SimulatedDevice {
                 return done(Ok(Vec::new()));
             }
             IoOp::Read => DiskOp::Read,
-            IoOp::Write => DiskOp::Write,
+            IoOp::Write | IoOp::WriteZeroes => DiskOp::Write,
         };
         let data = match request.op {
             IoOp::Read => self.read_payload(&request),
@@ -257,6 +262,11 @@ impl SimulatedDevice {
 
     fn write_payload(&mut self, request: &IoRequest) {
         if !self.info.stores_payload {
+            return;
+        }
+        if request.op == IoOp::WriteZeroes {
+            // Absent blocks read as zeroes.
+            (request.block..request.end_block()).for_each(|block| drop(self.payload.remove(&block)));
             return;
         }
         let block_size = self.info.block_size_bytes as usize;

@@ -93,13 +93,16 @@ pub struct StatsDevice<D> {
     outstanding: BTreeMap<BatchTicket, Vec<(IoOp, u32, bool)>>,
     /// End of the last busy interval accounted; intervals before it are not counted twice.
     busy_until_ns: u64,
+    /// The inner device's block size.
+    block_size_bytes: u32,
 }
 
 impl<D: BlockDevice> StatsDevice<D> {
     /// Wraps `inner` with zeroed counters.
     pub fn new(inner: D) -> Self {
-        let stats = DeviceStats { device: inner.info().name, ..DeviceStats::default() };
-        Self { inner, stats, outstanding: BTreeMap::new(), busy_until_ns: 0 }
+        let info = inner.info();
+        let stats = DeviceStats { device: info.name, ..DeviceStats::default() };
+        Self { inner, stats, outstanding: BTreeMap::new(), busy_until_ns: 0, block_size_bytes: info.block_size_bytes }
     }
 
     /// The counters so far.
@@ -163,11 +166,11 @@ impl<D: BlockDevice> BlockDevice for StatsDevice<D> {
         let completions = self.inner.wait(ticket)?;
         let shape = self.outstanding.remove(&ticket).expect("the inner device accepted a ticket we never saw");
         assert_eq!(shape.len(), completions.len(), "one completion per request");
-        let block_size_bytes = self.inner.info().block_size_bytes;
+        let block_size_bytes = self.block_size_bytes;
         for (&(op, block_count, fua), completion) in shape.iter().zip(&completions) {
             let counters = match op {
                 IoOp::Read => &mut self.stats.reads,
-                IoOp::Write => &mut self.stats.writes,
+                IoOp::Write | IoOp::WriteZeroes => &mut self.stats.writes,
                 IoOp::Trim => &mut self.stats.trims,
             };
             counters.record(block_count, block_size_bytes, completion);

@@ -49,6 +49,7 @@ impl Case {
                 IoRequest::write(block, length as u32, data)
             }
             5 => IoRequest::trim(block, length as u32),
+            6 => IoRequest::write_zeroes(block, length as u32),
             _ => IoRequest::read(block, length as u32),
         }
     }
@@ -74,7 +75,7 @@ impl Case {
                     assert!(data == self.model[range], "seed {}: read of {:?} differs", self.seed, request.block)
                 }
                 IoOp::Write => self.model[range].copy_from_slice(&request.data),
-                IoOp::Trim => self.model[range].fill(0),
+                IoOp::Trim | IoOp::WriteZeroes => self.model[range].fill(0),
             }
         }
     }

@@ -112,6 +112,41 @@ pub struct HardDisk {
     /// One past the last LBN of the track under the heads, when known (0
     /// otherwise): read-ahead that stops before it has not moved the heads.
     head_track_end_lbn: u64,
+    /// Where recently arrived requests' first sectors lie.
+    located: LocateMemo,
+}
+
+/// A small direct-mapped memo of [`DiskModel::locate`] for request arrivals:
+/// the same LBNs arrive again and again (a RAID read-modify-write reads a
+/// block, then writes it; parity and checksum blocks are shared by their
+/// rows), and locating through a zone table costs far more than a lookup.
+/// The model is immutable, so a remembered location is always right.
+#[derive(Debug, Clone)]
+struct LocateMemo {
+    entries: Box<[Option<(u64, Located)>; LOCATE_MEMO_ENTRIES]>,
+}
+
+/// Entries of a [`LocateMemo`] (a power of two).
+const LOCATE_MEMO_ENTRIES: usize = 64;
+
+impl LocateMemo {
+    fn new() -> LocateMemo {
+        LocateMemo { entries: Box::new([None; LOCATE_MEMO_ENTRIES]) }
+    }
+
+    /// Where `lbn` lies on `model`.
+    fn locate(&mut self, model: &DiskModel, lbn: u64) -> Option<Located> {
+        // Requests start on block boundaries: spread blocks over the entries.
+        let slot = ((lbn >> 3) ^ (lbn >> 9)) as usize % LOCATE_MEMO_ENTRIES;
+        match self.entries[slot] {
+            Some((remembered, located)) if remembered == lbn => Some(located),
+            _ => {
+                let located = model.locate(lbn)?;
+                self.entries[slot] = Some((lbn, located));
+                Some(located)
+            }
+        }
+    }
 }
 
 impl HardDisk {
@@ -130,6 +165,7 @@ impl HardDisk {
             ),
             write_segment: separate_write_segment.then(|| Cache::new(1, None)),
             head_track_end_lbn: 0,
+            located: LocateMemo::new(),
             model,
             host_queue: VecDeque::new(),
             disk_queue: Vec::new(),
@@ -178,7 +214,7 @@ impl HardDisk {
         );
         assert!(now_ns >= self.last_arrival_ns, "arrivals must come in time order");
         self.last_arrival_ns = now_ns;
-        let target = self.model.locate(request.lbn).expect("request checked against the capacity");
+        let target = self.located.locate(&self.model, request.lbn).expect("request checked against the capacity");
         self.host_queue.push_back(Queued { request, arrival_ns: now_ns, target });
         self.fill_disk_queue();
         if self.in_service.is_none() {

@@ -69,7 +69,7 @@ impl MemoryOrNullDevice {
                 }
                 Vec::new()
             }
-            IoOp::Trim => {
+            IoOp::Trim | IoOp::WriteZeroes => {
                 (request.block..request.end_block()).for_each(|block| drop(self.blocks.remove(&block)));
                 Vec::new()
             }

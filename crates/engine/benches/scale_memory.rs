@@ -117,7 +117,7 @@ impl SparseDevice {
                 }
                 Vec::new()
             }
-            IoOp::Trim => {
+            IoOp::Trim | IoOp::WriteZeroes => {
                 (request.block..request.end_block()).for_each(|block| drop(self.blocks.remove(&block)));
                 Vec::new()
             }

@@ -65,23 +65,52 @@ pub(crate) fn write_pieces<D: BlockDevice>(
     role: DeviceRole,
     pieces: Vec<(u64, Vec<u8>)>,
 ) -> Result<()> {
+    let pieces = pieces
+        .into_iter()
+        .map(|(block, data)| {
+            assert_eq!(data.len() % BLOCK_SIZE, 0, "whole blocks");
+            (block, (data.len() / BLOCK_SIZE) as u64, data)
+        })
+        .collect();
+    execute_all(device, role, write_requests(pieces))
+}
+
+/// Writes zeroes to `(first block, block count)` pieces of one device in one
+/// batch, without data buffers.
+pub(crate) fn write_zeroes<D: BlockDevice>(device: &mut D, role: DeviceRole, pieces: &[(u64, u64)]) -> Result<()> {
     let mut requests = Vec::new();
-    for (block, data) in pieces {
-        assert_eq!(data.len() % BLOCK_SIZE, 0, "whole blocks");
-        let count = (data.len() / BLOCK_SIZE) as u64;
+    for &(block, count) in pieces {
         let mut done = 0;
         while done < count {
             let this = (count - done).min(MAX_REQUEST_BLOCKS);
-            let bytes = data[block_bytes(done)..block_bytes(done + this)].to_vec();
-            requests.push(IoRequest::write(block + done, this as u32, bytes));
+            requests.push(IoRequest::write_zeroes(block + done, this as u32));
             done += this;
         }
     }
+    execute_all(device, role, requests)
+}
+
+/// The runs of consecutive blocks in `blocks`, as (index of the run's first
+/// block, blocks in the run), in order.
+pub(crate) fn consecutive_runs(blocks: &[u64]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut index = 0;
+    std::iter::from_fn(move || {
+        let start = index;
+        let first = *blocks.get(start)?;
+        index += 1;
+        while blocks.get(index) == Some(&(first + (index - start) as u64)) {
+            index += 1;
+        }
+        Some((start, index - start))
+    })
+}
+
+/// Executes `requests` on one device in one batch, failing on the first error.
+pub(crate) fn execute_all<D: BlockDevice>(device: &mut D, role: DeviceRole, requests: Vec<IoRequest>) -> Result<()> {
     if requests.is_empty() {
         return Ok(());
     }
-    let completions = device.execute(requests).map_err(device_error(role))?;
-    for completion in completions {
+    for completion in device.execute(requests).map_err(device_error(role))? {
         completion.result.map_err(device_error(role))?;
     }
     Ok(())

@@ -16,7 +16,7 @@ use proxima_device::BlockDevice;
 use crate::codec::{LogRecord, RangeReservation, BLOCK_SIZE};
 use crate::destage::{DestageScope, NoDestageObserver, StagingRelease};
 use crate::error::{DeviceRole, EngineError, Result};
-use crate::io::{block_bytes, device_error, in_memory, write_pieces, MAX_REQUEST_BLOCKS};
+use crate::io::{block_bytes, consecutive_runs, device_error, in_memory, write_zeroes, MAX_REQUEST_BLOCKS};
 use crate::layouts::{staging_is_full, Placement, VolumeFacts, WriteContext};
 use crate::map::{self, Location};
 use crate::room::RoomMade;
@@ -280,18 +280,14 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// usually the whole write) is one request from the caller's bytes.
     fn write_staged_payload(&mut self, blocks: &[u64], payload: Payload<'_>) -> Result<()> {
         let Payload::Bytes(bytes) = payload else {
-            let pieces = blocks.iter().map(|&block| (block, vec![0; BLOCK_SIZE])).collect();
-            return write_pieces(&mut self.flash, DeviceRole::Flash, pieces);
+            // Synthetic data is zeroes: written without a buffer.
+            let pieces: Vec<(u64, u64)> =
+                consecutive_runs(blocks).map(|(index, run)| (blocks[index], run as u64)).collect();
+            return write_zeroes(&mut self.flash, DeviceRole::Flash, &pieces);
         };
-        let mut index = 0;
-        while index < blocks.len() {
-            let mut run = 1;
-            while index + run < blocks.len() && blocks[index + run] == blocks[index] + run as u64 {
-                run += 1;
-            }
+        for (index, run) in consecutive_runs(blocks) {
             let piece = &bytes[index * BLOCK_SIZE..(index + run) * BLOCK_SIZE];
             self.flash.write_blocks(blocks[index], piece).map_err(device_error(DeviceRole::Flash))?;
-            index += run;
         }
         Ok(())
     }
@@ -330,16 +326,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
         let blocks = self.allocate_staging_blocks(total)?;
         let pieces: Vec<&[u8]> = writes.iter().flat_map(|&(_, _, bytes)| bytes.chunks(BLOCK_SIZE)).collect();
-        let mut index = 0;
-        while index < blocks.len() {
-            let mut run = 1;
-            while index + run < blocks.len() && blocks[index + run] == blocks[index] + run as u64 {
-                run += 1;
-            }
+        for (index, run) in consecutive_runs(&blocks) {
             self.flash
                 .write_gathered(blocks[index], &pieces[index..index + run])
                 .map_err(device_error(DeviceRole::Flash))?;
-            index += run;
         }
         let mut at = 0;
         for &(id, logical, bytes) in writes {

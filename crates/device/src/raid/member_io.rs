@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::block_set::BlockSet;
+use super::block_set::{BlockSet, BlockWrites};
 use std::ops::Range;
 
 use super::zone_checksums::PhysicalBlock;
@@ -123,7 +123,7 @@ impl ReadResults {
 }
 
 /// Per member, blocks to write (member block or zone → data).
-pub(super) type MemberWrites = Vec<BTreeMap<u64, Vec<u8>>>;
+pub(super) type MemberWrites = Vec<BlockWrites>;
 
 /// Per member, the batch submitted to it (if any) and the runs it holds.
 pub(super) type MemberBatches = Vec<Option<(BatchTicket, Vec<MemberRun>)>>;
@@ -144,9 +144,9 @@ impl<D: BlockDevice> RaidDevice<D> {
     pub(super) fn submit_to_members(
         &mut self,
         reads: &[BlockSet],
-        writes: &[BTreeMap<u64, Vec<u8>>],
+        writes: &[BlockWrites],
         checksum_reads: &[BlockSet],
-        checksum_writes: &[BTreeMap<u64, Vec<u8>>],
+        checksum_writes: &[BlockWrites],
     ) -> Result<MemberBatches, DeviceError> {
         let mut submitted = Vec::with_capacity(self.members.len());
         for member in 0..self.members.len() {
@@ -301,7 +301,7 @@ impl<D: BlockDevice> RaidDevice<D> {
     /// Writes member blocks directly (parity untouched), reading the checksum
     /// blocks of the zones they do not cover first.
     pub(super) fn write_member_blocks(&mut self, writes: &MemberWrites) -> Result<(), DeviceError> {
-        let blocks: Vec<BlockSet> = writes.iter().map(|blocks| blocks.keys().copied().collect()).collect();
+        let blocks: Vec<BlockSet> = writes.iter().map(|blocks| blocks.keys().collect()).collect();
         let checksum_reads = self.checksum_pre_reads(&blocks);
         let mut read = ReadResults::new();
         if checksum_reads.iter().any(|zones| !zones.is_empty()) {

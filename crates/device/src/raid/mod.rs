@@ -34,7 +34,7 @@ mod zone_checksums;
 
 use std::collections::BTreeMap;
 
-use self::block_set::BlockSet;
+use self::block_set::{BlockSet, BlockWrites};
 
 use serde::{Deserialize, Serialize};
 
@@ -341,7 +341,7 @@ impl<D: BlockDevice> RaidDevice<D> {
     }
 
     /// Classifies the outer requests: reads to sources, writes into `writes`.
-    fn classify(&self, batch: Vec<IoRequest>, now_ns: u64, writes: &mut BTreeMap<u64, Vec<u8>>) -> Vec<OuterSlot> {
+    fn classify(&self, batch: Vec<IoRequest>, now_ns: u64, writes: &mut BlockWrites) -> Vec<OuterSlot> {
         let block_size = self.block_size();
         let planner = self.planner();
         let mut outer = Vec::with_capacity(batch.len());
@@ -357,7 +357,7 @@ impl<D: BlockDevice> RaidDevice<D> {
             let blocks = request.block..request.end_block();
             match request.op {
                 IoOp::Read => outer.push(OuterSlot::Read(blocks.map(|block| planner.read_source(block)).collect())),
-                IoOp::Write | IoOp::Trim => {
+                IoOp::Write | IoOp::WriteZeroes | IoOp::Trim => {
                     for (index, block) in blocks.enumerate() {
                         let data = match (request.op, self.info.stores_payload) {
                             (_, false) => Vec::new(),
@@ -420,7 +420,7 @@ impl<D: BlockDevice> BlockDevice for RaidDevice<D> {
 
     fn submit(&mut self, batch: Vec<IoRequest>) -> Result<BatchTicket, DeviceError> {
         let submitted_ns = self.now_ns();
-        let mut writes = BTreeMap::new();
+        let mut writes = BlockWrites::new();
         let outer = self.classify(batch, submitted_ns, &mut writes);
         let planner = self.planner();
         let rows = planner.plan_rows(&writes);

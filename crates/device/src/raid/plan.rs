@@ -16,9 +16,7 @@
 //! Without payload (metadata-only simulation) the same blocks are planned and
 //! the parity arithmetic is skipped: every block written is empty.
 
-use std::collections::BTreeMap;
-
-use super::block_set::BlockSet;
+use super::block_set::{BlockSet, BlockWrites};
 
 use super::geometry::Geometry;
 use super::member_io::{MemberWrites, ReadResults};
@@ -113,7 +111,7 @@ impl Planner {
 
     /// Plans the writes of a batch (logical block → data): the rows touched,
     /// in member block order, each with its method.
-    pub(super) fn plan_rows(&self, writes: &BTreeMap<u64, Vec<u8>>) -> Vec<RowWrite> {
+    pub(super) fn plan_rows(&self, writes: &BlockWrites) -> Vec<RowWrite> {
         let mut placed: Vec<(u64, usize, u64, &Vec<u8>)> = writes
             .iter()
             .map(|(&block, data)| {
@@ -223,7 +221,7 @@ impl Planner {
     /// Computes the member writes of `rows` (data and parity) from the blocks
     /// their methods read first, found in `read`.
     pub(super) fn member_writes(&self, rows: &[RowWrite], read: &ReadResults) -> Result<MemberWrites, DeviceError> {
-        let mut writes = vec![BTreeMap::new(); self.geometry.member_count];
+        let mut writes = vec![BlockWrites::new(); self.geometry.member_count];
         let old = |member: usize, block: u64| -> Result<&[u8], DeviceError> {
             match read.get(member, block, self.block_size_bytes) {
                 Some(block) => block.data.map_err(Clone::clone),
@@ -293,8 +291,10 @@ mod tests {
         Planner { geometry: Geometry::new(RaidLevel::Raid4, 5, 4), failed, stores_payload: true, block_size_bytes: 4 }
     }
 
-    fn writes(blocks: impl IntoIterator<Item = u64>) -> BTreeMap<u64, Vec<u8>> {
-        blocks.into_iter().map(|block| (block, vec![u8::try_from(block).unwrap(); 4])).collect()
+    fn writes(blocks: impl IntoIterator<Item = u64>) -> BlockWrites {
+        let mut writes = BlockWrites::new();
+        blocks.into_iter().for_each(|block| writes.insert(block, vec![u8::try_from(block).unwrap(); 4]));
+        writes
     }
 
     fn methods(rows: &[RowWrite]) -> Vec<RowMethod> {

@@ -4,7 +4,7 @@
 //! blocks that failed to read (or failed their checksum) from their rows and
 //! writing them back.
 
-use std::collections::BTreeMap;
+use super::block_set::BlockWrites;
 
 use super::block_set::BlockSet;
 
@@ -45,7 +45,7 @@ impl<D: BlockDevice> RaidDevice<D> {
 
     fn rebuild_chunk(&mut self, failed: usize, blocks: std::ops::Range<u64>) -> Result<(), DeviceError> {
         let rows = self.read_member_rows(blocks.clone(), Some(failed))?;
-        let mut writes: MemberWrites = vec![BTreeMap::new(); self.members.len()];
+        let mut writes: MemberWrites = vec![BlockWrites::new(); self.members.len()];
         for (member_block, row) in blocks.zip(rows) {
             let xor = xor_all(row.iter().flatten());
             let data = if self.info.stores_payload { xor.unwrap_or_default() } else { Vec::new() };
@@ -106,7 +106,7 @@ impl<D: BlockDevice> RaidDevice<D> {
                 self.invalid(format!("member {} has failed: block {block} has no copy to repair", location.member))
             );
         }
-        let mut writes: MemberWrites = vec![BTreeMap::new(); self.members.len()];
+        let mut writes: MemberWrites = vec![BlockWrites::new(); self.members.len()];
         writes[location.member].insert(location.member_block, data.to_vec());
         self.write_member_blocks(&writes)
     }
@@ -146,7 +146,7 @@ impl<D: BlockDevice> RaidDevice<D> {
         if self.zones.is_none() || !self.info.stores_payload {
             return Ok(());
         }
-        let mut writes: MemberWrites = vec![BTreeMap::new(); self.members.len()];
+        let mut writes: MemberWrites = vec![BlockWrites::new(); self.members.len()];
         for (member, member_block) in failed_direct_reads(outer, read) {
             let block_size = self.block_size();
             let others: Option<Vec<&[u8]>> = (0..self.members.len())
@@ -157,7 +157,7 @@ impl<D: BlockDevice> RaidDevice<D> {
                 writes[member].insert(member_block, data);
             }
         }
-        if writes.iter().all(BTreeMap::is_empty) {
+        if writes.iter().all(BlockWrites::is_empty) {
             return Ok(());
         }
         let Ok(checksums) = self.checksum_writes(&writes, read) else { return Ok(()) };

@@ -4,7 +4,7 @@
 //! a crash the array recomputes the parity of the logged regions
 //! ([`RaidDevice::resync_parity`]).
 
-use std::collections::BTreeMap;
+use super::block_set::BlockWrites;
 use std::ops::Range;
 
 use super::geometry::Geometry;
@@ -53,7 +53,7 @@ impl<D: BlockDevice> RaidDevice<D> {
                 }
                 Err(other) => return Err(other),
             };
-            let mut writes: MemberWrites = vec![BTreeMap::new(); self.members.len()];
+            let mut writes: MemberWrites = vec![BlockWrites::new(); self.members.len()];
             for (member_block, row) in (first_row..).zip(rows) {
                 let xor = xor_all(row.iter().flatten());
                 let parity = if self.info.stores_payload { xor.unwrap_or_default() } else { Vec::new() };
@@ -74,7 +74,7 @@ impl<D: BlockDevice> RaidDevice<D> {
         rows: Range<u64>,
         parity_member: usize,
     ) -> Result<(), DeviceError> {
-        let mut writes: MemberWrites = vec![BTreeMap::new(); self.members.len()];
+        let mut writes: MemberWrites = vec![BlockWrites::new(); self.members.len()];
         for member_block in rows {
             // One row at a time: a failed read of several coalesced blocks would
             // make every one of them look unreadable.

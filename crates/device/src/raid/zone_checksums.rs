@@ -26,7 +26,7 @@
 
 use std::collections::BTreeMap;
 
-use super::block_set::BlockSet;
+use super::block_set::{BlockSet, BlockWrites};
 use std::ops::Range;
 
 use super::member_io::{MemberWrites, ReadResults};
@@ -172,18 +172,23 @@ impl Zones {
     /// when the members keep no payload.
     pub(super) fn checksum_writes(
         &self,
-        writes: &[BTreeMap<u64, Vec<u8>>],
+        writes: &[BlockWrites],
         read_checksums: &BTreeMap<(usize, u64), Result<Vec<u8>, DeviceError>>,
         block_size_bytes: usize,
         stores_payload: bool,
     ) -> Result<MemberWrites, DeviceError> {
-        let mut checksum_writes: MemberWrites = vec![BTreeMap::new(); writes.len()];
+        let mut checksum_writes: MemberWrites = vec![BlockWrites::new(); writes.len()];
         for (member, blocks) in writes.iter().enumerate() {
-            let mut per_zone: BTreeMap<u64, Vec<(u64, &Vec<u8>)>> = BTreeMap::new();
-            blocks
-                .iter()
-                .for_each(|(&block, data)| per_zone.entry(self.zone_of(block)).or_default().push((block, data)));
-            for (zone, zone_writes) in per_zone {
+            // The blocks are in ascending order: each zone's are adjacent.
+            let mut blocks = blocks.iter().peekable();
+            let mut zone_writes: Vec<(u64, &Vec<u8>)> = Vec::new();
+            while let Some((&first, data)) = blocks.next() {
+                let zone = self.zone_of(first);
+                zone_writes.clear();
+                zone_writes.push((first, data));
+                while let Some((&block, data)) = blocks.next_if(|&(&block, _)| self.zone_of(block) == zone) {
+                    zone_writes.push((block, data));
+                }
                 if !stores_payload {
                     checksum_writes[member].insert(zone, Vec::new());
                     continue;
@@ -197,7 +202,7 @@ impl Zones {
                         None => unreachable!("checksum block of member {member} zone {zone} was read first"),
                     }
                 };
-                for (block, data) in zone_writes {
+                for &(block, data) in &zone_writes {
                     set_checksum_slot(&mut checksum_block, self.slot_of(block), zone_block_checksum(data));
                 }
                 checksum_writes[member].insert(zone, checksum_block);
@@ -255,7 +260,7 @@ impl<D: BlockDevice> RaidDevice<D> {
     /// blocks in `read` (none without zone checksums).
     pub(super) fn checksum_writes(
         &self,
-        writes: &[BTreeMap<u64, Vec<u8>>],
+        writes: &[BlockWrites],
         read: &ReadResults,
     ) -> Result<MemberWrites, DeviceError> {
         let Some(zones) = self.zones else { return Ok(Vec::new()) };
@@ -331,7 +336,7 @@ mod tests {
     fn checksum_writes_replace_the_written_slots_only() {
         let zones = Zones::new(3, 6);
         let old = [7u8; 512];
-        let writes = vec![BTreeMap::from([(4, vec![1u8; 512])])];
+        let writes = vec![BlockWrites::from([(4, vec![1u8; 512])])];
         let read = BTreeMap::from([((0, 1), Ok(old.to_vec()))]);
         let written = zones.checksum_writes(&writes, &read, 512, true).unwrap();
         let block = &written[0][&1];
@@ -341,7 +346,7 @@ mod tests {
         assert_eq!(zones.mismatch(block, 4, &[1; 512]), None);
         assert!(zones.mismatch(block, 4, &[2; 512]).is_some());
         // A covered zone starts from zeroes and needs no read.
-        let whole = vec![BTreeMap::from([(0, vec![0u8; 512]), (1, vec![0u8; 512]), (2, vec![3u8; 512])])];
+        let whole = vec![BlockWrites::from([(0, vec![0u8; 512]), (1, vec![0u8; 512]), (2, vec![3u8; 512])])];
         let written = zones.checksum_writes(&whole, &BTreeMap::new(), 512, true).unwrap();
         assert_eq!(checksum_slot(&written[0][&0], 2), zone_block_checksum(&[3; 512]));
         assert_eq!(checksum_slot(&written[0][&0], 0), 0);

@@ -318,7 +318,7 @@ impl FlashDisk {
                 }
                 None
             }
-            IoOp::Trim => {
+            IoOp::Trim | IoOp::WriteZeroes => {
                 (request.block..request.end_block()).for_each(|block| self.set_block(block, None));
                 None
             }
