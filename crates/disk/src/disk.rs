@@ -877,8 +877,13 @@ impl HardDisk {
         }
         let angle = fraction(time_ns / self.model.revolution_ns_exact + self.initial_angle);
         let offset_sectors = fraction(angle - target.angle) * spt;
-        // Rounding can carry a hair below a full turn up to it: that is the start.
-        let offset_sectors = if offset_sectors >= spt { 0.0 } else { offset_sectors };
+        // The clock counts whole nanoseconds: a head within one of the first
+        // sector's start (either side, as rounding a completion to the clock
+        // can leave it) is at the start. Rounding can also carry a hair below
+        // a full turn up to it.
+        let tick_sectors = spt / self.model.revolution_ns_exact;
+        let offset_sectors =
+            if offset_sectors >= spt - tick_sectors || offset_sectors < tick_sectors { 0.0 } else { offset_sectors };
         track_pass(offset_sectors, count, sectors_per_track, zero_latency)
     }
 
