@@ -8,7 +8,7 @@
 //! DiskSim's does when a new request arrives and the minimum read-ahead is met).
 
 /// A contiguous range of cached LBNs.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Segment {
     pub first_lbn: u64,
     /// One past the last valid LBN.
@@ -17,50 +17,123 @@ pub(crate) struct Segment {
     pub prefetch: Option<Prefetch>,
     /// Last use, for LRU replacement.
     pub last_use: u64,
-    /// Read-ahead sliding the window (see [`Cache`]) never drops this LBN or
-    /// the ones after it: the data the last request returned, unless
-    /// read-ahead may overwrite them.
-    pub pinned_lbn: u64,
 }
 
-/// Read-ahead in progress: from `origin_ns` the head reads sequential LBNs from
-/// `end_lbn` onwards, one every `sector_ns`, up to `limit_lbn`.
+/// One track's part of a read-ahead: LBNs `[first_lbn, end_lbn)`, the first
+/// under the head at `start_ns` and one more every `sector_ns`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Prefetch {
-    pub origin_ns: f64,
+pub(crate) struct PrefetchPiece {
+    pub first_lbn: u64,
+    pub end_lbn: u64,
+    pub start_ns: f64,
     pub sector_ns: f64,
-    pub limit_lbn: u64,
+}
+
+impl PrefetchPiece {
+    /// When the head has passed the piece's last sector.
+    pub fn end_ns(&self) -> f64 {
+        self.start_ns + (self.end_lbn - self.first_lbn) as f64 * self.sector_ns
+    }
+}
+
+/// Read-ahead in progress: the head reads sequential LBNs from the segment's
+/// end onwards, track by track (the switch to each next track, and the wait
+/// for its first sector, lie between the pieces), up to the last piece's end.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Prefetch {
+    /// Consecutive pieces, the first starting at the segment's end; never empty.
+    pieces: Vec<PrefetchPiece>,
+}
+
+impl Prefetch {
+    /// Read-ahead over `pieces` (consecutive LBNs, at least one).
+    pub fn new(pieces: Vec<PrefetchPiece>) -> Prefetch {
+        assert!(!pieces.is_empty(), "read-ahead reads at least one track's part");
+        assert!(pieces.windows(2).all(|pair| pair[0].end_lbn == pair[1].first_lbn), "pieces are consecutive");
+        Prefetch { pieces }
+    }
+
+    /// Read-ahead of `[first_lbn, limit_lbn)` on one track from `origin_ns`.
+    #[cfg(test)]
+    pub fn linear(first_lbn: u64, origin_ns: f64, sector_ns: f64, limit_lbn: u64) -> Prefetch {
+        Prefetch::new(vec![PrefetchPiece { first_lbn, end_lbn: limit_lbn, start_ns: origin_ns, sector_ns }])
+    }
+
+    /// When the head reaches the first sector.
+    pub fn origin_ns(&self) -> f64 {
+        self.pieces[0].start_ns
+    }
+
+    /// Where read-ahead stops.
+    pub fn limit_lbn(&self) -> u64 {
+        self.last_piece().end_lbn
+    }
+
+    /// The part on the last track.
+    pub fn last_piece(&self) -> PrefetchPiece {
+        *self.pieces.last().expect("never empty")
+    }
+
+    /// Reads on over `more`, which continues the last piece.
+    pub fn extend(&mut self, more: Vec<PrefetchPiece>) {
+        assert!(more.first().is_none_or(|piece| piece.first_lbn == self.limit_lbn()), "the pieces continue");
+        self.pieces.extend(more);
+    }
+
+    /// One past the last LBN read whole by `now_ns`.
+    fn end_at(&self, now_ns: f64) -> u64 {
+        for piece in &self.pieces {
+            if now_ns <= piece.start_ns {
+                return piece.first_lbn;
+            }
+            let read = ((now_ns - piece.start_ns) / piece.sector_ns).floor() as u64;
+            if piece.first_lbn + read < piece.end_lbn {
+                return piece.first_lbn + read;
+            }
+        }
+        self.limit_lbn()
+    }
+
+    /// When LBN `end_lbn - 1` has been read, if read-ahead reaches it.
+    fn ready_ns(&self, end_lbn: u64) -> Option<f64> {
+        let piece = self.pieces.iter().find(|piece| piece.first_lbn < end_lbn && end_lbn <= piece.end_lbn)?;
+        Some(piece.start_ns + (end_lbn - piece.first_lbn) as f64 * piece.sector_ns)
+    }
+
+    /// The sector under the head at `now_ns` and when it has passed, if the
+    /// head is reading (not switching tracks, not done).
+    fn under_way(&self, now_ns: f64) -> Option<(u64, f64)> {
+        let piece = self.pieces.iter().find(|piece| piece.start_ns <= now_ns && now_ns < piece.end_ns())?;
+        let index = ((now_ns - piece.start_ns) / piece.sector_ns).floor() as u64;
+        Some((piece.first_lbn + index, piece.start_ns + (index + 1) as f64 * piece.sector_ns))
+    }
 }
 
 impl Segment {
     /// End of valid data at `now_ns` (prefetch included).
     pub fn end_at(&self, now_ns: f64) -> u64 {
-        match self.prefetch {
-            Some(prefetch) if now_ns > prefetch.origin_ns => {
-                let read = ((now_ns - prefetch.origin_ns) / prefetch.sector_ns).floor() as u64;
-                (self.end_lbn + read).min(prefetch.limit_lbn)
-            }
-            _ => self.end_lbn,
-        }
+        self.prefetch.as_ref().map_or(self.end_lbn, |prefetch| prefetch.end_at(now_ns).max(self.end_lbn))
     }
 
-    /// Where read-ahead `prefetch` into this segment stops at `now_ns`: the end
-    /// of the data and the time, finishing a sector under way if asked.
-    fn stop_point(&self, prefetch: Prefetch, now_ns: f64, finish_sector: bool) -> (u64, f64) {
-        if now_ns <= prefetch.origin_ns {
-            return (self.end_lbn, now_ns);
+    /// Where read-ahead `prefetch` into this segment stops at `now_ns`, as
+    /// DiskSim 4.0 stops it: the sectors read whole are kept; the one under
+    /// the head is not, and with `finish_sector` the mechanism stays busy
+    /// until it has passed. Read-ahead continues its access without a break,
+    /// so at its origin (to the clock's nanosecond) the head is on its first
+    /// sector already.
+    fn stop_point(&self, prefetch: &Prefetch, now_ns: f64, finish_sector: bool) -> PrefetchStop {
+        if now_ns < prefetch.origin_ns() - 1.0 {
+            return PrefetchStop { end_lbn: self.end_lbn, free_ns: now_ns, head_lbn: None };
         }
-        let elapsed_sectors = (now_ns - prefetch.origin_ns) / prefetch.sector_ns;
-        let whole = elapsed_sectors.floor() as u64;
-        let limit_sectors = prefetch.limit_lbn.saturating_sub(self.end_lbn);
-        if whole >= limit_sectors {
-            return (prefetch.limit_lbn.max(self.end_lbn), now_ns);
+        let now_ns = now_ns.max(prefetch.origin_ns());
+        if let Some((lbn, passed_ns)) = prefetch.under_way(now_ns) {
+            let free_ns = if finish_sector { passed_ns } else { now_ns };
+            return PrefetchStop { end_lbn: lbn.max(self.end_lbn), free_ns, head_lbn: Some(lbn) };
         }
-        if finish_sector && elapsed_sectors > whole as f64 {
-            let stopped_ns = prefetch.origin_ns + (whole + 1) as f64 * prefetch.sector_ns;
-            return (self.end_lbn + whole + 1, stopped_ns);
-        }
-        (self.end_lbn + whole, now_ns)
+        // Between tracks (the heads on their way to the next one) or done.
+        let end_lbn = prefetch.end_at(now_ns).max(self.end_lbn);
+        let head_lbn = if end_lbn < prefetch.limit_lbn() { Some(end_lbn) } else { end_lbn.checked_sub(1) };
+        PrefetchStop { end_lbn, free_ns: now_ns, head_lbn }
     }
 
     /// When LBN `lbn - 1` becomes valid (for a range ending at `lbn`), if ever.
@@ -68,10 +141,19 @@ impl Segment {
         if end_lbn <= self.end_lbn {
             return Some(f64::NEG_INFINITY);
         }
-        let prefetch = self.prefetch?;
-        (end_lbn <= prefetch.limit_lbn)
-            .then(|| prefetch.origin_ns + (end_lbn - self.end_lbn) as f64 * prefetch.sector_ns)
+        self.prefetch.as_ref()?.ready_ns(end_lbn)
     }
+}
+
+/// Where stopped read-ahead left the data and the mechanism.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct PrefetchStop {
+    /// One past the last sector read whole.
+    pub end_lbn: u64,
+    /// When the mechanism is free for the next access.
+    pub free_ns: f64,
+    /// The LBN the heads were over when it stopped, if it had begun.
+    pub head_lbn: Option<u64>,
 }
 
 /// The set of segments, sorted by first LBN. Invariant: the segments' spans
@@ -82,10 +164,11 @@ impl Segment {
 pub(crate) struct Cache {
     segments: Vec<Segment>,
     segment_count: usize,
-    /// When read-ahead may overwrite older data (requested data, or blocks read
-    /// before the request), a segment keeps only this many most recent
-    /// sectors, never dropping its pinned LBN.
-    window_sectors: Option<u64>,
+    /// A segment's size: read-ahead slides its window, keeping only this many
+    /// most recent sectors (as DiskSim 4.0 does whatever `Read-ahead over
+    /// requested` says; the buffer gate keeps what has not yet crossed the
+    /// bus).
+    segment_sectors: u64,
     clock: u64,
     /// First LBN of the one segment whose read-ahead may still be running (read
     /// misses stop all read-ahead before starting their own).
@@ -95,34 +178,33 @@ pub(crate) struct Cache {
 impl Segment {
     /// Where this segment's span ends: the read-ahead limit, or the data's end.
     fn limit_lbn(&self) -> u64 {
-        self.prefetch.map_or(self.end_lbn, |prefetch| prefetch.limit_lbn.max(self.end_lbn))
+        self.prefetch.as_ref().map_or(self.end_lbn, |prefetch| prefetch.limit_lbn().max(self.end_lbn))
     }
 }
 
 impl Cache {
-    pub fn new(segment_count: u32, window_sectors: Option<u64>) -> Cache {
+    pub fn new(segment_count: u32, segment_sectors: u64) -> Cache {
         Cache {
             segments: Vec::with_capacity(segment_count.max(1) as usize + 1),
             segment_count: segment_count.max(1) as usize,
-            window_sectors,
+            segment_sectors,
             clock: 0,
             prefetching_first_lbn: None,
         }
     }
 
-    /// Stops all read-ahead at `now_ns`, keeping what it read. With
-    /// `finish_sector`, a sector being read when the stop comes is read to its
-    /// end first. When read-ahead read anything since it last stopped, returns
-    /// the end of the data and when the head stopped reading.
-    pub fn stop_prefetch(&mut self, now_ns: f64, finish_sector: bool) -> Option<(u64, f64)> {
+    /// Stops all read-ahead at `now_ns`, keeping the sectors it read whole
+    /// (see `Segment::stop_point`; with `finish_sector` the mechanism stays
+    /// busy until the sector under way has passed). Returns where it stopped
+    /// when read-ahead was running.
+    pub fn stop_prefetch(&mut self, now_ns: f64, finish_sector: bool) -> Option<PrefetchStop> {
         let first_lbn = self.prefetching_first_lbn.take()?;
         let index = self.segments.binary_search_by_key(&first_lbn, |segment| segment.first_lbn).ok()?;
         let segment = &mut self.segments[index];
         let prefetch = segment.prefetch.take()?;
-        let (end_lbn, stopped_ns) = segment.stop_point(prefetch, now_ns, finish_sector);
-        let read_ahead = end_lbn > segment.end_lbn;
-        segment.end_lbn = end_lbn;
-        read_ahead.then_some((end_lbn, stopped_ns))
+        let stop = segment.stop_point(&prefetch, now_ns, finish_sector);
+        segment.end_lbn = stop.end_lbn;
+        Some(stop)
     }
 
     /// When `[lbn, lbn + count)` starts with data a segment holds at `now_ns`
@@ -135,30 +217,42 @@ impl Cache {
     }
 
     /// A partial hit on running read-ahead: when `[lbn, lbn + count)` starts
-    /// with data a segment holds at `now_ns` and that segment's read-ahead is
-    /// still under way, the read-ahead is stretched to the request's end and
-    /// the time that end is buffered is returned.
+    /// with data a segment holds at `now_ns` and that segment's read-ahead,
+    /// still under way, reaches the request's end, the time that end is
+    /// buffered.
     pub fn stretch_running_prefetch(&mut self, lbn: u64, count: u64, now_ns: f64) -> Option<f64> {
         let index = self.candidate(lbn)?;
         let segment = &self.segments[index];
-        let prefetch = segment.prefetch?;
+        let limit_lbn = segment.prefetch.as_ref()?.limit_lbn();
         let valid_end = segment.end_at(now_ns);
-        let running = valid_end < prefetch.limit_lbn;
-        if !running || self.serves(segment, lbn, 1, now_ns, false).is_none() || lbn + count <= valid_end {
-            return None;
-        }
         let end_lbn = lbn + count;
-        // The stretched span must not run into the next segment.
-        if self.segments.get(index + 1).is_some_and(|next| next.first_lbn < end_lbn) {
+        if valid_end >= limit_lbn || self.serves(segment, lbn, 1, now_ns, false).is_none() || end_lbn <= valid_end {
             return None;
         }
+        let ready_ns = segment.ready_ns(end_lbn)?;
         self.clock += 1;
-        let segment = &mut self.segments[index];
-        segment.last_use = self.clock;
-        if let Some(prefetch) = &mut segment.prefetch {
-            prefetch.limit_lbn = prefetch.limit_lbn.max(end_lbn);
+        self.segments[index].last_use = self.clock;
+        Some(ready_ns)
+    }
+
+    /// The last track's part of the read-ahead of the segment holding `lbn`,
+    /// if that read-ahead is still running at `now_ns`, and how far it may
+    /// go on (to the next segment's first LBN).
+    pub fn running_prefetch_tail(&self, lbn: u64, now_ns: f64) -> Option<(PrefetchPiece, u64)> {
+        let index = self.candidate(lbn)?;
+        let segment = &self.segments[index];
+        let prefetch = segment.prefetch.as_ref()?;
+        let next_first_lbn = self.segments.get(index + 1).map_or(u64::MAX, |next| next.first_lbn);
+        (segment.end_at(now_ns) < prefetch.limit_lbn()).then(|| (prefetch.last_piece(), next_first_lbn))
+    }
+
+    /// Lets the read-ahead of the segment holding `lbn` (see
+    /// [`Cache::running_prefetch_tail`]) read on over `more`.
+    pub fn extend_prefetch(&mut self, lbn: u64, more: Vec<PrefetchPiece>) {
+        let Some(index) = self.candidate(lbn) else { return };
+        if let Some(prefetch) = &mut self.segments[index].prefetch {
+            prefetch.extend(more);
         }
-        segment.ready_ns(end_lbn)
     }
 
     /// The end of the data of the segment holding `lbn`, when its read-ahead
@@ -166,7 +260,7 @@ impl Cache {
     pub fn idle_segment_end(&self, lbn: u64, now_ns: f64) -> Option<u64> {
         let segment = &self.segments[self.candidate(lbn)?];
         let end_lbn = segment.end_at(now_ns);
-        let running = segment.prefetch.is_some_and(|prefetch| end_lbn < prefetch.limit_lbn);
+        let running = segment.prefetch.as_ref().is_some_and(|prefetch| end_lbn < prefetch.limit_lbn());
         (!running && lbn < end_lbn).then_some(end_lbn)
     }
 
@@ -176,7 +270,7 @@ impl Cache {
         let Some(index) = self.candidate(lbn) else { return };
         let end_lbn = self.segments[index].end_at(now_ns);
         self.segments[index].end_lbn = end_lbn;
-        let covered = self.overlapping(end_lbn, prefetch.limit_lbn.max(end_lbn));
+        let covered = self.overlapping(end_lbn, prefetch.limit_lbn().max(end_lbn));
         let covered = covered.start.max(index + 1)..covered.end.max(index + 1);
         self.forget_prefetch_in(covered.clone());
         self.segments.drain(covered);
@@ -212,17 +306,15 @@ impl Cache {
     fn serves(&self, segment: &Segment, lbn: u64, count: u64, now_ns: f64, almost_hits: bool) -> Option<f64> {
         let valid_end = segment.end_at(now_ns);
         // With a sliding window, read-ahead overwrites the oldest data.
-        let valid_first = match self.window_sectors {
-            Some(window) => segment.first_lbn.max(valid_end.saturating_sub(window).min(segment.pinned_lbn)),
-            None => segment.first_lbn,
-        };
+        let valid_first = segment.first_lbn.max(valid_end.saturating_sub(self.segment_sectors));
         if lbn < valid_first {
             return None;
         }
         if lbn + count <= valid_end {
             return Some(f64::NEG_INFINITY);
         }
-        if almost_hits && lbn < valid_end.max(segment.end_lbn + 1) {
+        // An almost hit: the first sector is the one read-ahead is reading.
+        if almost_hits && lbn <= valid_end {
             return segment.ready_ns(lbn + count);
         }
         None
@@ -237,11 +329,11 @@ impl Cache {
     }
 
     /// Records `[first, end)` as cached, with optional read-ahead, replacing any
-    /// overlapping segments and else the least recently used one. Read-ahead
-    /// sliding the window keeps `pinned_lbn` and after.
-    pub fn insert(&mut self, first_lbn: u64, end_lbn: u64, prefetch: Option<Prefetch>, pinned_lbn: u64) {
+    /// overlapping segments and else the least recently used one.
+    pub fn insert(&mut self, first_lbn: u64, end_lbn: u64, prefetch: Option<Prefetch>) {
         self.clock += 1;
-        let segment = Segment { first_lbn, end_lbn, prefetch, last_use: self.clock, pinned_lbn };
+        let prefetching = prefetch.is_some();
+        let segment = Segment { first_lbn, end_lbn, prefetch, last_use: self.clock };
         let range = self.overlapping(first_lbn, segment.limit_lbn());
         self.forget_prefetch_in(range.clone());
         self.segments.drain(range);
@@ -255,7 +347,7 @@ impl Cache {
         }
         let position = self.segments.partition_point(|existing| existing.first_lbn < first_lbn);
         self.segments.insert(position, segment);
-        if prefetch.is_some() {
+        if prefetching {
             self.prefetching_first_lbn = Some(first_lbn);
         }
     }
@@ -283,8 +375,8 @@ mod tests {
 
     #[test]
     fn prefetch_fills_over_time_and_stops() {
-        let mut cache = Cache::new(2, None);
-        cache.insert(100, 108, Some(Prefetch { origin_ns: 1000.0, sector_ns: 10.0, limit_lbn: 200 }), u64::MAX);
+        let mut cache = Cache::new(2, 1024);
+        cache.insert(100, 108, Some(Prefetch::linear(108, 1000.0, 10.0, 200)));
         assert_eq!(cache.lookup(100, 8, 0.0, false), Some(f64::NEG_INFINITY));
         assert_eq!(cache.lookup(108, 8, 1000.0, true), Some(1080.0));
         assert_eq!(cache.lookup(108, 8, 1000.0, false), None);
@@ -304,7 +396,7 @@ mod tests {
     fn segments_stay_sorted_and_disjoint_and_lookup_agrees_with_a_scan() {
         // Seeded random inserts, invalidations and read-ahead stops.
         let mut random = crate::closed_loop::Random::new(17);
-        for window in [None, Some(64)] {
+        for window in [u64::MAX, 64] {
             let mut cache = Cache::new(8, window);
             let mut now_ns = 0.0;
             for _ in 0..5_000 {
@@ -318,12 +410,12 @@ mod tests {
                     }
                     _ => {
                         let _ = cache.stop_prefetch(now_ns, false);
-                        let prefetch = (random.below(2) == 0).then(|| Prefetch {
-                            origin_ns: now_ns + random.below(50) as f64,
-                            sector_ns: 1.0 + random.below(5) as f64,
-                            limit_lbn: end + 1 + random.below(100),
+                        let prefetch = (random.below(2) == 0).then(|| {
+                            let origin_ns = now_ns + random.below(50) as f64;
+                            let sector_ns = 1.0 + random.below(5) as f64;
+                            Prefetch::linear(end, origin_ns, sector_ns, end + 1 + random.below(100))
                         });
-                        cache.insert(first, end, prefetch, u64::MAX);
+                        cache.insert(first, end, prefetch);
                     }
                 }
                 assert!(cache.segments.len() <= 8);
@@ -343,19 +435,19 @@ mod tests {
 
     #[test]
     fn least_recently_used_segment_is_replaced() {
-        let mut cache = Cache::new(2, None);
-        cache.insert(0, 8, None, u64::MAX);
-        cache.insert(100, 108, None, u64::MAX);
+        let mut cache = Cache::new(2, 1024);
+        cache.insert(0, 8, None);
+        cache.insert(100, 108, None);
         assert!(cache.lookup(0, 8, 0.0, false).is_some());
-        cache.insert(200, 208, None, u64::MAX);
+        cache.insert(200, 208, None);
         assert!(cache.lookup(0, 8, 0.0, false).is_some());
         assert!(cache.lookup(100, 8, 0.0, false).is_none());
     }
 
     #[test]
     fn sliding_window_drops_the_oldest_data() {
-        let mut cache = Cache::new(1, Some(16));
-        cache.insert(0, 8, Some(Prefetch { origin_ns: 0.0, sector_ns: 1.0, limit_lbn: 100 }), u64::MAX);
+        let mut cache = Cache::new(1, 16);
+        cache.insert(0, 8, Some(Prefetch::linear(8, 0.0, 1.0, 100)));
         assert!(cache.lookup(0, 8, 5.0, false).is_some());
         assert!(cache.lookup(0, 8, 20.0, false).is_none());
         assert!(cache.lookup(12, 8, 20.0, false).is_some());

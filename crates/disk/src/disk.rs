@@ -14,7 +14,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::cache::{Cache, Prefetch};
+use crate::cache::{Cache, Prefetch, PrefetchPiece};
 use crate::mapping::Located;
 use crate::model::DiskModel;
 use crate::rotation::{fraction, track_pass, TrackPass};
@@ -62,16 +62,69 @@ struct MediaAccess {
 /// What read-ahead needs to know about the last track an access touched.
 #[derive(Debug, Clone, Copy)]
 struct LastTrack {
-    surface: u32,
     sectors_per_track: u32,
-    /// The track's first LBN.
-    first_lbn: u64,
     /// LBNs of the track after the access's last one.
     lbns_after: u64,
     /// Requested sectors transferred on it.
     requested_sectors: u64,
     /// Of those, the ones picked up last after a zero-latency wrap (0 if none).
     wrapped_sectors: u64,
+}
+
+/// Read-ahead held back by the buffer: a segment holds a request's data
+/// until they have crossed the bus, so read-ahead may read a segment's worth
+/// past the first of them not yet sent. The request's data go at the bus
+/// rate, the last at `last_sent_ns`: LBN `first_lbn + i` (a segment past the
+/// request's sector `i`) waits for that sector; from `end_lbn` (a segment
+/// past the request's end) on, read-ahead waits for the last.
+#[derive(Debug, Clone, Copy)]
+struct BufferGate {
+    first_lbn: u64,
+    end_lbn: u64,
+    last_sent_ns: f64,
+    bus_sector_ns: f64,
+}
+
+impl BufferGate {
+    /// A gate that holds nothing back.
+    fn open() -> BufferGate {
+        BufferGate { first_lbn: u64::MAX, end_lbn: u64::MAX, last_sent_ns: f64::NEG_INFINITY, bus_sector_ns: 0.0 }
+    }
+
+    /// From when read-ahead may read `lbn`.
+    fn available_ns(&self, lbn: u64) -> f64 {
+        if lbn < self.first_lbn {
+            f64::NEG_INFINITY
+        } else if lbn < self.end_lbn {
+            self.last_sent_ns - (self.end_lbn - 1 - lbn) as f64 * self.bus_sector_ns
+        } else {
+            self.last_sent_ns
+        }
+    }
+
+    /// The first LBN of `piece` that its head would reach before the gate
+    /// lets it read it, if any.
+    fn first_held(&self, piece: &PrefetchPiece) -> Option<u64> {
+        let reached_ns = |lbn: u64| piece.start_ns + (lbn - piece.first_lbn) as f64 * piece.sector_ns;
+        let early = |lbn: u64| reached_ns(lbn) < self.available_ns(lbn);
+        // The bus-paced part: the margin changes linearly along the piece.
+        let (start, end) = (piece.first_lbn.max(self.first_lbn), piece.end_lbn.min(self.end_lbn));
+        if start < end {
+            if early(start) {
+                return Some(start);
+            }
+            let margin_ns = reached_ns(start) - self.available_ns(start);
+            let closing_ns = self.bus_sector_ns - piece.sector_ns;
+            if closing_ns > 0.0 {
+                let lbn = start + (margin_ns / closing_ns).floor() as u64 + 1;
+                if lbn < end && early(lbn) {
+                    return Some(lbn);
+                }
+            }
+        }
+        let start = piece.first_lbn.max(self.end_lbn);
+        (start < piece.end_lbn && early(start)).then_some(start)
+    }
 }
 
 /// Write data crossing the bus while the write is under way: sector `i` of the
@@ -98,9 +151,6 @@ pub struct HardDisk {
     initial_angle: f64,
     /// The mechanism is busy (flushing write-back data) until then.
     mechanism_free_ns: f64,
-    /// The LBNs `[first, end)` of the previous read (sequential streams for
-    /// `Buffer continuous read` 4).
-    last_read: Option<(u64, u64)>,
     /// One past the last LBN of the previous command when it was a write
     /// (`None` after a read or before any command): `Extra write disconnect`
     /// applies to a write that follows a write without continuing it.
@@ -158,12 +208,9 @@ impl HardDisk {
         HardDisk {
             scheduler: model.scheduler(),
             queue_depth: model.max_queue_length().max(1),
-            cache: Cache::new(
-                model.cache.segment_count,
-                (model.cache.read_ahead_over_requested || model.cache.read_any_free_blocks)
-                    .then_some(u64::from(model.cache.segment_size_sectors.max(1))),
-            ),
-            write_segment: separate_write_segment.then(|| Cache::new(1, None)),
+            cache: Cache::new(model.cache.segment_count, u64::from(model.cache.segment_size_sectors.max(1))),
+            write_segment: separate_write_segment
+                .then(|| Cache::new(1, u64::from(model.cache.segment_size_sectors.max(1)))),
             head_track_end_lbn: 0,
             located: LocateMemo::new(),
             model,
@@ -174,7 +221,6 @@ impl HardDisk {
             last_op: DiskOp::Read,
             initial_angle,
             mechanism_free_ns: 0.0,
-            last_read: None,
             last_write_end_lbn: None,
             last_arrival_ns: 0,
         }
@@ -377,11 +423,7 @@ impl HardDisk {
         }
         let cache = model.cache;
         match request.op {
-            DiskOp::Read => {
-                let completion_ns = self.serve_read(start_ns, queued, previous);
-                self.last_read = Some((request.lbn, request.lbn + count));
-                completion_ns
-            }
+            DiskOp::Read => self.serve_read(start_ns, queued, previous),
             DiskOp::Write if cache.enabled && cache.fast_write_level > 0 => {
                 // Write-back: completion is reported once the data are buffered,
                 // so the write is a hit (DiskSim's "write hit" overheads).
@@ -426,6 +468,10 @@ impl HardDisk {
         let bus_ns = model.bus_read_sector_ns;
         let cache = model.cache;
         if cache.enabled {
+            // Up to a segment past the read's start first: the read's own data
+            // (its completion is not known yet).
+            let segment = u64::from(cache.segment_size_sectors.max(1));
+            self.extend_running_read_ahead(&request, start_ns, request.lbn + segment, BufferGate::open());
             let read_hit = self.cache.lookup(request.lbn, count, start_ns, cache.almost_read_hits);
             if read_hit.is_some() && cache.read_ahead_on_idle_hit {
                 self.read_ahead_after_hit(&request, start_ns);
@@ -445,7 +491,10 @@ impl HardDisk {
             if let Some(ready_ns) = hit {
                 let data_start = start_ns + overheads.read_hit_ns[previous] + overheads.data_preparation_ns;
                 let sent = (data_start + count as f64 * bus_ns).max(ready_ns + bus_ns);
-                return sent + overheads.read_completion_ns;
+                let completion_ns = sent + overheads.read_completion_ns;
+                let gate = self.buffer_gate(&request, completion_ns);
+                self.extend_running_read_ahead(&request, start_ns, u64::MAX, gate);
+                return completion_ns;
             }
         }
         if cache.enabled
@@ -456,7 +505,9 @@ impl HardDisk {
         }
         let mechanism_free_ns = self.stop_read_ahead(start_ns);
         let command_end_ns = start_ns + overheads.read_miss_ns[previous];
-        let positioning_ns = command_end_ns.max(mechanism_free_ns);
+        // DiskSim adds the wait for the read-ahead's sector under way to the
+        // command overhead rather than overlapping them.
+        let positioning_ns = command_end_ns + (mechanism_free_ns - start_ns).max(0.0);
         let mark_sectors = self.read_water_mark_sectors(count);
         let access = self.media_access(
             positioning_ns,
@@ -468,6 +519,8 @@ impl HardDisk {
             None,
             mark_sectors,
         );
+        let released_ns = command_end_ns + overheads.read_disconnect_ns[previous];
+        let completion_ns = self.read_transfer_end_ns(&access, count, released_ns) + overheads.read_completion_ns;
         if cache.enabled {
             let free = if cache.read_any_free_blocks {
                 let room = u64::from(cache.segment_size_sectors).saturating_sub(count);
@@ -475,14 +528,11 @@ impl HardDisk {
             } else {
                 0
             };
-            let (buffered_end_lbn, prefetch) = self.read_ahead(&request, &access);
-            // Read-ahead may overwrite the free blocks, and the requested data
-            // too when `Read-ahead over requested` says so.
-            let pinned_lbn = if cache.read_ahead_over_requested { u64::MAX } else { request.lbn };
-            self.cache.insert(request.lbn - free, buffered_end_lbn, prefetch, pinned_lbn);
+            let gate = self.buffer_gate(&request, completion_ns);
+            let (buffered_end_lbn, prefetch) = self.read_ahead(&request, &access, gate);
+            self.cache.insert(request.lbn - free, buffered_end_lbn, prefetch);
         }
-        let released_ns = command_end_ns + overheads.read_disconnect_ns[previous];
-        self.read_transfer_end_ns(&access, count, released_ns) + overheads.read_completion_ns
+        completion_ns
     }
 
     /// `Immed transfer partial hit` with read-ahead stopped: the buffered head
@@ -491,7 +541,6 @@ impl HardDisk {
     fn serve_partial_hit(&mut self, start_ns: f64, request: &DiskRequest, previous: usize) -> f64 {
         let model = Arc::clone(&self.model);
         let overheads = &model.overheads;
-        let cache = model.cache;
         let count = u64::from(request.sector_count);
         let end_lbn = request.lbn + count;
         let bus_ns = model.bus_read_sector_ns;
@@ -513,11 +562,12 @@ impl HardDisk {
             None,
             end_lbn - prefix_end_lbn,
         );
-        let (buffered_end_lbn, prefetch) = self.read_ahead(request, &access);
-        let pinned_lbn = if cache.read_ahead_over_requested { u64::MAX } else { request.lbn };
-        self.cache.insert(request.lbn, buffered_end_lbn, prefetch, pinned_lbn);
         let sent_ns = (data_start_ns + count as f64 * bus_ns).max(access.end_ns + bus_ns);
-        sent_ns + overheads.read_completion_ns
+        let completion_ns = sent_ns + overheads.read_completion_ns;
+        let gate = self.buffer_gate(request, completion_ns);
+        let (buffered_end_lbn, prefetch) = self.read_ahead(request, &access, gate);
+        self.cache.insert(request.lbn, buffered_end_lbn, prefetch);
+        completion_ns
     }
 
     /// A write-through write. The drive takes the data over the bus (after an
@@ -632,9 +682,9 @@ impl HardDisk {
             match &mut self.write_segment {
                 Some(segment) => {
                     self.cache.invalidate(lbn, lbn + count);
-                    segment.insert(lbn, lbn + count, None, lbn);
+                    segment.insert(lbn, lbn + count, None);
                 }
-                None => self.cache.insert(lbn, lbn + count, None, lbn),
+                None => self.cache.insert(lbn, lbn + count, None),
             }
         } else {
             self.cache.invalidate(lbn, lbn + count);
@@ -648,135 +698,223 @@ impl HardDisk {
     /// read-ahead limits: the end of the data buffered when the access ends
     /// (past the request when a zero-latency wrap swept the rest of the last
     /// track) and the read-ahead still running, if any.
-    fn read_ahead(&self, request: &DiskRequest, access: &MediaAccess) -> (u64, Option<Prefetch>) {
+    fn read_ahead(&self, request: &DiskRequest, access: &MediaAccess, gate: BufferGate) -> (u64, Option<Prefetch>) {
         let cache = self.model.cache;
         let end = request.lbn + u64::from(request.sector_count);
-        if cache.continuous_read == 0 || cache.read_ahead_max_sectors == 0 {
+        if cache.continuous_read == 0 {
             return (end, None);
         }
         let last = access.last_track;
         let left_on_track = last.lbns_after;
         let spt = u64::from(last.sectors_per_track);
-        let limit_lbn = self.read_ahead_limit(request, left_on_track, spt, last.surface, last.first_lbn);
+        let limit_lbn = self.read_ahead_limit(request, left_on_track);
         if limit_lbn <= end {
             return (end, None);
         }
-        let sector_ns = self.model.revolution_ns_exact / spt as f64;
         if last.wrapped_sectors == 0 {
-            return (end, Some(Prefetch { origin_ns: access.end_ns, sector_ns, limit_lbn }));
+            return (end, Some(self.read_ahead_schedule(end, limit_lbn, access.end_ns, gate)));
         }
         // The wrap swept the rest of the track, so it is buffered already; the
         // next sector comes once the head has gone from the landing point round
         // past the end of the track.
+        let sector_ns = self.model.revolution_ns_exact / spt as f64;
         let swept = left_on_track.min(limit_lbn - end);
-        let origin_ns =
+        let track_end_ns =
             access.end_ns + (last.requested_sectors - last.wrapped_sectors + left_on_track) as f64 * sector_ns;
-        let prefetch = (end + swept < limit_lbn).then_some(Prefetch { origin_ns, sector_ns, limit_lbn });
+        let prefetch =
+            (end + swept < limit_lbn).then(|| self.read_ahead_schedule(end + swept, limit_lbn, track_end_ns, gate));
         (end + swept, prefetch)
     }
 
+    /// Read-ahead of `[from_lbn, limit_lbn)` by heads over their current
+    /// track at `after_ns`, held back by `gate`; see
+    /// [`HardDisk::read_ahead_pieces`].
+    fn read_ahead_schedule(&self, from_lbn: u64, limit_lbn: u64, after_ns: f64, gate: BufferGate) -> Prefetch {
+        Prefetch::new(self.read_ahead_pieces(from_lbn, limit_lbn, self.head, after_ns, gate))
+    }
+
+    /// Read-ahead of `[from_lbn, limit_lbn)` by heads over `head`'s track at
+    /// `after_ns`, track by track: the wait for each track's first sector (a
+    /// head switch or seek first when it is another track) and its sectors
+    /// one after another. Where the buffer gate holds it back, the head
+    /// waits for the gate's sector to come round once the gate is open.
+    fn read_ahead_pieces(
+        &self,
+        from_lbn: u64,
+        limit_lbn: u64,
+        head: Head,
+        after_ns: f64,
+        gate: BufferGate,
+    ) -> Vec<PrefetchPiece> {
+        let revolution_ns = self.model.revolution_ns_exact;
+        let (mut lbn, mut head, mut time_ns) = (from_lbn, head, after_ns);
+        let mut pieces = Vec::new();
+        while lbn < limit_lbn {
+            let at = self.model.locate(lbn).expect("read-ahead stays within the drive");
+            let sector_ns = revolution_ns / f64::from(at.sectors_per_track);
+            let earliest_ns = time_ns.max(gate.available_ns(lbn));
+            let arrival_ns = earliest_ns + self.move_time_ns(head, &at, DiskOp::Read);
+            let start_ns = arrival_ns + self.track_pass(arrival_ns, &at, 1, false).wait_sectors * sector_ns;
+            let end_lbn = (lbn + at.lbns_left_on_track).min(limit_lbn);
+            let mut piece = PrefetchPiece { first_lbn: lbn, end_lbn, start_ns, sector_ns };
+            // Where the buffer is still full, the head passes the sector and
+            // reads it when it comes round once there is room.
+            if let Some(held_lbn) = gate.first_held(&piece).filter(|&held| held > lbn) {
+                piece.end_lbn = held_lbn;
+            }
+            (lbn, head, time_ns) = (piece.end_lbn, Head { cylinder: at.cylinder, surface: at.surface }, piece.end_ns());
+            pieces.push(piece);
+        }
+        pieces
+    }
+
+    /// The gate holding back read-ahead while `request`'s data cross the
+    /// bus, the last of them by `completion_ns`.
+    fn buffer_gate(&self, request: &DiskRequest, completion_ns: f64) -> BufferGate {
+        let segment = u64::from(self.model.cache.segment_size_sectors.max(1));
+        let end = request.lbn + u64::from(request.sector_count);
+        BufferGate {
+            first_lbn: request.lbn + segment,
+            end_lbn: end + segment,
+            last_sent_ns: completion_ns - self.model.overheads.read_completion_ns,
+            bus_sector_ns: self.model.bus_read_sector_ns,
+        }
+    }
+
+    /// A read arriving while the segment it falls in is still reading ahead:
+    /// that read-ahead goes on (if the read is a hit) as far as this read's
+    /// own would, and at least to its end, as DiskSim 4.0 raises a running
+    /// read-ahead's target for each hit on it.
+    /// It goes no further than `cap_lbn` (though always to the read's end),
+    /// held back by `gate`.
+    fn extend_running_read_ahead(&mut self, request: &DiskRequest, now_ns: f64, cap_lbn: u64, gate: BufferGate) {
+        let Some((tail, next_segment_lbn)) = self.cache.running_prefetch_tail(request.lbn, now_ns) else { return };
+        let end = request.lbn + u64::from(request.sector_count);
+        let target_lbn =
+            self.read_ahead_limit_after(request).unwrap_or(end).max(end).min(next_segment_lbn).min(cap_lbn.max(end));
+        if target_lbn <= tail.end_lbn {
+            return;
+        }
+        let Some(last) = self.model.locate(tail.end_lbn - 1) else { return };
+        let head = Head { cylinder: last.cylinder, surface: last.surface };
+        let more = self.read_ahead_pieces(tail.end_lbn, target_lbn, head, tail.end_ns(), gate);
+        self.cache.extend_prefetch(request.lbn, more);
+    }
+
+    /// Where read-ahead after `request` would stop, computed from the track
+    /// of its last sector (`None` when the drive reads nothing ahead).
+    fn read_ahead_limit_after(&self, request: &DiskRequest) -> Option<u64> {
+        if self.model.cache.continuous_read == 0 {
+            return None;
+        }
+        let last = self.model.locate(request.lbn + u64::from(request.sector_count) - 1)?;
+        Some(self.read_ahead_limit(request, last.lbns_left_on_track - 1))
+    }
+
     /// Stops read-ahead for a new command at `now_ns`; the heads are then over
-    /// the track of the last sector it read. Returns when the mechanism is
+    /// the track of the sector it was reading. Returns when the mechanism is
     /// free: at once, or, without `Stop prefetch in sector`, once the sector
-    /// under way has been read.
+    /// under way has passed (it is not kept).
     fn stop_read_ahead(&mut self, now_ns: f64) -> f64 {
         let finish_sector = !self.model.cache.stop_prefetch_in_sector;
-        let Some((end_lbn, stopped_ns)) = self.cache.stop_prefetch(now_ns, finish_sector) else {
+        let Some(stop) = self.cache.stop_prefetch(now_ns, finish_sector) else {
             return now_ns;
         };
-        if end_lbn > self.head_track_end_lbn {
-            if let Some(last) = end_lbn.checked_sub(1).and_then(|lbn| self.model.locate(lbn)) {
-                self.head = Head { cylinder: last.cylinder, surface: last.surface };
-                self.head_track_end_lbn = end_lbn - 1 + last.lbns_left_on_track;
+        if let Some(head_lbn) = stop.head_lbn.filter(|&lbn| lbn >= self.head_track_end_lbn) {
+            if let Some(under) = self.model.locate(head_lbn) {
+                self.head = Head { cylinder: under.cylinder, surface: under.surface };
+                self.head_track_end_lbn = head_lbn + under.lbns_left_on_track;
             }
         }
-        stopped_ns
+        stop.free_ns
     }
 
-    /// Where read-ahead after `request` stops, per `Buffer continuous read` and
-    /// the read-ahead limits, the request's last track having
-    /// `left_on_track` LBNs after it, `spt` sectors, surface `surface` and
-    /// first LBN `track_first_lbn`.
-    fn read_ahead_limit(
-        &self,
-        request: &DiskRequest,
-        left_on_track: u64,
-        spt: u64,
-        surface: u32,
-        track_first_lbn: u64,
-    ) -> u64 {
+    /// Where read-ahead after `request` stops, as DiskSim 4.0 sets its target
+    /// (`disk_buffer_get_max_readahead`) and stops it on the way:
+    /// - `Buffer continuous read` 4 reads to the end of the track after the
+    ///   request's end (see [`HardDisk::next_track_limit`]);
+    /// - otherwise `Maximum read-ahead` sectors past the request's end; when
+    ///   that is 0, to the end of a segment started at the request (which a
+    ///   drive keeping the request's data, `Read-ahead over requested` 0,
+    ///   starts at its first sector), or `Minimum read-ahead` past its end
+    ///   when the segment has no room for that;
+    /// - 1 stops at the end of the request's last track, 2 at the end of its
+    ///   last cylinder, on the way to that target.
+    ///
+    /// The request's last track ends `left_on_track` LBNs after it.
+    fn read_ahead_limit(&self, request: &DiskRequest, left_on_track: u64) -> u64 {
         let cache = self.model.cache;
-        let end = request.lbn + u64::from(request.sector_count);
-        // Read-ahead fills the rest of the segment, or all of it when it may
-        // overwrite the data just returned; blocks read before the request
-        // (`Read any free blocks`) give way to it.
-        let segment_room = if cache.read_ahead_over_requested {
-            u64::from(cache.segment_size_sectors)
+        if cache.continuous_read == 4 {
+            return self.next_track_limit(request);
+        }
+        let count = u64::from(request.sector_count);
+        let end = request.lbn + count;
+        let segment = u64::from(cache.segment_size_sectors);
+        let minimum = u64::from(cache.read_ahead_min_sectors);
+        let target = if cache.read_ahead_max_sectors > 0 {
+            end + u64::from(cache.read_ahead_max_sectors)
+        } else if cache.read_ahead_over_requested {
+            end + segment
+        } else if count >= segment || segment - count < minimum {
+            end + minimum
         } else {
-            u64::from(cache.segment_size_sectors).saturating_sub(u64::from(request.sector_count))
+            request.lbn + segment
         };
-        let surfaces = self.model.surface_count();
-        let by_kind = match cache.continuous_read {
-            1 => left_on_track,
-            2 => left_on_track + spt * u64::from(surfaces - 1 - surface.min(surfaces - 1)),
-            3 => segment_room,
-            _ => {
-                // To a track boundary: one that the segment cannot reach is not
-                // read towards at all (DiskSim 4.0 reads nothing ahead then).
-                let wanted = if self.follows_previous_track(request, track_first_lbn, spt) {
-                    left_on_track + spt
-                } else {
-                    left_on_track
-                };
-                if wanted <= segment_room {
-                    wanted
-                } else {
-                    0
-                }
-            }
+        let stop = match cache.continuous_read {
+            1 => end + left_on_track,
+            2 => self.cylinder_end_lbn(end + left_on_track),
+            _ => u64::MAX,
         };
-        let amount = by_kind.min(u64::from(cache.read_ahead_max_sectors)).min(segment_room);
-        (end + amount).min(self.model.sector_count())
+        target.min(stop).min(self.model.sector_count())
     }
 
-    /// `Buffer continuous read` 4 reads ahead to the end of the following track
-    /// only when a sequential stream is under way: the request starts on the
-    /// track before its last one, or the previous read touched that track;
-    /// otherwise to the end of the request's last track.
-    /// The track starts at `track_first_lbn` and has `spt` sectors (the
-    /// previous track is taken to have as many).
-    fn follows_previous_track(&self, request: &DiskRequest, track_first_lbn: u64, spt: u64) -> bool {
-        if request.lbn < track_first_lbn {
-            return true;
+    /// One past the last LBN of the cylinder of the track ending just before
+    /// `track_end_lbn` (its following tracks on the same cylinder included).
+    fn cylinder_end_lbn(&self, track_end_lbn: u64) -> u64 {
+        let Some(cylinder) = track_end_lbn.checked_sub(1).and_then(|lbn| self.model.locate(lbn)).map(|at| at.cylinder)
+        else {
+            return track_end_lbn;
+        };
+        let mut end_lbn = track_end_lbn;
+        while let Some(next) = self.model.locate(end_lbn).filter(|next| next.cylinder == cylinder) {
+            end_lbn += next.lbns_left_on_track;
         }
-        let previous_track_first_lbn = track_first_lbn.saturating_sub(spt);
-        self.last_read
-            .is_some_and(|(first_lbn, end_lbn)| end_lbn > previous_track_first_lbn && first_lbn < track_first_lbn)
+        end_lbn
+    }
+
+    /// `Buffer continuous read` 4 as DiskSim 4.0 computes its target: the end
+    /// of the track holding the sector after the request, and one track more
+    /// when the request starts before that track (a stream running across
+    /// it); neither the segment's size nor `Maximum read-ahead` bounds it.
+    fn next_track_limit(&self, request: &DiskRequest) -> u64 {
+        let end = request.lbn + u64::from(request.sector_count);
+        let Some(at_end) = self.model.locate(end) else { return end };
+        let track_first_lbn = end - at_end.lbns_before_on_track;
+        let track_end_lbn = end + at_end.lbns_left_on_track;
+        let limit = if request.lbn < track_first_lbn {
+            let spt_at_start = self.model.locate(request.lbn).map_or(0, |at| u64::from(at.sectors_per_track));
+            track_end_lbn + spt_at_start
+        } else {
+            track_end_lbn
+        };
+        limit.min(self.model.sector_count())
     }
 
     /// `Read-ahead on idle hit`: after a read served whole from a segment whose
     /// read-ahead had stopped, the head goes back to the segment's end (the
     /// mechanism is idle, `now_ns`) and reads ahead again from there.
     fn read_ahead_after_hit(&mut self, request: &DiskRequest, now_ns: f64) {
-        let cache = self.model.cache;
-        if cache.continuous_read == 0 || cache.read_ahead_max_sectors == 0 {
-            return;
-        }
+        let Some(limit_lbn) = self.read_ahead_limit_after(request) else { return };
         let Some(end_lbn) = self.cache.idle_segment_end(request.lbn, now_ns) else { return };
         let Some(target) = self.model.locate(end_lbn) else { return };
-        let spt = u64::from(target.sectors_per_track);
-        let left_on_track = target.lbns_left_on_track;
-        let track_first_lbn = end_lbn - target.lbns_before_on_track;
-        let limit_lbn = self.read_ahead_limit(request, left_on_track, spt, target.surface, track_first_lbn);
         if limit_lbn <= end_lbn {
             return;
         }
-        let arrival_ns = now_ns.max(self.mechanism_free_ns) + self.move_time_ns(self.head, &target, DiskOp::Read);
-        let sector_ns = self.model.revolution_ns_exact / spt as f64;
-        let origin_ns = arrival_ns + self.track_pass(arrival_ns, &target, 1, false).wait_sectors * sector_ns;
+        let gate = BufferGate::open();
+        let prefetch = self.read_ahead_schedule(end_lbn, limit_lbn, now_ns.max(self.mechanism_free_ns), gate);
         self.head = Head { cylinder: target.cylinder, surface: target.surface };
         self.head_track_end_lbn = end_lbn + target.lbns_left_on_track;
-        self.cache.resume_prefetch(request.lbn, now_ns, Prefetch { origin_ns, sector_ns, limit_lbn });
+        self.cache.resume_prefetch(request.lbn, now_ns, prefetch);
     }
 
     /// Moves the heads over `[lbn, lbn + count)`: positioning starts at
@@ -839,9 +977,7 @@ impl HardDisk {
             self.head_track_end_lbn = current_lbn + current.lbns_left_on_track;
             if remaining == 0 {
                 let last_track = LastTrack {
-                    surface: current.surface,
                     sectors_per_track: current.sectors_per_track,
-                    first_lbn: current_lbn - current.lbns_before_on_track,
                     lbns_after: current.lbns_left_on_track - on_track,
                     requested_sectors: on_track,
                     wrapped_sectors: pass.wrapped_sectors,
