@@ -235,15 +235,17 @@ impl Cache {
         Some(ready_ns)
     }
 
-    /// The last track's part of the read-ahead of the segment holding `lbn`,
-    /// if that read-ahead is still running at `now_ns`, and how far it may
-    /// go on (to the next segment's first LBN).
+    /// The last track's part of the read-ahead of the segment whose span
+    /// holds `lbn` (its data or what its read-ahead will bring), if that
+    /// read-ahead is still running at `now_ns`, and how far it may go on (to
+    /// the next segment's first LBN).
     pub fn running_prefetch_tail(&self, lbn: u64, now_ns: f64) -> Option<(PrefetchPiece, u64)> {
         let index = self.candidate(lbn)?;
         let segment = &self.segments[index];
         let prefetch = segment.prefetch.as_ref()?;
         let next_first_lbn = self.segments.get(index + 1).map_or(u64::MAX, |next| next.first_lbn);
-        (segment.end_at(now_ns) < prefetch.limit_lbn()).then(|| (prefetch.last_piece(), next_first_lbn))
+        let running = segment.end_at(now_ns) < prefetch.limit_lbn();
+        (running && lbn < prefetch.limit_lbn()).then(|| (prefetch.last_piece(), next_first_lbn))
     }
 
     /// Lets the read-ahead of the segment holding `lbn` (see
