@@ -80,6 +80,16 @@ impl Prefetch {
         self.pieces.extend(more);
     }
 
+    /// Drops the pieces read whole by `now_ns` (all but the last), returning
+    /// where the data they read end: a stream carried on by hit after hit
+    /// keeps only the tracks still ahead of it.
+    fn drop_read_pieces(&mut self, now_ns: f64) -> Option<u64> {
+        let done = self.pieces[..self.pieces.len() - 1].iter().take_while(|piece| piece.end_ns() <= now_ns).count();
+        let end_lbn = done.checked_sub(1).map(|last| self.pieces[last].end_lbn)?;
+        self.pieces.drain(..done);
+        Some(end_lbn)
+    }
+
     /// One past the last LBN read whole by `now_ns`.
     fn end_at(&self, now_ns: f64) -> u64 {
         for piece in &self.pieces {
@@ -249,10 +259,14 @@ impl Cache {
     }
 
     /// Lets the read-ahead of the segment holding `lbn` (see
-    /// [`Cache::running_prefetch_tail`]) read on over `more`.
-    pub fn extend_prefetch(&mut self, lbn: u64, more: Vec<PrefetchPiece>) {
+    /// [`Cache::running_prefetch_tail`]) read on over `more`, at `now_ns`.
+    pub fn extend_prefetch(&mut self, lbn: u64, more: Vec<PrefetchPiece>, now_ns: f64) {
         let Some(index) = self.candidate(lbn) else { return };
-        if let Some(prefetch) = &mut self.segments[index].prefetch {
+        let segment = &mut self.segments[index];
+        if let Some(prefetch) = &mut segment.prefetch {
+            if let Some(end_lbn) = prefetch.drop_read_pieces(now_ns) {
+                segment.end_lbn = segment.end_lbn.max(end_lbn);
+            }
             prefetch.extend(more);
         }
     }

@@ -798,7 +798,7 @@ impl HardDisk {
         let Some(last) = self.model.locate(tail.end_lbn - 1) else { return };
         let head = Head { cylinder: last.cylinder, surface: last.surface };
         let more = self.read_ahead_pieces(tail.end_lbn, target_lbn, head, tail.end_ns(), gate);
-        self.cache.extend_prefetch(request.lbn, more);
+        self.cache.extend_prefetch(request.lbn, more, now_ns);
     }
 
     /// Where read-ahead after `request` would stop, computed from the track
