@@ -1,6 +1,6 @@
 //! `proxima fsck DIR [--json]`: checks a volume's durable state (every metadata
 //! block, the free-space invariants, the 010 property) and lists every finding
-//! precisely; exits 1 on any finding. Offline it checks the devices as they
+//! precisely, with the durable maps' layout score; exits 1 on any finding. Offline it checks the devices as they
 //! are, without replaying the log; through a running server it commits a CP
 //! first and checks that.
 
@@ -26,6 +26,11 @@ pub fn run(args: &ReportArgs) -> ExitCode {
         report["data_blocks_used"],
         report["metadata_blocks"],
         if report["log_pending"].as_bool() == Some(true) { ", log to replay at next open" } else { "" }
+    );
+    println!(
+        "  layout score {:.3} (of {} blocks after a mapped predecessor)",
+        report["layout_score"].as_f64().unwrap_or(1.0),
+        report["layout_score_blocks"]["scored_block_count"]
     );
     for finding in &findings {
         println!("  {}: {}", finding["kind"].as_str().unwrap_or("?"), finding["detail"].as_str().unwrap_or("?"));

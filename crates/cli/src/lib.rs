@@ -14,6 +14,7 @@ mod extent;
 mod fsck;
 mod management;
 mod replay;
+mod replay_plots;
 mod replay_volume;
 mod reproduce;
 mod scrub;

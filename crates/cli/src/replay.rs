@@ -7,7 +7,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,6 +27,7 @@ use proxima_workload::replay::{
 use proxima_workload::{TraceFormat, TraceReader};
 use serde_json::{json, Value};
 
+use crate::replay_plots::ReplayPlots;
 use crate::replay_volume::{
     VolumeSpec, VolumeTarget, VolumeTargetError, PROXIMAL_STAGING_PERCENT_DEFAULT, VOLUME_SIZE_BYTES_DEFAULT,
 };
@@ -100,6 +101,9 @@ pub struct ReplayArgs {
     /// Write one CSV line per replayed request to this file.
     #[arg(long, value_name = "FILE")]
     per_request: Option<PathBuf>,
+    /// Draw the latency percentile curve and the completions over time into this directory (SVG and CSV).
+    #[arg(long, value_name = "DIR")]
+    plots: Option<PathBuf>,
 }
 
 /// `--target`.
@@ -182,21 +186,29 @@ pub fn run(args: &ReplayArgs) -> ExitCode {
     };
     let format = reader.format();
     let file_name = reader.file_name().to_string();
-    let mut observer =
-        match Observer::new(args.per_request.as_ref(), reader.progress_counter(), reader.file_size_bytes()) {
-            Ok(observer) => observer,
-            Err(message) => return fail(1, &message),
-        };
+    let mut observer = match Observer::new(
+        args.per_request.as_ref(),
+        args.plots.as_deref(),
+        reader.progress_counter(),
+        reader.file_size_bytes(),
+    ) {
+        Ok(observer) => observer,
+        Err(message) => return fail(1, &message),
+    };
     let outcome = replay(&file_name, reader, target.as_mut(), &options, &mut observer);
     observer.bar.finish_and_clear();
     let report = match outcome {
         Ok(report) => report,
         Err(error) => return fail(if error.is_bad_input() { 2 } else { 1 }, &error.to_string()),
     };
-    if let Err(message) = observer.finish() {
-        return fail(1, &message);
-    }
+    let plots = match observer.finish() {
+        Ok(plots) => plots,
+        Err(message) => return fail(1, &message),
+    };
     print_summary(&file_name, format, &options, &report);
+    for path in &plots {
+        println!("wrote {}", path.display());
+    }
     let mut headline = report_json(&report);
     let extra = json!({
         "trace": file_name,
@@ -318,16 +330,22 @@ fn open_target(args: &ReplayArgs) -> Result<(Box<dyn Target>, Value), (u8, Strin
     Ok((Box::new(target), description))
 }
 
-/// The progress bar and the per-request CSV.
+/// The progress bar, the per-request CSV and the plots.
 struct Observer {
     bar: ProgressBar,
     bytes_read: Arc<AtomicU64>,
     csv: Option<(PathBuf, BufWriter<File>)>,
     csv_error: Option<String>,
+    plots: Option<ReplayPlots>,
 }
 
 impl Observer {
-    fn new(per_request: Option<&PathBuf>, bytes_read: Arc<AtomicU64>, file_bytes: u64) -> Result<Observer, String> {
+    fn new(
+        per_request: Option<&PathBuf>,
+        plots: Option<&Path>,
+        bytes_read: Arc<AtomicU64>,
+        file_bytes: u64,
+    ) -> Result<Observer, String> {
         let bar = ProgressBar::with_draw_target(Some(file_bytes), ProgressDrawTarget::stderr());
         let style = ProgressStyle::with_template(
             "replaying [{bar:30}] {bytes}/{total_bytes} of the trace, {msg} {elapsed_precise}",
@@ -348,21 +366,29 @@ impl Observer {
                 Some((path.clone(), writer))
             }
         };
-        Ok(Observer { bar, bytes_read, csv, csv_error: None })
+        let plots = plots.map(ReplayPlots::new).transpose()?;
+        Ok(Observer { bar, bytes_read, csv, csv_error: None, plots })
     }
 
-    fn finish(&mut self) -> Result<(), String> {
+    /// Flushes the CSV and writes the plots; returns the plot files written.
+    fn finish(&mut self) -> Result<Vec<PathBuf>, String> {
         if let Some((path, writer)) = &mut self.csv {
             if let Err(error) = writer.flush() {
                 self.csv_error.get_or_insert(format!("{}: {error}", path.display()));
             }
         }
-        self.csv_error.take().map_or(Ok(()), Err)
+        if let Some(error) = self.csv_error.take() {
+            return Err(error);
+        }
+        self.plots.as_ref().map_or(Ok(Vec::new()), ReplayPlots::write)
     }
 }
 
 impl ReplayObserver for Observer {
     fn completed(&mut self, record: &RequestRecord) {
+        if let Some(plots) = &mut self.plots {
+            plots.completed(record);
+        }
         let Some((path, writer)) = &mut self.csv else { return };
         if self.csv_error.is_some() {
             return;

@@ -87,6 +87,9 @@ fn extents_snapshots_status_and_restore() {
     assert_eq!(snapshots["snapshots"], serde_json::json!([]));
     let fsck = last_json_line(&run(&mut volume.command(&["fsck", "--json"], 1)));
     assert_eq!(fsck["findings"], serde_json::json!([]));
+    let score = fsck["layout_score"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&score), "{fsck}");
+    assert!(fsck["layout_score_blocks"]["scored_block_count"].is_u64(), "{fsck}");
 }
 
 #[test]

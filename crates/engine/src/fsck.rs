@@ -26,7 +26,7 @@ use crate::delete_log::{check_persisted, DeleteLogMode};
 use crate::error::{DeviceRole, EngineError, Result, Unsuitable};
 use crate::io::{read_pieces, FlashReader};
 use crate::log::walk::{walk_log, ChainEnd, LogIdentity};
-use crate::map::{ExtentMap, Location};
+use crate::map::{self, ExtentMap, LayoutScore, Location};
 use crate::refcount::PersistentRefcounts;
 use crate::segments::check_usage_table;
 use crate::tree::PersistentTree;
@@ -93,7 +93,7 @@ pub struct Finding {
 }
 
 /// The result of a check.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct FsckReport {
     /// Generation of the superblock checked.
     pub generation: u64,
@@ -109,6 +109,12 @@ pub struct FsckReport {
     pub metadata_blocks: u64,
     /// Whether a log after the superblock holds records (replayed at the next open).
     pub log_pending: bool,
+    /// The active extents' Smith–Seltzer layout score: of the mapped blocks
+    /// whose logical predecessor is mapped, the fraction placed directly
+    /// after it (1 when no block is scored).
+    pub layout_score: f64,
+    /// The counts behind `layout_score`.
+    pub layout_score_blocks: LayoutScore,
     /// Every problem found.
     pub findings: Vec<Finding>,
     /// States that a crash leaves and the next open repairs (not problems):
@@ -145,6 +151,8 @@ struct Walk {
     /// Data blocks the tree's extents map more than once, with the number
     /// of references beyond the first (clones).
     data_extra_references: BTreeMap<u64, u64>,
+    /// The layout score of the tree's extent maps, summed.
+    layout_score: LayoutScore,
 }
 
 struct Checker<'a, F> {
@@ -177,6 +185,7 @@ impl<F: BlockDevice> Checker<'_, F> {
             extent_count: 0,
             copy_outs: None,
             data_extra_references: BTreeMap::new(),
+            layout_score: LayoutScore::default(),
         };
         let mut flash_used = Bitmap::new(self.flash_count);
         for slot in SUPERBLOCK_SLOTS {
@@ -308,6 +317,7 @@ impl<F: BlockDevice> Checker<'_, F> {
             for block in map.blocks() {
                 self.mark(flash_used, DeviceRole::Flash, block, tree, "map node");
             }
+            walk.layout_score = walk.layout_score + map::layout_score(&map);
             let size_blocks = record.size_bytes / BLOCK_SIZE as u64;
             for (logical, run) in map.iter() {
                 let what = format!("extent {:?} block {logical}", record.name);
@@ -555,6 +565,8 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F, scope:
     checker.report.extent_count = active.extent_count;
     checker.report.data_blocks_used = active.data_used.count_ones();
     checker.report.metadata_blocks = active.flash_used.count_ones();
+    checker.report.layout_score_blocks = active.layout_score;
+    checker.report.layout_score = active.layout_score.fraction().unwrap_or(1.0);
     let snapshots =
         match PersistentTree::<SnapshotRecord>::load(superblock.roots.snapshot_table, 0, &mut checker.reader) {
             Ok(table) => table.iter().map(|(id, record)| (id, record.clone())).collect::<Vec<_>>(),
