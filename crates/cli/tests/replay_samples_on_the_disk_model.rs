@@ -109,36 +109,31 @@ fn plots_draw_the_replay_beside_the_recording() {
         assert!(svg.contains("<svg") && svg.contains("replayed") && svg.contains("recorded"), "{name}");
     }
     // The percentile curve's p0 and last point bracket the replay's latencies.
-    let curve = std::fs::read_to_string(plots.join("latency_percentiles.csv")).unwrap();
-    let replayed: Vec<(f64, f64)> = curve
-        .lines()
-        .skip(1)
-        .filter_map(|line| line.strip_prefix("replayed,"))
-        .map(|point| {
-            let (nines, latency) = point.split_once(',').unwrap();
-            (nines.parse().unwrap(), latency.parse().unwrap())
-        })
-        .collect();
+    let replayed = replayed_points(&plots.join("latency_percentiles.csv"));
     let (last_nines, last_latency) = *replayed.last().unwrap();
     assert!((last_nines - 999f64.log10()).abs() < 1e-9, "999 requests reach nearly p99.9: {last_nines}");
     let p99 = json["p99_latency_ms"].as_f64().unwrap();
     assert!(replayed[0].1 <= p99 && p99 <= last_latency * 1.001, "{p99} ms outside the curve");
     // Completions over time: bins in time order, whose full bins hold no
     // more requests than were replayed.
-    let throughput = std::fs::read_to_string(plots.join("throughput.csv")).unwrap();
-    let points: Vec<(f64, f64)> = throughput
-        .lines()
-        .skip(1)
-        .filter_map(|line| line.strip_prefix("replayed,"))
-        .map(|point| {
-            let (time, iops) = point.split_once(',').unwrap();
-            (time.parse().unwrap(), iops.parse().unwrap())
-        })
-        .collect();
+    let points = replayed_points(&plots.join("throughput.csv"));
     assert!(points.len() > 1 && points.windows(2).all(|pair| pair[0].0 < pair[1].0), "{points:?}");
     let bin_s = points[1].0 - points[0].0;
     let in_full_bins: f64 = points[..points.len() - 1].iter().map(|(_, iops)| iops * bin_s).sum();
     assert!(in_full_bins > 0.0 && in_full_bins <= 999.5, "{in_full_bins} requests in the full bins");
+}
+
+/// The `replayed` series of a plot's CSV (`series,x,y`).
+fn replayed_points(csv: &Path) -> Vec<(f64, f64)> {
+    let text = std::fs::read_to_string(csv).unwrap();
+    text.lines()
+        .skip(1)
+        .filter_map(|line| line.strip_prefix("replayed,"))
+        .map(|point| {
+            let (x, y) = point.split_once(',').unwrap();
+            (x.parse().unwrap(), y.parse().unwrap())
+        })
+        .collect()
 }
 
 fn bad_input(output: &Output, expected: &str) {
