@@ -20,10 +20,11 @@
 
 mod service_support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
 
 use clap::CommandFactory;
 use service_support::proxima;
@@ -54,7 +55,7 @@ enum Probe {
 }
 
 /// What of the output is compared.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Compare {
     /// Standard output and error (but the lines that report wall time, which
     /// start with `wall `), and the names of the files in `{tmp}`.
@@ -1229,12 +1230,26 @@ fn files_in(directory: &Path) -> BTreeSet<String> {
     files
 }
 
+/// What `words` print after `setup`: run twice the first time they are
+/// asked for (the two runs must print the same) and remembered, since many
+/// probes of an experiment share its base command.
+fn repeatable_output(setup: &[Words], words: Words, compare: Compare, probe: &str) -> String {
+    static OUTPUTS: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
+    let outputs = OUTPUTS.get_or_init(Mutex::default);
+    let key = format!("{setup:?} {words:?} {compare:?}");
+    if let Some(output) = outputs.lock().expect("no probe panicked holding it").get(&key) {
+        return output.clone();
+    }
+    let (once, again) = (Scene::new(setup).output(words, compare), Scene::new(setup).output(words, compare));
+    assert_eq!(once, again, "{probe}: {words:?} prints the same twice");
+    outputs.lock().expect("no probe panicked holding it").insert(key, once.clone());
+    once
+}
+
 fn check(command: &str, option: &str, probe: &Probe) {
     match probe {
         Probe::Differs { setup, first, second, compare } => {
-            let (once, again) = (Scene::new(setup), Scene::new(setup));
-            let (first_output, first_again) = (once.output(first, *compare), again.output(first, *compare));
-            assert_eq!(first_output, first_again, "{command} {option}: {first:?} prints the same twice");
+            let first_output = repeatable_output(setup, first, *compare, &format!("{command} {option}"));
             let second_output = Scene::new(setup).output(second, *compare);
             assert_ne!(first_output, second_output, "{command} {option} made no difference: {first:?} / {second:?}");
         }
