@@ -183,15 +183,14 @@ struct State {
 }
 
 impl State {
-    /// Keeps a completed prefetch's bytes, if its stream still holds them.
-    fn keep(&mut self, io: &PrefetchIo, read_at: u64, bytes: &[u8]) {
+    /// Keeps a completed prefetch's pieces (see [`into_pieces`]), if its
+    /// stream still holds them.
+    fn keep(&mut self, io: &PrefetchIo, pieces: Vec<(u64, Piece)>) {
         if self.prefetcher.held_range(io.stream).is_none() {
             return;
         }
-        for (index, chunk) in bytes.chunks(PIECE_BYTES).enumerate() {
-            let offset = io.offset_bytes + (index * PIECE_BYTES) as u64;
-            let piece = Piece { read_at, bytes: chunk.to_vec() };
-            self.piece_bytes += chunk.len() as u64;
+        for (offset, piece) in pieces {
+            self.piece_bytes += piece.bytes.len() as u64;
             if let Some(old) = self.pieces.insert((io.extent, offset, io.stream), piece) {
                 self.piece_bytes -= old.bytes.len() as u64;
             }
@@ -200,17 +199,20 @@ impl State {
     }
 
     /// Lets go of the pieces of `extent` that neither their stream nor a
-    /// waiting read holds.
+    /// waiting read holds. It runs under the state's lock after every
+    /// prefetch and every waited read, so it visits each piece of the
+    /// extent once, finding the waiting reads it overlaps by bisection.
     fn prune(&mut self, extent: u64) {
         let Self { prefetcher, pieces, piece_bytes, waiting, .. } = self;
+        let awaited = disjoint_union(
+            waiting.values().filter(|(read_extent, _)| *read_extent == extent).map(|(_, read)| read.clone()),
+        );
         let unwanted: Vec<(u64, u64, StreamId)> = pieces
             .range((extent, 0, StreamId(0))..=(extent, u64::MAX, StreamId(u64::MAX)))
             .filter(|((_, offset, stream), piece)| {
                 let bytes = *offset..*offset + piece.bytes.len() as u64;
                 let held = prefetcher.held_range(*stream).is_some_and(|held| overlaps(&held, &bytes));
-                let awaited =
-                    waiting.values().any(|(read_extent, read)| *read_extent == extent && overlaps(read, &bytes));
-                !held && !awaited
+                !held && !overlaps_any(&awaited, &bytes)
             })
             .map(|(&key, _)| key)
             .collect();
@@ -271,6 +273,36 @@ impl State {
 
 fn overlaps(a: &Range<u64>, b: &Range<u64>) -> bool {
     a.start < b.end && b.start < a.end
+}
+
+/// `ranges` as sorted, disjoint ranges covering the same bytes.
+fn disjoint_union(ranges: impl Iterator<Item = Range<u64>>) -> Vec<Range<u64>> {
+    let mut sorted: Vec<Range<u64>> = ranges.filter(|range| !range.is_empty()).collect();
+    sorted.sort_unstable_by_key(|range| range.start);
+    let mut union: Vec<Range<u64>> = Vec::with_capacity(sorted.len());
+    for range in sorted {
+        match union.last_mut() {
+            Some(last) if range.start <= last.end => last.end = last.end.max(range.end),
+            _ => union.push(range),
+        }
+    }
+    union
+}
+
+/// Whether `range` overlaps any of `union` (sorted and disjoint).
+fn overlaps_any(union: &[Range<u64>], range: &Range<u64>) -> bool {
+    let first_ending_after = union.partition_point(|covered| covered.end <= range.start);
+    union.get(first_ending_after).is_some_and(|covered| covered.start < range.end)
+}
+
+/// A prefetch's bytes cut into pieces of [`PIECE_BYTES`], keyed by offset,
+/// all read at content clock `read_at`; done before the state is locked.
+fn into_pieces(offset_bytes: u64, read_at: u64, bytes: &[u8]) -> Vec<(u64, Piece)> {
+    bytes
+        .chunks(PIECE_BYTES)
+        .enumerate()
+        .map(|(index, chunk)| (offset_bytes + (index * PIECE_BYTES) as u64, Piece { read_at, bytes: chunk.to_vec() }))
+        .collect()
 }
 
 /// The read-ahead of one served volume (see the module documentation).
@@ -483,12 +515,14 @@ fn work(read_ahead: &ReadAhead, volume: &Weak<RwLock<ServiceVolume>>) {
             Some(volume) => read_active(&volume, "read-ahead", io.extent, io.offset_bytes, &mut bytes),
             None => return,
         };
+        let outcome = outcome.map(|read_at| into_pieces(io.offset_bytes, read_at, &bytes));
+        drop(bytes);
         let mut state = read_ahead.lock();
         match outcome {
-            Ok(read_at) => {
+            Ok(pieces) => {
                 state.stats.prefetches += 1;
                 state.stats.prefetched_bytes += io.length_bytes;
-                state.keep(&io, read_at, &bytes);
+                state.keep(&io, pieces);
             }
             Err(error) => {
                 debug!(extent = io.extent, offset_bytes = io.offset_bytes, "prefetch failed: {error}");
@@ -505,5 +539,33 @@ fn work(read_ahead: &ReadAhead, volume: &Weak<RwLock<ServiceVolume>>) {
         drop(state);
         read_ahead.answered.notify_all();
         read_ahead.work.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiting_reads_merge_into_disjoint_ranges_found_by_bisection() {
+        let union = disjoint_union([10..20, 0..5, 15..30, 40..40, 30..35, 50..60].into_iter());
+        assert_eq!(union, vec![0..5, 10..35, 50..60]);
+        for (range, expected) in [(5..10, false), (4..6, true), (35..50, false), (34..36, true), (59..70, true)] {
+            assert_eq!(overlaps_any(&union, &range), expected, "{range:?}");
+            let by_scan = [0..5, 10..20, 15..30, 30..35, 50..60].iter().any(|read| overlaps(read, &range));
+            assert_eq!(by_scan, expected, "{range:?}");
+        }
+        assert!(!overlaps_any(&[], &(0..u64::MAX)));
+    }
+
+    #[test]
+    fn a_prefetch_is_cut_into_pieces_at_its_offsets() {
+        let bytes: Vec<u8> = (0..PIECE_BYTES * 2 + 100).map(|index| u8::try_from(index % 251).unwrap()).collect();
+        let pieces = into_pieces(4096, 7, &bytes);
+        let offsets: Vec<u64> = pieces.iter().map(|(offset, _)| *offset).collect();
+        assert_eq!(offsets, vec![4096, 4096 + PIECE_BYTES as u64, 4096 + 2 * PIECE_BYTES as u64]);
+        assert!(pieces.iter().all(|(_, piece)| piece.read_at == 7));
+        let joined: Vec<u8> = pieces.into_iter().flat_map(|(_, piece)| piece.bytes).collect();
+        assert_eq!(joined, bytes);
     }
 }
