@@ -1,6 +1,6 @@
 //! `proxima replay --plots DIR`: what a replay looked like, drawn.
 //!
-//! - `latency.svg`: the latency percentile curve, replayed and (when the
+//! - `latency_percentiles.svg`: the latency percentile curve, replayed and (when the
 //!   trace records response times) recorded. The x axis counts nines
 //!   (1 = p90, 2 = p99, 3 = p99.9), so the tail is as wide as the body.
 //! - `throughput.svg`: completions per second over the replay's time, and
@@ -92,16 +92,43 @@ impl TimeBins {
     }
 }
 
+/// The latencies and completion times of one side of the comparison: the
+/// replay, or the recording.
+#[derive(Debug)]
+struct Side {
+    name: &'static str,
+    latency_ns: Histogram<u64>,
+    completions: TimeBins,
+    end_ns: u64,
+}
+
+impl Side {
+    fn new(name: &'static str) -> Side {
+        let latency_ns = Histogram::new(3).expect("three significant digits is valid");
+        Side { name, latency_ns, completions: TimeBins::new(), end_ns: 0 }
+    }
+
+    fn add(&mut self, latency_ns: u64, completion_ns: u64) {
+        record_latency(&mut self.latency_ns, latency_ns);
+        self.completions.add(completion_ns);
+        self.end_ns = self.end_ns.max(completion_ns);
+    }
+
+    fn latency_series(&self) -> Series {
+        Series { name: self.name.into(), points: percentile_curve(&self.latency_ns) }
+    }
+
+    fn throughput_series(&self) -> Series {
+        Series { name: self.name.into(), points: self.completions.rates(self.end_ns) }
+    }
+}
+
 /// A replay's latencies and completions, replayed and recorded, for plotting.
 #[derive(Debug)]
 pub struct ReplayPlots {
     directory: PathBuf,
-    replayed_latency_ns: Histogram<u64>,
-    replayed_completions: TimeBins,
-    replayed_end_ns: u64,
-    recorded_latency_ns: Histogram<u64>,
-    recorded_completions: TimeBins,
-    recorded_end_ns: u64,
+    replayed: Side,
+    recorded: Side,
 }
 
 impl ReplayPlots {
@@ -109,15 +136,10 @@ impl ReplayPlots {
     /// before the replay rather than after it.
     pub fn new(directory: &Path) -> Result<ReplayPlots, String> {
         fs::create_dir_all(directory).map_err(|error| format!("{}: {error}", directory.display()))?;
-        let histogram = || Histogram::new(3).expect("three significant digits is valid");
         Ok(ReplayPlots {
             directory: directory.to_path_buf(),
-            replayed_latency_ns: histogram(),
-            replayed_completions: TimeBins::new(),
-            replayed_end_ns: 0,
-            recorded_latency_ns: histogram(),
-            recorded_completions: TimeBins::new(),
-            recorded_end_ns: 0,
+            replayed: Side::new("replayed"),
+            recorded: Side::new("recorded"),
         })
     }
 
@@ -126,35 +148,20 @@ impl ReplayPlots {
         if record.error.is_some() {
             return;
         }
-        let latency_ns = record.completion_ns.saturating_sub(record.issue_ns);
-        record_latency(&mut self.replayed_latency_ns, latency_ns);
-        self.replayed_completions.add(record.completion_ns);
-        self.replayed_end_ns = self.replayed_end_ns.max(record.completion_ns);
+        self.replayed.add(record.completion_ns.saturating_sub(record.issue_ns), record.completion_ns);
         if let Some(response_ns) = record.recorded_response_ns {
-            let completion_ns = record.recorded_issue_ns + response_ns;
-            record_latency(&mut self.recorded_latency_ns, response_ns);
-            self.recorded_completions.add(completion_ns);
-            self.recorded_end_ns = self.recorded_end_ns.max(completion_ns);
+            self.recorded.add(response_ns, record.recorded_issue_ns + response_ns);
         }
     }
 
     /// Writes the plots and their CSVs; returns the files written. Nothing
     /// is written when no request completed.
     pub fn write(&self) -> Result<Vec<PathBuf>, String> {
-        if self.replayed_latency_ns.is_empty() {
+        if self.replayed.latency_ns.is_empty() {
             return Ok(Vec::new());
         }
-        let has_recording = !self.recorded_latency_ns.is_empty();
-        let mut latency = vec![Series { name: "replayed".into(), points: percentile_curve(&self.replayed_latency_ns) }];
-        let mut throughput =
-            vec![Series { name: "replayed".into(), points: self.replayed_completions.rates(self.replayed_end_ns) }];
-        if has_recording {
-            latency.push(Series { name: "recorded".into(), points: percentile_curve(&self.recorded_latency_ns) });
-            throughput.push(Series {
-                name: "recorded".into(),
-                points: self.recorded_completions.rates(self.recorded_end_ns),
-            });
-        }
+        let sides: Vec<&Side> =
+            [&self.replayed, &self.recorded].into_iter().filter(|side| !side.latency_ns.is_empty()).collect();
         let mut written = Vec::new();
         let mut write_chart = |stem: &str, chart: LineChart, x_column: &str, y_column: &str| -> Result<(), String> {
             let svg = self.directory.join(format!("{stem}.svg"));
@@ -170,7 +177,7 @@ impl ReplayPlots {
                 title: "Latency by percentile".into(),
                 x_label: "percentile, in nines (1 = p90, 2 = p99, 3 = p99.9)".into(),
                 y_label: "latency (ms)".into(),
-                series: latency,
+                series: sides.iter().map(|side| side.latency_series()).collect(),
             },
             "nines",
             "latency_ms",
@@ -181,7 +188,7 @@ impl ReplayPlots {
                 title: "Completions over time".into(),
                 x_label: "time since the first request (s)".into(),
                 y_label: "IOPS".into(),
-                series: throughput,
+                series: sides.iter().map(|side| side.throughput_series()).collect(),
             },
             "time_s",
             "iops",
