@@ -93,7 +93,7 @@ pub struct Finding {
 }
 
 /// The result of a check.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct FsckReport {
     /// Generation of the superblock checked.
     pub generation: u64,
@@ -109,11 +109,8 @@ pub struct FsckReport {
     pub metadata_blocks: u64,
     /// Whether a log after the superblock holds records (replayed at the next open).
     pub log_pending: bool,
-    /// The active extents' Smith–Seltzer layout score: of the mapped blocks
-    /// whose logical predecessor is mapped, the fraction placed directly
-    /// after it (1 when no block is scored).
-    pub layout_score: f64,
-    /// The counts behind `layout_score`.
+    /// The active extents' Smith–Seltzer layout score, as counts (see
+    /// [`FsckReport::layout_score`]).
     pub layout_score_blocks: LayoutScore,
     /// Every problem found.
     pub findings: Vec<Finding>,
@@ -126,6 +123,13 @@ impl FsckReport {
     /// Whether nothing was found.
     pub fn is_clean(&self) -> bool {
         self.findings.is_empty()
+    }
+
+    /// Of the active extents' mapped blocks whose logical predecessor is
+    /// mapped, the fraction placed directly after it (1 when no block is
+    /// scored).
+    pub fn layout_score(&self) -> f64 {
+        self.layout_score_blocks.fraction().unwrap_or(1.0)
     }
 
     fn add(&mut self, kind: FindingKind, detail: impl Into<String>) {
@@ -566,7 +570,6 @@ pub fn check<D: BlockDevice, F: BlockDevice>(data: &mut D, flash: &mut F, scope:
     checker.report.data_blocks_used = active.data_used.count_ones();
     checker.report.metadata_blocks = active.flash_used.count_ones();
     checker.report.layout_score_blocks = active.layout_score;
-    checker.report.layout_score = active.layout_score.fraction().unwrap_or(1.0);
     let snapshots =
         match PersistentTree::<SnapshotRecord>::load(superblock.roots.snapshot_table, 0, &mut checker.reader) {
             Ok(table) => table.iter().map(|(id, record)| (id, record.clone())).collect::<Vec<_>>(),

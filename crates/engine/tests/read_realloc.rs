@@ -43,7 +43,7 @@ fn a_scattered_span_is_rewritten_contiguously_and_reads_the_same() {
     let mut volume = volume(ReadRealloc::ON);
     let (id, contents) = scattered_extent(&mut volume);
     let runs_before = runs(&volume);
-    let score_before = volume.fsck().unwrap().layout_score;
+    let score_before = volume.fsck().unwrap().layout_score();
     let span = 32 * BLOCK;
     assert!(volume.read_would_reallocate(id, 0, span as u64));
     assert_eq!(volume.read(id, 0, span as u64).unwrap(), contents[..span]);
@@ -58,7 +58,7 @@ fn a_scattered_span_is_rewritten_contiguously_and_reads_the_same() {
     let report = volume.fsck().unwrap();
     let live: LayoutScore = volume.extents().iter().map(|extent| extent.layout_score).sum();
     assert_eq!(report.layout_score_blocks, live);
-    assert!(report.layout_score > score_before, "{} after, {score_before} before", report.layout_score);
+    assert!(report.layout_score() > score_before, "{} after, {score_before} before", report.layout_score());
     let (data, flash) = volume.close().unwrap();
     let mut volume = Volume::open(data, flash, VolumeOptions::default()).unwrap();
     assert_eq!(volume.read(id, 0, EXTENT_BLOCKS * BLOCK as u64).unwrap(), contents);

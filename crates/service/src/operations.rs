@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use proxima_engine::{fsck_devices, CloneSource, FsckScope, Overcommit};
+use proxima_engine::{fsck_devices, CloneSource, FsckReport, FsckScope, Overcommit};
 use proxima_nbd::ShutdownHandle;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -161,12 +161,20 @@ fn run_locally(directory: &Path, config: VolumeConfig, lock: VolumeLock, request
         // log or committing anything.
         let (mut data, mut flash) = open_devices(directory, &config)?;
         let report = fsck_devices(&mut data, &mut flash, FsckScope::MetadataAndData)?;
-        return Ok(serde_json::to_value(report).expect("a report serialises"));
+        return Ok(fsck_json(&report));
     }
     let mut open = open_locked(directory, config, lock)?;
     let value = execute(&mut open.volume, &open.config, request, Venue::Local)?;
     open.volume.close()?;
     Ok(value)
+}
+
+/// An fsck report as JSON, with its layout score as a fraction beside the
+/// counts (`layout_score`, as `status` gives it).
+fn fsck_json(report: &FsckReport) -> Value {
+    let mut value = serde_json::to_value(report).expect("a report serialises");
+    value["layout_score"] = serde_json::json!(report.layout_score());
+    value
 }
 
 fn overcommit(thin: bool) -> Overcommit {
@@ -225,7 +233,7 @@ pub fn execute(volume: &mut ServiceVolume, config: &VolumeConfig, request: &Requ
             }
         }
         Request::Status => serde_json::to_value(status(volume, config)).expect("a report serialises"),
-        Request::Fsck => serde_json::to_value(volume.fsck()?).expect("a report serialises"),
+        Request::Fsck => fsck_json(&volume.fsck()?),
         Request::Scrub => serde_json::to_value(volume.scrub()?).expect("a report serialises"),
     })
 }
