@@ -8,8 +8,15 @@
 //! preempted), which makes each decision a pure function of the drive's state
 //! and the clock. Read-ahead after a read runs "in the background" until the next
 //! command starts and is settled lazily (see `cache`). Write-back data is
-//! flushed right after the write completes; the next command waits for the
-//! flush, as DiskSim's fast-write levels 1 and 2 require.
+//! written behind the write's completion (the heads position while the data
+//! cross the bus); the next command waits for it, as DiskSim's fast-write
+//! levels 1 and 2 require.
+//!
+//! The drive decodes each command as it arrives, also while it serves
+//! another: a command's overhead runs from its arrival (DiskSim 4.0's
+//! `overhead_done`), and the after-read/after-write column is the kind of the
+//! last command completed by then. A command chosen from the queue after its
+//! overhead has passed goes to work at once, and SPTF estimates it so.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -27,6 +34,10 @@ struct Queued {
     arrival_ns: Nanos,
     /// Where the first sector lies, computed once on arrival for the schedulers.
     target: Located,
+    /// Which column of the overhead tables applies (0 after a read, 1 after a
+    /// write): the kind of the last command the drive had completed when this
+    /// one arrived, as DiskSim 4.0 chooses it.
+    after: usize,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -146,7 +157,8 @@ pub struct HardDisk {
     disk_queue: Vec<Queued>,
     in_service: Option<InService>,
     head: Head,
-    last_op: DiskOp,
+    /// The kind of the last command completed (reported to the host).
+    last_completed_op: DiskOp,
     /// Platter angle at time zero, in revolutions; drawn from the seed.
     initial_angle: f64,
     /// The mechanism is busy (flushing write-back data) until then.
@@ -218,7 +230,7 @@ impl HardDisk {
             disk_queue: Vec::new(),
             in_service: None,
             head: Head { cylinder: 0, surface: 0 },
-            last_op: DiskOp::Read,
+            last_completed_op: DiskOp::Read,
             initial_angle,
             mechanism_free_ns: 0.0,
             last_write_end_lbn: None,
@@ -261,7 +273,8 @@ impl HardDisk {
         assert!(now_ns >= self.last_arrival_ns, "arrivals must come in time order");
         self.last_arrival_ns = now_ns;
         let target = self.located.locate(&self.model, request.lbn).expect("request checked against the capacity");
-        self.host_queue.push_back(Queued { request, arrival_ns: now_ns, target });
+        let after = usize::from(self.last_completed_op == DiskOp::Write);
+        self.host_queue.push_back(Queued { request, arrival_ns: now_ns, target, after });
         self.fill_disk_queue();
         if self.in_service.is_none() {
             self.start_next(now_ns);
@@ -278,6 +291,7 @@ impl HardDisk {
         while let Some(in_service) = self.in_service.filter(|in_service| in_service.completion_ns <= until_ns) {
             self.in_service = None;
             let request = in_service.queued.request;
+            self.last_completed_op = request.op;
             completions.push(DiskCompletion {
                 id: request.id,
                 op: request.op,
@@ -358,15 +372,14 @@ impl HardDisk {
     }
 
     /// SPTF's cost: time until the first sector is under the head (zero for a
-    /// cache hit), including the command overhead.
+    /// cache hit), including what is left of the command overhead.
     fn positioning_estimate_ns(&self, now_ns: f64, queued: &Queued) -> f64 {
         let request = &queued.request;
         if request.op == DiskOp::Read && self.model.cache.enabled && self.cache_peek(now_ns, request) {
             return 0.0;
         }
-        let overhead = self.miss_overhead_ns(request.op);
         let target = queued.target;
-        let ready = now_ns + overhead + self.move_time_ns(self.head, &target, request.op);
+        let ready = now_ns.max(self.command_done_ns(queued)) + self.move_time_ns(self.head, &target, request.op);
         // With zero latency the first transfer may start at once but the track
         // then takes a whole revolution: the cost is the time lost beyond the
         // transfer itself.
@@ -394,16 +407,33 @@ impl HardDisk {
             || self.write_segment.as_ref().is_some_and(|segment| segment.contains(request.lbn, count, now_ns, false))
     }
 
-    fn previous_index(&self) -> usize {
-        usize::from(self.last_op == DiskOp::Write)
+    /// Whether writes are reported once buffered (`Fast write level`).
+    fn writes_back(&self) -> bool {
+        let cache = &self.model.cache;
+        cache.enabled && cache.fast_write_level > 0
     }
 
-    fn miss_overhead_ns(&self, op: DiskOp) -> f64 {
+    /// When `queued`'s command overhead from `table` (one of the model's
+    /// after-read/after-write pairs) is over. The drive decodes a command as
+    /// it arrives, also while it serves others (DiskSim 4.0 sets a request's
+    /// `overhead_done` on arrival), so a command that waited in the queue
+    /// goes to work at once when it is chosen.
+    fn overhead_done_ns(queued: &Queued, table: [f64; 2]) -> f64 {
+        queued.arrival_ns as f64 + table[queued.after]
+    }
+
+    /// When `queued`'s command is decoded and the heads may move for it: the
+    /// miss overhead for a read (a hit's overhead is charged where its data
+    /// go), for a write the hit overhead when the drive writes back and the
+    /// miss overhead when it writes through.
+    fn command_done_ns(&self, queued: &Queued) -> f64 {
         let overheads = &self.model.overheads;
-        match op {
-            DiskOp::Read => overheads.read_miss_ns[self.previous_index()],
-            DiskOp::Write => overheads.write_miss_ns[self.previous_index()],
-        }
+        let table = match queued.request.op {
+            DiskOp::Read => overheads.read_miss_ns,
+            DiskOp::Write if self.writes_back() => overheads.write_hit_ns,
+            DiskOp::Write => overheads.write_miss_ns,
+        };
+        Self::overhead_done_ns(queued, table)
     }
 
     /// Times `request` starting at `start_ns`; returns its completion time and
@@ -412,8 +442,6 @@ impl HardDisk {
         let request = queued.request;
         let model = Arc::clone(&self.model);
         let count = u64::from(request.sector_count);
-        let previous = self.previous_index();
-        self.last_op = request.op;
         let previous_write_end_lbn = std::mem::replace(
             &mut self.last_write_end_lbn,
             (request.op == DiskOp::Write).then_some(request.lbn + count),
@@ -421,45 +449,23 @@ impl HardDisk {
         if let Some(access_ns) = model.constant_access_ns {
             return start_ns + access_ns + count as f64 * model.bus_sector_ns(request.op);
         }
-        let cache = model.cache;
         match request.op {
-            DiskOp::Read => self.serve_read(start_ns, queued, previous),
-            DiskOp::Write if cache.enabled && cache.fast_write_level > 0 => {
-                // Write-back: completion is reported once the data are buffered,
-                // so the write is a hit (DiskSim's "write hit" overheads).
-                let overheads = &model.overheads;
-                let data_start = start_ns + overheads.write_hit_ns[previous] + overheads.data_preparation_ns;
-                let completion = data_start + count as f64 * model.bus_write_sector_ns + overheads.write_completion_ns;
-                let mechanism_free_ns = self.stop_read_ahead(start_ns);
-                let flush_ns = completion.max(mechanism_free_ns);
-                let access = self.media_access(
-                    flush_ns,
-                    flush_ns,
-                    request.lbn,
-                    count,
-                    DiskOp::Write,
-                    queued.target,
-                    None,
-                    count,
-                );
-                self.mechanism_free_ns = access.end_ns;
-                self.keep_written(request.lbn, count);
-                completion
-            }
+            DiskOp::Read => self.serve_read(start_ns, queued),
+            DiskOp::Write if self.writes_back() => self.serve_write_back(start_ns, queued),
             DiskOp::Write => {
                 // The drive disconnects before taking a write's data only when
                 // the write follows a write it does not continue (the HP
                 // C2247A's trace marks exactly those writes as triple
                 // disconnects, and DiskSim 4.0 does the same).
                 let extra_disconnect = previous_write_end_lbn.is_some_and(|end_lbn| end_lbn != request.lbn);
-                self.serve_write_through(start_ns, queued, previous, extra_disconnect)
+                self.serve_write_through(start_ns, queued, extra_disconnect)
             }
         }
     }
 
     /// A read: a cache hit is sent at once; a miss disconnects, positions,
     /// reads (and reads ahead), and reconnects to send the data.
-    fn serve_read(&mut self, start_ns: f64, queued: &Queued, previous: usize) -> f64 {
+    fn serve_read(&mut self, start_ns: f64, queued: &Queued) -> f64 {
         let request = queued.request;
         let first = queued.target;
         let model = Arc::clone(&self.model);
@@ -489,7 +495,8 @@ impl HardDisk {
                         .flatten()
                 });
             if let Some(ready_ns) = hit {
-                let data_start = start_ns + overheads.read_hit_ns[previous] + overheads.data_preparation_ns;
+                let data_start =
+                    start_ns.max(Self::overhead_done_ns(queued, overheads.read_hit_ns)) + overheads.data_preparation_ns;
                 let sent = (data_start + count as f64 * bus_ns).max(ready_ns + bus_ns);
                 let completion_ns = sent + overheads.read_completion_ns;
                 let gate = self.buffer_gate(&request, completion_ns);
@@ -501,10 +508,10 @@ impl HardDisk {
             && cache.immediate_partial_hits
             && self.cache.cached_prefix_end(request.lbn, count, start_ns).is_some()
         {
-            return self.serve_partial_hit(start_ns, &request, previous);
+            return self.serve_partial_hit(start_ns, queued);
         }
         let mechanism_free_ns = self.stop_read_ahead(start_ns);
-        let command_end_ns = start_ns + overheads.read_miss_ns[previous];
+        let command_end_ns = start_ns.max(self.command_done_ns(queued));
         // DiskSim adds the wait for the read-ahead's sector under way to the
         // command overhead rather than overlapping them.
         let positioning_ns = command_end_ns + (mechanism_free_ns - start_ns).max(0.0);
@@ -519,7 +526,7 @@ impl HardDisk {
             None,
             mark_sectors,
         );
-        let released_ns = command_end_ns + overheads.read_disconnect_ns[previous];
+        let released_ns = command_end_ns + overheads.read_disconnect_ns[queued.after];
         let completion_ns = self.read_transfer_end_ns(&access, count, released_ns) + overheads.read_completion_ns;
         if cache.enabled {
             let free = if cache.read_any_free_blocks {
@@ -538,20 +545,22 @@ impl HardDisk {
     /// `Immed transfer partial hit` with read-ahead stopped: the buffered head
     /// of the request goes at once (a read hit's overheads), the heads read the
     /// rest, and read-ahead follows as after a miss.
-    fn serve_partial_hit(&mut self, start_ns: f64, request: &DiskRequest, previous: usize) -> f64 {
+    fn serve_partial_hit(&mut self, start_ns: f64, queued: &Queued) -> f64 {
+        let request = &queued.request;
         let model = Arc::clone(&self.model);
         let overheads = &model.overheads;
         let count = u64::from(request.sector_count);
         let end_lbn = request.lbn + count;
         let bus_ns = model.bus_read_sector_ns;
         let mechanism_free_ns = self.stop_read_ahead(start_ns);
-        let data_start_ns = start_ns + overheads.read_hit_ns[previous] + overheads.data_preparation_ns;
+        let hit_overhead_done_ns = start_ns.max(Self::overhead_done_ns(queued, overheads.read_hit_ns));
+        let data_start_ns = hit_overhead_done_ns + overheads.data_preparation_ns;
         // Stopping read-ahead may have brought the rest in.
         let Some(prefix_end_lbn) = self.cache.cached_prefix_end(request.lbn, count, start_ns) else {
             return data_start_ns + count as f64 * bus_ns + overheads.read_completion_ns;
         };
         let rest_target = self.model.locate(prefix_end_lbn).expect("request checked against the capacity on arrival");
-        let positioning_ns = (start_ns + overheads.read_hit_ns[previous]).max(mechanism_free_ns);
+        let positioning_ns = hit_overhead_done_ns.max(mechanism_free_ns);
         let access = self.media_access(
             positioning_ns,
             positioning_ns,
@@ -576,7 +585,7 @@ impl HardDisk {
     /// writes each sector once it is buffered (zero-latency writes once all
     /// are; on a drive with extra disconnects, not before a first batch is),
     /// and reconnects to report completion.
-    fn serve_write_through(&mut self, start_ns: f64, queued: &Queued, previous: usize, extra_disconnect: bool) -> f64 {
+    fn serve_write_through(&mut self, start_ns: f64, queued: &Queued, extra_disconnect: bool) -> f64 {
         let request = queued.request;
         let model = Arc::clone(&self.model);
         let overheads = &model.overheads;
@@ -585,7 +594,7 @@ impl HardDisk {
         let extra_write_disconnect = overheads.extra_write_disconnect.filter(|_| extra_disconnect);
         let (command_end_ns, positioning_start_ns, data_start_ns) = match extra_write_disconnect {
             Some(extra) if !model.never_disconnect => {
-                let command_end_ns = start_ns + extra.command_ns;
+                let command_end_ns = start_ns.max(queued.arrival_ns as f64 + extra.command_ns);
                 let reconnected_ns = command_end_ns
                     + extra.disconnect_ns
                     + extra.inter_disconnect_ns
@@ -594,7 +603,7 @@ impl HardDisk {
                 (command_end_ns, command_end_ns + extra.seek_delta_ns, reconnected_ns)
             }
             _ => {
-                let command_end_ns = start_ns + overheads.write_miss_ns[previous];
+                let command_end_ns = start_ns.max(self.command_done_ns(queued));
                 (command_end_ns, command_end_ns, command_end_ns + overheads.data_preparation_ns)
             }
         };
@@ -611,13 +620,7 @@ impl HardDisk {
             Some(_) => earliest_media_ns.max(data_start_ns + extra_disconnect_batch_sectors(count) as f64 * bus_ns),
             None => earliest_media_ns,
         };
-        // Zero-latency writes go once all their data are buffered; otherwise the
-        // head writes each sector as soon as it is buffered and comes round.
-        let (earliest_media_ns, stream) = if self.zero_latency(DiskOp::Write) {
-            (earliest_media_ns.max(data_end_ns), None)
-        } else {
-            (earliest_media_ns, Some(DataStream { first_ns: data_start_ns + bus_ns, sector_ns: bus_ns }))
-        };
+        let (earliest_media_ns, stream) = self.write_data(earliest_media_ns, data_start_ns, count);
         let access = self.media_access(
             positioning_start_ns.max(mechanism_free_ns),
             earliest_media_ns,
@@ -639,6 +642,50 @@ impl HardDisk {
             access.end_ns.max(data_end_ns + disconnect_ns) + reselect_ns
         };
         reported_ns + overheads.write_completion_ns
+    }
+
+    /// A write-back write: once its command is decoded the drive takes the
+    /// data and reports completion when they are buffered (DiskSim's "write
+    /// hit" overheads). The heads position meanwhile and write the data behind
+    /// the completion; the next command waits until they have (fast-write
+    /// levels 1 and 2 flush dirty data before serving anything else).
+    fn serve_write_back(&mut self, start_ns: f64, queued: &Queued) -> f64 {
+        let request = queued.request;
+        let model = Arc::clone(&self.model);
+        let overheads = &model.overheads;
+        let count = u64::from(request.sector_count);
+        let mechanism_free_ns = self.stop_read_ahead(start_ns);
+        let command_end_ns = start_ns.max(self.command_done_ns(queued));
+        let data_start_ns = command_end_ns + overheads.data_preparation_ns;
+        let data_end_ns = data_start_ns + count as f64 * model.bus_write_sector_ns;
+        let (earliest_media_ns, stream) = self.write_data(data_start_ns, data_start_ns, count);
+        let access = self.media_access(
+            command_end_ns.max(mechanism_free_ns),
+            earliest_media_ns,
+            request.lbn,
+            count,
+            DiskOp::Write,
+            queued.target,
+            stream,
+            count,
+        );
+        self.mechanism_free_ns = access.end_ns;
+        self.keep_written(request.lbn, count);
+        data_end_ns + overheads.write_completion_ns
+    }
+
+    /// When the heads may start writing `count` sectors whose data start
+    /// crossing the bus at `data_start_ns`, given they may not start before
+    /// `earliest_ns`. Zero-latency writes go once all their data are
+    /// buffered; otherwise the head writes each sector as soon as it is
+    /// buffered and comes round (the returned stream).
+    fn write_data(&self, earliest_ns: f64, data_start_ns: f64, count: u64) -> (f64, Option<DataStream>) {
+        let bus_ns = self.model.bus_write_sector_ns;
+        if self.zero_latency(DiskOp::Write) {
+            (earliest_ns.max(data_start_ns + count as f64 * bus_ns), None)
+        } else {
+            (earliest_ns, Some(DataStream { first_ns: data_start_ns + bus_ns, sector_ns: bus_ns }))
+        }
     }
 
     /// How many sectors of a read of `count` must be buffered before the
