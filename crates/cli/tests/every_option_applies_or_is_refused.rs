@@ -957,7 +957,7 @@ fn experiment_probes() -> Vec<(&'static str, &'static str, Probe)> {
             ("--chunk-kib", &["--chunk-kib", "8"]),
             ("--rounds", &["--rounds", "2"]),
             ("--overwrite-fraction", &["--overwrite-fraction", "0.2"]),
-            ("--staging", &["--staging", "2"]),
+            ("--staging", &["--staging", "0.2"]),
             ("--read-kib", &["--read-kib", "64"]),
             ("--jobs", &["--jobs", "2"]),
         ],
