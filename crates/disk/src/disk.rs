@@ -620,18 +620,8 @@ impl HardDisk {
             Some(_) => earliest_media_ns.max(data_start_ns + extra_disconnect_batch_sectors(count) as f64 * bus_ns),
             None => earliest_media_ns,
         };
-        let (earliest_media_ns, stream) = self.write_data(earliest_media_ns, data_start_ns, count);
-        let access = self.media_access(
-            positioning_start_ns.max(mechanism_free_ns),
-            earliest_media_ns,
-            request.lbn,
-            count,
-            DiskOp::Write,
-            queued.target,
-            stream,
-            count,
-        );
-        self.keep_written(request.lbn, count);
+        let access =
+            self.write_media(queued, positioning_start_ns.max(mechanism_free_ns), earliest_media_ns, data_start_ns);
         let reported_ns = if model.never_disconnect {
             access.end_ns.max(data_end_ns)
         } else {
@@ -658,34 +648,34 @@ impl HardDisk {
         let command_end_ns = start_ns.max(self.command_done_ns(queued));
         let data_start_ns = command_end_ns + overheads.data_preparation_ns;
         let data_end_ns = data_start_ns + count as f64 * model.bus_write_sector_ns;
-        let (earliest_media_ns, stream) = self.write_data(data_start_ns, data_start_ns, count);
-        let access = self.media_access(
-            command_end_ns.max(mechanism_free_ns),
-            earliest_media_ns,
-            request.lbn,
-            count,
-            DiskOp::Write,
-            queued.target,
-            stream,
-            count,
-        );
+        let access = self.write_media(queued, command_end_ns.max(mechanism_free_ns), data_start_ns, data_start_ns);
         self.mechanism_free_ns = access.end_ns;
-        self.keep_written(request.lbn, count);
         data_end_ns + overheads.write_completion_ns
     }
 
-    /// When the heads may start writing `count` sectors whose data start
-    /// crossing the bus at `data_start_ns`, given they may not start before
-    /// `earliest_ns`. Zero-latency writes go once all their data are
-    /// buffered; otherwise the head writes each sector as soon as it is
-    /// buffered and comes round (the returned stream).
-    fn write_data(&self, earliest_ns: f64, data_start_ns: f64, count: u64) -> (f64, Option<DataStream>) {
+    /// Writes `queued`'s sectors to the medium: the heads position from
+    /// `positioning_ns` and write nothing before `earliest_ns` nor before its
+    /// data, which start crossing the bus at `data_start_ns`. Zero-latency
+    /// writes go once all their data are buffered; otherwise the head writes
+    /// each sector as soon as it is buffered and comes round.
+    fn write_media(
+        &mut self,
+        queued: &Queued,
+        positioning_ns: f64,
+        earliest_ns: f64,
+        data_start_ns: f64,
+    ) -> MediaAccess {
+        let (lbn, count) = (queued.request.lbn, u64::from(queued.request.sector_count));
         let bus_ns = self.model.bus_write_sector_ns;
-        if self.zero_latency(DiskOp::Write) {
+        let (earliest_ns, stream) = if self.zero_latency(DiskOp::Write) {
             (earliest_ns.max(data_start_ns + count as f64 * bus_ns), None)
         } else {
             (earliest_ns, Some(DataStream { first_ns: data_start_ns + bus_ns, sector_ns: bus_ns }))
-        }
+        };
+        let access =
+            self.media_access(positioning_ns, earliest_ns, lbn, count, DiskOp::Write, queued.target, stream, count);
+        self.keep_written(lbn, count);
+        access
     }
 
     /// How many sectors of a read of `count` must be buffered before the
