@@ -25,6 +25,12 @@ pub(crate) struct Segment {
 pub(crate) struct PrefetchPiece {
     pub first_lbn: u64,
     pub end_lbn: u64,
+    /// How long the heads take to switch to the piece's track (0 when it
+    /// continues the track they are on)...
+    pub switch_ns: f64,
+    /// ... and when they reach it.
+    pub arrival_ns: f64,
+    /// When the piece's first sector comes under the heads.
     pub start_ns: f64,
     pub sector_ns: f64,
 }
@@ -56,7 +62,14 @@ impl Prefetch {
     /// Read-ahead of `[first_lbn, limit_lbn)` on one track from `origin_ns`.
     #[cfg(test)]
     pub fn linear(first_lbn: u64, origin_ns: f64, sector_ns: f64, limit_lbn: u64) -> Prefetch {
-        Prefetch::new(vec![PrefetchPiece { first_lbn, end_lbn: limit_lbn, start_ns: origin_ns, sector_ns }])
+        Prefetch::new(vec![PrefetchPiece {
+            first_lbn,
+            end_lbn: limit_lbn,
+            switch_ns: 0.0,
+            arrival_ns: origin_ns,
+            start_ns: origin_ns,
+            sector_ns,
+        }])
     }
 
     /// When the head reaches the first sector.
@@ -110,6 +123,16 @@ impl Prefetch {
         Some(piece.start_ns + (end_lbn - piece.first_lbn) as f64 * piece.sector_ns)
     }
 
+    /// The piece whose track the heads are switching to at `now_ns`, if any.
+    fn switching_to(&self, now_ns: f64) -> Option<PrefetchPiece> {
+        self.pieces
+            .iter()
+            .find(|piece| {
+                piece.switch_ns > 0.0 && piece.arrival_ns - piece.switch_ns <= now_ns && now_ns < piece.arrival_ns
+            })
+            .copied()
+    }
+
     /// The sector under the head at `now_ns` and when it has passed, if the
     /// head is reading (not switching tracks, not done).
     fn under_way(&self, now_ns: f64) -> Option<(u64, f64)> {
@@ -132,6 +155,13 @@ impl Segment {
     /// so at its origin (to the clock's nanosecond) the head is on its first
     /// sector already.
     fn stop_point(&self, prefetch: &Prefetch, now_ns: f64, finish_sector: bool) -> PrefetchStop {
+        // Switching to a track: DiskSim 4.0 lets the seek or head switch
+        // finish, the heads on the new track, before the mechanism is free
+        // (`disk_buffer_stopable_access`).
+        if let Some(next) = prefetch.switching_to(now_ns) {
+            let end_lbn = next.first_lbn.max(self.end_lbn);
+            return PrefetchStop { end_lbn, free_ns: next.arrival_ns, head_lbn: Some(next.first_lbn) };
+        }
         if now_ns < prefetch.origin_ns() - 1.0 {
             return PrefetchStop { end_lbn: self.end_lbn, free_ns: now_ns, head_lbn: None };
         }
@@ -140,7 +170,7 @@ impl Segment {
             let free_ns = if finish_sector { passed_ns } else { now_ns };
             return PrefetchStop { end_lbn: lbn.max(self.end_lbn), free_ns, head_lbn: Some(lbn) };
         }
-        // Between tracks (the heads on their way to the next one) or done.
+        // Waiting for the next track's first sector, or done.
         let end_lbn = prefetch.end_at(now_ns).max(self.end_lbn);
         let head_lbn = if end_lbn < prefetch.limit_lbn() { Some(end_lbn) } else { end_lbn.checked_sub(1) };
         PrefetchStop { end_lbn, free_ns: now_ns, head_lbn }
@@ -401,6 +431,37 @@ mod tests {
         let _ = cache.stop_prefetch(1045.0, false);
         assert_eq!(cache.lookup(108, 4, 2000.0, false), Some(f64::NEG_INFINITY));
         assert_eq!(cache.lookup(108, 8, 2000.0, true), None);
+    }
+
+    #[test]
+    fn read_ahead_stopped_while_switching_tracks_frees_the_mechanism_on_the_new_track() {
+        // Track one: LBNs 108..150 from 1000 ns, 10 ns a sector (ends at 1420);
+        // then a 300 ns switch to the next track (arriving at 1720) and a wait
+        // for its first sector, LBN 150, at 1800.
+        let piece = |first_lbn, end_lbn, switch_ns, arrival_ns, start_ns| PrefetchPiece {
+            first_lbn,
+            end_lbn,
+            switch_ns,
+            arrival_ns,
+            start_ns,
+            sector_ns: 10.0,
+        };
+        let prefetch =
+            || Some(Prefetch::new(vec![piece(108, 150, 0.0, 1000.0, 1000.0), piece(150, 200, 300.0, 1720.0, 1800.0)]));
+        let stop_at = |now_ns| {
+            let mut cache = Cache::new(2, 1024);
+            cache.insert(100, 108, prefetch());
+            cache.stop_prefetch(now_ns, false).unwrap()
+        };
+        // During the switch: free once the heads are on the new track.
+        let stop = stop_at(1500.0);
+        assert_eq!((stop.end_lbn, stop.free_ns, stop.head_lbn), (150, 1720.0, Some(150)));
+        // Waiting for the first sector: free at once.
+        let stop = stop_at(1750.0);
+        assert_eq!((stop.end_lbn, stop.free_ns, stop.head_lbn), (150, 1750.0, Some(150)));
+        // Reading a sector: free at once (stopping in the sector).
+        let stop = stop_at(1205.0);
+        assert_eq!((stop.end_lbn, stop.free_ns, stop.head_lbn), (128, 1205.0, Some(128)));
     }
 
     /// Whether any segment serves the range: the scan the binary search replaces.

@@ -620,8 +620,12 @@ impl HardDisk {
             Some(_) => earliest_media_ns.max(data_start_ns + extra_disconnect_batch_sectors(count) as f64 * bus_ns),
             None => earliest_media_ns,
         };
-        let access =
-            self.write_media(queued, positioning_start_ns.max(mechanism_free_ns), earliest_media_ns, data_start_ns);
+        let access = self.write_media(
+            queued,
+            positioning_start_ns + (mechanism_free_ns - start_ns).max(0.0),
+            earliest_media_ns,
+            data_start_ns,
+        );
         let reported_ns = if model.never_disconnect {
             access.end_ns.max(data_end_ns)
         } else {
@@ -648,7 +652,8 @@ impl HardDisk {
         let command_end_ns = start_ns.max(self.command_done_ns(queued));
         let data_start_ns = command_end_ns + overheads.data_preparation_ns;
         let data_end_ns = data_start_ns + count as f64 * model.bus_write_sector_ns;
-        let access = self.write_media(queued, command_end_ns.max(mechanism_free_ns), data_start_ns, data_start_ns);
+        let positioning_ns = command_end_ns + (mechanism_free_ns - start_ns).max(0.0);
+        let access = self.write_media(queued, positioning_ns, data_start_ns, data_start_ns);
         self.mechanism_free_ns = access.end_ns;
         data_end_ns + overheads.write_completion_ns
     }
@@ -790,10 +795,11 @@ impl HardDisk {
             let at = self.model.locate(lbn).expect("read-ahead stays within the drive");
             let sector_ns = revolution_ns / f64::from(at.sectors_per_track);
             let earliest_ns = time_ns.max(gate.available_ns(lbn));
-            let arrival_ns = earliest_ns + self.move_time_ns(head, &at, DiskOp::Read);
+            let switch_ns = self.move_time_ns(head, &at, DiskOp::Read);
+            let arrival_ns = earliest_ns + switch_ns;
             let start_ns = arrival_ns + self.track_pass(arrival_ns, &at, 1, false).wait_sectors * sector_ns;
             let end_lbn = (lbn + at.lbns_left_on_track).min(limit_lbn);
-            let mut piece = PrefetchPiece { first_lbn: lbn, end_lbn, start_ns, sector_ns };
+            let mut piece = PrefetchPiece { first_lbn: lbn, end_lbn, switch_ns, arrival_ns, start_ns, sector_ns };
             // Where the buffer is still full, the head passes the sector and
             // reads it when it comes round once there is room.
             if let Some(held_lbn) = gate.first_held(&piece).filter(|&held| held > lbn) {

@@ -55,7 +55,7 @@ fn atlas10k_matches_disksim() {
 
 #[test]
 fn hp_c3323a_stays_near_disksim() {
-    check("hp_c3323a", "hp_c3323a.parv", "hp_c3323a.trace", Allowance { rms_ratio: 1.05, mean_distance_ratio: 1.0 });
+    check("hp_c3323a", "hp_c3323a.parv", "hp_c3323a.trace", Allowance { rms_ratio: 1.01, mean_distance_ratio: 1.0 });
 }
 
 #[test]
