@@ -510,11 +510,9 @@ impl HardDisk {
         {
             return self.serve_partial_hit(start_ns, queued);
         }
-        let mechanism_free_ns = self.stop_read_ahead(start_ns);
+        let read_ahead_wait_ns = self.stop_read_ahead(start_ns);
         let command_end_ns = start_ns.max(self.command_done_ns(queued));
-        // DiskSim adds the wait for the read-ahead's sector under way to the
-        // command overhead rather than overlapping them.
-        let positioning_ns = command_end_ns + (mechanism_free_ns - start_ns).max(0.0);
+        let positioning_ns = command_end_ns + read_ahead_wait_ns;
         let mark_sectors = self.read_water_mark_sectors(count);
         let access = self.media_access(
             positioning_ns,
@@ -552,7 +550,7 @@ impl HardDisk {
         let count = u64::from(request.sector_count);
         let end_lbn = request.lbn + count;
         let bus_ns = model.bus_read_sector_ns;
-        let mechanism_free_ns = self.stop_read_ahead(start_ns);
+        let read_ahead_wait_ns = self.stop_read_ahead(start_ns);
         let hit_overhead_done_ns = start_ns.max(Self::overhead_done_ns(queued, overheads.read_hit_ns));
         let data_start_ns = hit_overhead_done_ns + overheads.data_preparation_ns;
         // Stopping read-ahead may have brought the rest in.
@@ -560,7 +558,7 @@ impl HardDisk {
             return data_start_ns + count as f64 * bus_ns + overheads.read_completion_ns;
         };
         let rest_target = self.model.locate(prefix_end_lbn).expect("request checked against the capacity on arrival");
-        let positioning_ns = hit_overhead_done_ns.max(mechanism_free_ns);
+        let positioning_ns = hit_overhead_done_ns + read_ahead_wait_ns;
         let access = self.media_access(
             positioning_ns,
             positioning_ns,
@@ -590,11 +588,11 @@ impl HardDisk {
         let model = Arc::clone(&self.model);
         let overheads = &model.overheads;
         let count = u64::from(request.sector_count);
-        let mechanism_free_ns = self.stop_read_ahead(start_ns);
+        let read_ahead_wait_ns = self.stop_read_ahead(start_ns);
         let extra_write_disconnect = overheads.extra_write_disconnect.filter(|_| extra_disconnect);
         let (command_end_ns, positioning_start_ns, data_start_ns) = match extra_write_disconnect {
             Some(extra) if !model.never_disconnect => {
-                let command_end_ns = start_ns.max(queued.arrival_ns as f64 + extra.command_ns);
+                let command_end_ns = start_ns.max(Self::overhead_done_ns(queued, [extra.command_ns; 2]));
                 let reconnected_ns = command_end_ns
                     + extra.disconnect_ns
                     + extra.inter_disconnect_ns
@@ -620,12 +618,8 @@ impl HardDisk {
             Some(_) => earliest_media_ns.max(data_start_ns + extra_disconnect_batch_sectors(count) as f64 * bus_ns),
             None => earliest_media_ns,
         };
-        let access = self.write_media(
-            queued,
-            positioning_start_ns + (mechanism_free_ns - start_ns).max(0.0),
-            earliest_media_ns,
-            data_start_ns,
-        );
+        let access =
+            self.write_media(queued, positioning_start_ns + read_ahead_wait_ns, earliest_media_ns, data_start_ns);
         let reported_ns = if model.never_disconnect {
             access.end_ns.max(data_end_ns)
         } else {
@@ -648,11 +642,11 @@ impl HardDisk {
         let model = Arc::clone(&self.model);
         let overheads = &model.overheads;
         let count = u64::from(request.sector_count);
-        let mechanism_free_ns = self.stop_read_ahead(start_ns);
+        let read_ahead_wait_ns = self.stop_read_ahead(start_ns);
         let command_end_ns = start_ns.max(self.command_done_ns(queued));
         let data_start_ns = command_end_ns + overheads.data_preparation_ns;
         let data_end_ns = data_start_ns + count as f64 * model.bus_write_sector_ns;
-        let positioning_ns = command_end_ns + (mechanism_free_ns - start_ns).max(0.0);
+        let positioning_ns = command_end_ns + read_ahead_wait_ns;
         let access = self.write_media(queued, positioning_ns, data_start_ns, data_start_ns);
         self.mechanism_free_ns = access.end_ns;
         data_end_ns + overheads.write_completion_ns
@@ -855,10 +849,19 @@ impl HardDisk {
     }
 
     /// Stops read-ahead for a new command at `now_ns`; the heads are then over
-    /// the track of the sector it was reading. Returns when the mechanism is
-    /// free: at once, or, without `Stop prefetch in sector`, once the sector
-    /// under way has passed (it is not kept).
+    /// the track of the sector it was reading. Returns how long the mechanism
+    /// stays busy with it: nothing, or, without `Stop prefetch in sector`,
+    /// until the sector under way has passed (it is not kept), or until a
+    /// switch to the next track has ended. DiskSim 4.0 adds that time to
+    /// what is left of the command overhead before the heads move for the
+    /// command (`disk_check_hda`), rather than overlapping the two.
     fn stop_read_ahead(&mut self, now_ns: f64) -> f64 {
+        (self.read_ahead_free_ns(now_ns) - now_ns).max(0.0)
+    }
+
+    /// When the mechanism is free of read-ahead stopped at `now_ns` (see
+    /// [`HardDisk::stop_read_ahead`]).
+    fn read_ahead_free_ns(&mut self, now_ns: f64) -> f64 {
         let finish_sector = !self.model.cache.stop_prefetch_in_sector;
         let Some(stop) = self.cache.stop_prefetch(now_ns, finish_sector) else {
             return now_ns;
