@@ -10,6 +10,7 @@
 /// A contiguous range of cached LBNs.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Segment {
+    pub id: SegmentId,
     pub first_lbn: u64,
     /// One past the last valid LBN.
     pub end_lbn: u64,
@@ -17,6 +18,9 @@ pub(crate) struct Segment {
     pub prefetch: Option<Prefetch>,
     /// Last use, for LRU replacement.
     pub last_use: u64,
+    /// Where the span ends: the read-ahead limit, or the data's end (kept
+    /// here, beside the first LBN, so that a scan reads no read-ahead).
+    span_end_lbn: u64,
 }
 
 /// One track's part of a read-ahead: LBNs `[first_lbn, end_lbn)`, the first
@@ -196,10 +200,29 @@ pub(crate) struct PrefetchStop {
     pub head_lbn: Option<u64>,
 }
 
-/// The set of segments, sorted by first LBN. Invariant: the segments' spans
-/// `[first_lbn, limit)` (the limit being where read-ahead stops, or the end of
-/// the data) are disjoint, so at most one segment can hold a given LBN and a
-/// lookup is one binary search.
+/// A segment's identity while it holds data: its first LBN (which orders the
+/// segments) and the clock value it was filled at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SegmentId {
+    first_lbn: u64,
+    serial: u64,
+}
+
+/// A read served from the buffer: when all its data are there, and the
+/// segment that holds them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Hit {
+    pub ready_ns: f64,
+    pub segment: SegmentId,
+}
+
+/// The set of segments, sorted by first LBN. Spans may overlap: as in
+/// DiskSim 4.0, a read that misses takes a segment of its own and leaves the
+/// data of the others alone, and only writes clear what they overlap. A read
+/// goes to the segment DiskSim's `disk_buffer_select_read_segment` would pick
+/// (see [`Cache::holder`]). No span is longer than `span_bound`, so the
+/// segments that may hold an LBN are found by a binary search and a short
+/// scan back.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Cache {
     segments: Vec<Segment>,
@@ -210,15 +233,34 @@ pub(crate) struct Cache {
     /// bus).
     segment_sectors: u64,
     clock: u64,
-    /// First LBN of the one segment whose read-ahead may still be running (read
-    /// misses stop all read-ahead before starting their own).
-    prefetching_first_lbn: Option<u64>,
+    /// At least the longest span of any segment (never lowered: it only
+    /// bounds how far back a lookup scans).
+    span_bound: u64,
+    /// The one segment whose read-ahead may still be running (read misses
+    /// stop all read-ahead before starting their own).
+    prefetching: Option<SegmentId>,
+    /// The segment whose running read-ahead the command under way stopped:
+    /// to DiskSim, still reading when the command chose its segment, so a
+    /// read miss takes it last.
+    interrupted: Option<SegmentId>,
 }
 
 impl Segment {
     /// Where this segment's span ends: the read-ahead limit, or the data's end.
     fn limit_lbn(&self) -> u64 {
-        self.prefetch.as_ref().map_or(self.end_lbn, |prefetch| prefetch.limit_lbn().max(self.end_lbn))
+        self.span_end_lbn
+    }
+
+    /// Sets the data's end and the read-ahead, and the span they make.
+    fn set(&mut self, end_lbn: u64, prefetch: Option<Prefetch>) {
+        self.end_lbn = end_lbn;
+        self.prefetch = prefetch;
+        self.span_end_lbn = self.prefetch.as_ref().map_or(end_lbn, |prefetch| prefetch.limit_lbn().max(end_lbn));
+    }
+
+    /// Whether read-ahead is still bringing data in at `now_ns`.
+    fn reading(&self, now_ns: f64) -> bool {
+        self.prefetch.as_ref().is_some_and(|prefetch| self.end_at(now_ns) < prefetch.limit_lbn())
     }
 }
 
@@ -229,8 +271,33 @@ impl Cache {
             segment_count: segment_count.max(1) as usize,
             segment_sectors,
             clock: 0,
-            prefetching_first_lbn: None,
+            span_bound: 0,
+            prefetching: None,
+            interrupted: None,
         }
+    }
+
+    fn index_of(&self, id: SegmentId) -> Option<usize> {
+        let start = self.segments.partition_point(|segment| segment.first_lbn < id.first_lbn);
+        self.segments[start..]
+            .iter()
+            .take_while(|segment| segment.first_lbn == id.first_lbn)
+            .position(|segment| segment.id == id)
+            .map(|offset| start + offset)
+    }
+
+    /// The indices of the segments whose spans may reach back to `lbn` from
+    /// below `before_lbn`: every segment starting below `before_lbn` whose
+    /// span reaches `lbn` is among them.
+    fn reaching(&self, lbn: u64, before_lbn: u64) -> impl Iterator<Item = usize> + '_ {
+        let end = self.segments.partition_point(|segment| segment.first_lbn < before_lbn);
+        (0..end).rev().take_while(move |&index| self.segments[index].first_lbn.saturating_add(self.span_bound) >= lbn)
+    }
+
+    /// Records a change of the span of the segment at `index`.
+    fn spanned(&mut self, index: usize) {
+        let segment = &self.segments[index];
+        self.span_bound = self.span_bound.max(segment.limit_lbn() - segment.first_lbn);
     }
 
     /// Stops all read-ahead at `now_ns`, keeping the sectors it read whole
@@ -238,20 +305,65 @@ impl Cache {
     /// busy until the sector under way has passed). Returns where it stopped
     /// when read-ahead was running.
     pub fn stop_prefetch(&mut self, now_ns: f64, finish_sector: bool) -> Option<PrefetchStop> {
-        let first_lbn = self.prefetching_first_lbn.take()?;
-        let index = self.segments.binary_search_by_key(&first_lbn, |segment| segment.first_lbn).ok()?;
+        let id = self.prefetching.take()?;
+        let index = self.index_of(id)?;
         let segment = &mut self.segments[index];
         let prefetch = segment.prefetch.take()?;
         let stop = segment.stop_point(&prefetch, now_ns, finish_sector);
-        segment.end_lbn = stop.end_lbn;
+        segment.set(stop.end_lbn, None);
+        if stop.end_lbn < prefetch.limit_lbn() {
+            self.interrupted = Some(id);
+        }
         Some(stop)
+    }
+
+    /// How DiskSim 4.0 ranks `segment` for a read of `[lbn, lbn + count)` at
+    /// `now_ns`, if it holds the read's first sector: all of the read before
+    /// part of it, and a segment still reading ahead before an idle one
+    /// (`disk_buffer_select_read_segment`'s 9, 8, 5, 4); the sector being read
+    /// ahead counts as held only with `almost_hits`.
+    fn rank(&self, segment: &Segment, lbn: u64, count: u64, now_ns: f64, almost_hits: bool) -> Option<u8> {
+        let valid_end = segment.end_at(now_ns);
+        // With a sliding window, read-ahead overwrites the oldest data.
+        let valid_first = segment.first_lbn.max(valid_end.saturating_sub(self.segment_sectors));
+        if lbn < valid_first || lbn > valid_end {
+            return None;
+        }
+        let reading = segment.prefetch.as_ref().is_some_and(|prefetch| valid_end < prefetch.limit_lbn());
+        if lbn + count <= valid_end {
+            Some(8 + u8::from(reading))
+        } else if lbn < valid_end {
+            Some(4 + u8::from(reading))
+        } else {
+            (reading && almost_hits).then_some(5)
+        }
+    }
+
+    /// The segment a read of `[lbn, lbn + count)` goes to, if one holds its
+    /// first sector: the best ranked (see [`Cache::rank`]), the least recently
+    /// used of equals (DiskSim scans its segments from the least recently used
+    /// and keeps the first best).
+    fn holder(&self, lbn: u64, count: u64, now_ns: f64, almost_hits: bool) -> Option<usize> {
+        let mut best: Option<(u8, u64, usize)> = None;
+        for index in self.reaching(lbn, lbn.saturating_add(1)) {
+            let segment = &self.segments[index];
+            if segment.limit_lbn() < lbn {
+                continue;
+            }
+            let Some(rank) = self.rank(segment, lbn, count, now_ns, almost_hits) else { continue };
+            if best.is_none_or(|(best_rank, last_use, _)| {
+                (rank, std::cmp::Reverse(segment.last_use)) > (best_rank, std::cmp::Reverse(last_use))
+            }) {
+                best = Some((rank, segment.last_use, index));
+            }
+        }
+        best.map(|(_, _, index)| index)
     }
 
     /// When `[lbn, lbn + count)` starts with data a segment holds at `now_ns`
     /// but not all of it, the end of the held part.
     pub fn cached_prefix_end(&self, lbn: u64, count: u64, now_ns: f64) -> Option<u64> {
-        let segment = &self.segments[self.candidate(lbn)?];
-        self.serves(segment, lbn, 1, now_ns, false)?;
+        let segment = &self.segments[self.holder(lbn, count, now_ns, false)?];
         let valid_end = segment.end_at(now_ns);
         (valid_end < lbn + count).then_some(valid_end)
     }
@@ -261,12 +373,10 @@ impl Cache {
     /// still under way, reaches the request's end, the time that end is
     /// buffered.
     pub fn stretch_running_prefetch(&mut self, lbn: u64, count: u64, now_ns: f64) -> Option<f64> {
-        let index = self.candidate(lbn)?;
+        let index = self.holder(lbn, count, now_ns, false)?;
         let segment = &self.segments[index];
-        let limit_lbn = segment.prefetch.as_ref()?.limit_lbn();
-        let valid_end = segment.end_at(now_ns);
         let end_lbn = lbn + count;
-        if valid_end >= limit_lbn || self.serves(segment, lbn, 1, now_ns, false).is_none() || end_lbn <= valid_end {
+        if !segment.reading(now_ns) || end_lbn <= segment.end_at(now_ns) {
             return None;
         }
         let ready_ns = segment.ready_ns(end_lbn)?;
@@ -275,142 +385,155 @@ impl Cache {
         Some(ready_ns)
     }
 
-    /// The last track's part of the read-ahead of the segment whose span
-    /// holds `lbn` (its data or what its read-ahead will bring), if that
-    /// read-ahead is still running at `now_ns`, and how far it may go on (to
-    /// the next segment's first LBN).
+    /// The last track's part of the running read-ahead, if its span (the data
+    /// it holds or will bring) holds `lbn` at `now_ns`, and how far it may go
+    /// on: to the first segment starting at or past where it stops now.
     pub fn running_prefetch_tail(&self, lbn: u64, now_ns: f64) -> Option<(PrefetchPiece, u64)> {
-        let index = self.candidate(lbn)?;
-        let segment = &self.segments[index];
+        let segment = &self.segments[self.index_of(self.prefetching?)?];
         let prefetch = segment.prefetch.as_ref()?;
-        let next_first_lbn = self.segments.get(index + 1).map_or(u64::MAX, |next| next.first_lbn);
-        let running = segment.end_at(now_ns) < prefetch.limit_lbn();
-        (running && lbn < prefetch.limit_lbn()).then(|| (prefetch.last_piece(), next_first_lbn))
+        let limit_lbn = prefetch.limit_lbn();
+        if !segment.reading(now_ns) || lbn < segment.first_lbn || lbn >= limit_lbn {
+            return None;
+        }
+        let next_first_lbn =
+            self.segments.iter().map(|other| other.first_lbn).filter(|&first| first >= limit_lbn).min();
+        Some((prefetch.last_piece(), next_first_lbn.unwrap_or(u64::MAX)))
     }
 
-    /// Lets the read-ahead of the segment holding `lbn` (see
-    /// [`Cache::running_prefetch_tail`]) read on over `more`, at `now_ns`.
-    pub fn extend_prefetch(&mut self, lbn: u64, more: Vec<PrefetchPiece>, now_ns: f64) {
-        let Some(index) = self.candidate(lbn) else { return };
+    /// Lets the running read-ahead (see [`Cache::running_prefetch_tail`])
+    /// read on over `more`, at `now_ns`.
+    pub fn extend_prefetch(&mut self, more: Vec<PrefetchPiece>, now_ns: f64) {
+        let Some(index) = self.prefetching.and_then(|id| self.index_of(id)) else { return };
         let segment = &mut self.segments[index];
-        if let Some(prefetch) = &mut segment.prefetch {
-            if let Some(end_lbn) = prefetch.drop_read_pieces(now_ns) {
-                segment.end_lbn = segment.end_lbn.max(end_lbn);
-            }
+        if let Some(mut prefetch) = segment.prefetch.take() {
+            let end_lbn = prefetch.drop_read_pieces(now_ns).map_or(segment.end_lbn, |end| end.max(segment.end_lbn));
             prefetch.extend(more);
+            segment.set(end_lbn, Some(prefetch));
+            self.spanned(index);
         }
     }
 
-    /// The end of the data of the segment holding `lbn`, when its read-ahead
-    /// has stopped or run to its limit by `now_ns`.
-    pub fn idle_segment_end(&self, lbn: u64, now_ns: f64) -> Option<u64> {
-        let segment = &self.segments[self.candidate(lbn)?];
-        let end_lbn = segment.end_at(now_ns);
-        let running = segment.prefetch.as_ref().is_some_and(|prefetch| end_lbn < prefetch.limit_lbn());
-        (!running && lbn < end_lbn).then_some(end_lbn)
+    /// The end of the data of the segment that served `hit`, when its
+    /// read-ahead has stopped or run to its limit by `now_ns`.
+    pub fn idle_segment_end(&self, hit: &Hit, now_ns: f64) -> Option<u64> {
+        let segment = &self.segments[self.index_of(hit.segment)?];
+        (!segment.reading(now_ns)).then(|| segment.end_at(now_ns))
     }
 
-    /// Restarts read-ahead into the segment holding `lbn` (see
-    /// [`Cache::idle_segment_end`]), dropping the segments its new span covers.
-    pub fn resume_prefetch(&mut self, lbn: u64, now_ns: f64, prefetch: Prefetch) {
-        let Some(index) = self.candidate(lbn) else { return };
-        let end_lbn = self.segments[index].end_at(now_ns);
-        self.segments[index].end_lbn = end_lbn;
-        let covered = self.overlapping(end_lbn, prefetch.limit_lbn().max(end_lbn));
-        let covered = covered.start.max(index + 1)..covered.end.max(index + 1);
-        self.forget_prefetch_in(covered.clone());
-        self.segments.drain(covered);
+    /// Restarts read-ahead into the segment that served `hit` (see
+    /// [`Cache::idle_segment_end`]) at `now_ns`.
+    pub fn resume_prefetch(&mut self, hit: &Hit, now_ns: f64, prefetch: Prefetch) {
         let _ = self.stop_prefetch(now_ns, false);
+        let Some(index) = self.index_of(hit.segment) else { return };
         let segment = &mut self.segments[index];
-        segment.prefetch = Some(prefetch);
-        self.prefetching_first_lbn = Some(segment.first_lbn);
-    }
-
-    /// The index of the only segment that may hold `lbn`.
-    fn candidate(&self, lbn: u64) -> Option<usize> {
-        self.segments.partition_point(|segment| segment.first_lbn <= lbn).checked_sub(1)
+        segment.set(segment.end_at(now_ns), Some(prefetch));
+        self.prefetching = Some(segment.id);
+        self.spanned(index);
     }
 
     /// Whether `[lbn, lbn + count)` can be served from the cache at `now_ns`
     /// (no LRU update); see [`Cache::lookup`].
     pub fn contains(&self, lbn: u64, count: u64, now_ns: f64, almost_hits: bool) -> bool {
-        self.candidate(lbn)
+        self.holder(lbn, count, now_ns, almost_hits)
             .is_some_and(|index| self.serves(&self.segments[index], lbn, count, now_ns, almost_hits).is_some())
     }
 
     /// If `[lbn, lbn + count)` can be served from the cache, the time at which
-    /// all of it is in the buffer. Data already buffered at `now_ns` always
-    /// serve; data still being read ahead serve only with `almost_hits`.
-    pub fn lookup(&mut self, lbn: u64, count: u64, now_ns: f64, almost_hits: bool) -> Option<f64> {
+    /// all of it is in the buffer, and the segment serving it. Data already
+    /// buffered at `now_ns` always serve; data still being read ahead serve
+    /// only with `almost_hits`.
+    pub fn lookup(&mut self, lbn: u64, count: u64, now_ns: f64, almost_hits: bool) -> Option<Hit> {
         self.clock += 1;
-        let index = self.candidate(lbn)?;
-        let ready = self.serves(&self.segments[index], lbn, count, now_ns, almost_hits)?;
-        self.segments[index].last_use = self.clock;
-        Some(ready)
+        self.interrupted = None;
+        let index = self.holder(lbn, count, now_ns, almost_hits)?;
+        let ready_ns = self.serves(&self.segments[index], lbn, count, now_ns, almost_hits)?;
+        let segment = &mut self.segments[index];
+        segment.last_use = self.clock;
+        Some(Hit { ready_ns, segment: segment.id })
     }
 
+    /// When `segment`, holding `lbn` (see [`Cache::holder`]), has all of
+    /// `[lbn, lbn + count)`: at once when it is buffered at `now_ns`; with
+    /// `almost_hits`, when read-ahead brings the rest.
     fn serves(&self, segment: &Segment, lbn: u64, count: u64, now_ns: f64, almost_hits: bool) -> Option<f64> {
-        let valid_end = segment.end_at(now_ns);
-        // With a sliding window, read-ahead overwrites the oldest data.
-        let valid_first = segment.first_lbn.max(valid_end.saturating_sub(self.segment_sectors));
-        if lbn < valid_first {
-            return None;
-        }
-        if lbn + count <= valid_end {
+        if lbn + count <= segment.end_at(now_ns) {
             return Some(f64::NEG_INFINITY);
         }
-        // An almost hit: the first sector is the one read-ahead is reading.
-        if almost_hits && lbn <= valid_end {
-            return segment.ready_ns(lbn + count);
+        almost_hits.then(|| segment.ready_ns(lbn + count)).flatten()
+    }
+
+    /// Gives a read of `[lbn, lbn + count)` that reaches the medium a segment,
+    /// as DiskSim 4.0 does: the one holding its first sector (a partial hit),
+    /// else an unused one, else the least recently used of those not reading
+    /// ahead when the read came, else the one that was; the others keep their
+    /// data. The segment then holds `[first_lbn, end_lbn)`, with read-ahead.
+    pub fn fill_for_read(
+        &mut self,
+        (lbn, count): (u64, u64),
+        now_ns: f64,
+        (first_lbn, end_lbn): (u64, u64),
+        prefetch: Option<Prefetch>,
+    ) {
+        let interrupted = self.interrupted.take().and_then(|id| self.index_of(id));
+        let victim = self.holder(lbn, count, now_ns, false).or_else(|| {
+            let full = self.segments.len() >= self.segment_count;
+            full.then(|| self.oldest(interrupted)).flatten()
+        });
+        if let Some(index) = victim {
+            self.remove(index);
         }
-        None
+        self.fill(first_lbn, end_lbn, prefetch);
     }
 
-    /// The index range of segments whose spans overlap `[first_lbn, limit_lbn)`.
-    fn overlapping(&self, first_lbn: u64, limit_lbn: u64) -> std::ops::Range<usize> {
-        // Spans are disjoint and sorted, so their limits are sorted too.
-        let start = self.segments.partition_point(|segment| segment.limit_lbn() <= first_lbn);
-        let end = self.segments.partition_point(|segment| segment.first_lbn < limit_lbn).max(start);
-        start..end
+    /// The index of the least recently used segment, that at `last` (if
+    /// any) only when it is the one segment.
+    fn oldest(&self, last: Option<usize>) -> Option<usize> {
+        let age = |index: usize, segment: &Segment| if Some(index) == last { u64::MAX } else { segment.last_use };
+        self.segments.iter().enumerate().min_by_key(|&(index, segment)| age(index, segment)).map(|(index, _)| index)
     }
 
-    /// Records `[first, end)` as cached, with optional read-ahead, replacing any
-    /// overlapping segments and else the least recently used one.
-    pub fn insert(&mut self, first_lbn: u64, end_lbn: u64, prefetch: Option<Prefetch>) {
-        self.clock += 1;
-        let prefetching = prefetch.is_some();
-        let segment = Segment { first_lbn, end_lbn, prefetch, last_use: self.clock };
-        let range = self.overlapping(first_lbn, segment.limit_lbn());
-        self.forget_prefetch_in(range.clone());
-        self.segments.drain(range);
+    /// Records `[first, end)` as cached (written data), with no read-ahead,
+    /// replacing any overlapping segments and else the least recently used one.
+    pub fn insert_written(&mut self, first_lbn: u64, end_lbn: u64) {
+        self.interrupted = None;
+        self.invalidate(first_lbn, end_lbn);
+        self.fill(first_lbn, end_lbn, None);
+    }
+
+    /// Puts `[first, end)` and its read-ahead in a segment, replacing the
+    /// least recently used one when all are taken.
+    fn fill(&mut self, first_lbn: u64, end_lbn: u64, prefetch: Option<Prefetch>) {
         if self.segments.len() >= self.segment_count {
-            if let Some(oldest) =
-                self.segments.iter().enumerate().min_by_key(|(_, segment)| segment.last_use).map(|(index, _)| index)
-            {
-                self.forget_prefetch_in(oldest..oldest + 1);
-                self.segments.remove(oldest);
+            if let Some(oldest) = self.oldest(None) {
+                self.remove(oldest);
             }
         }
-        let position = self.segments.partition_point(|existing| existing.first_lbn < first_lbn);
-        self.segments.insert(position, segment);
-        if prefetching {
-            self.prefetching_first_lbn = Some(first_lbn);
+        self.clock += 1;
+        let id = SegmentId { first_lbn, serial: self.clock };
+        if prefetch.is_some() {
+            self.prefetching = Some(id);
         }
+        let mut segment =
+            Segment { id, first_lbn, end_lbn, prefetch: None, last_use: self.clock, span_end_lbn: end_lbn };
+        segment.set(end_lbn, prefetch);
+        let index = self.segments.partition_point(|existing| existing.first_lbn <= first_lbn);
+        self.segments.insert(index, segment);
+        self.spanned(index);
     }
 
-    /// Drops cached data overlapping `[first, end)` (a write that is not kept).
+    /// Drops cached data overlapping `[first, end)` (a write).
     pub fn invalidate(&mut self, first_lbn: u64, end_lbn: u64) {
-        let range = self.overlapping(first_lbn, end_lbn);
-        self.forget_prefetch_in(range.clone());
-        self.segments.drain(range);
+        loop {
+            let found = self.reaching(first_lbn, end_lbn).find(|&index| first_lbn < self.segments[index].limit_lbn());
+            let Some(index) = found else { break };
+            self.remove(index);
+        }
     }
 
-    /// Forgets the running read-ahead if its segment is among `range` (about to go).
-    fn forget_prefetch_in(&mut self, range: std::ops::Range<usize>) {
-        if let Some(first_lbn) = self.prefetching_first_lbn {
-            if self.segments[range].iter().any(|segment| segment.first_lbn == first_lbn) {
-                self.prefetching_first_lbn = None;
-            }
+    fn remove(&mut self, index: usize) {
+        let segment = self.segments.remove(index);
+        if self.prefetching == Some(segment.id) {
+            self.prefetching = None;
         }
     }
 }
@@ -419,18 +542,27 @@ impl Cache {
 mod tests {
     use super::*;
 
+    /// A read of `[first, end)` that missed, at time 0.
+    fn read(cache: &mut Cache, first_lbn: u64, end_lbn: u64, prefetch: Option<Prefetch>) {
+        cache.fill_for_read((first_lbn, end_lbn - first_lbn), 0.0, (first_lbn, end_lbn), prefetch);
+    }
+
+    fn ready(cache: &mut Cache, lbn: u64, count: u64, now_ns: f64, almost_hits: bool) -> Option<f64> {
+        cache.lookup(lbn, count, now_ns, almost_hits).map(|hit| hit.ready_ns)
+    }
+
     #[test]
     fn prefetch_fills_over_time_and_stops() {
         let mut cache = Cache::new(2, 1024);
-        cache.insert(100, 108, Some(Prefetch::linear(108, 1000.0, 10.0, 200)));
-        assert_eq!(cache.lookup(100, 8, 0.0, false), Some(f64::NEG_INFINITY));
-        assert_eq!(cache.lookup(108, 8, 1000.0, true), Some(1080.0));
-        assert_eq!(cache.lookup(108, 8, 1000.0, false), None);
-        assert_eq!(cache.lookup(108, 8, 1080.0, false), Some(f64::NEG_INFINITY));
-        assert_eq!(cache.lookup(300, 8, 1000.0, true), None);
+        read(&mut cache, 100, 108, Some(Prefetch::linear(108, 1000.0, 10.0, 200)));
+        assert_eq!(ready(&mut cache, 100, 8, 0.0, false), Some(f64::NEG_INFINITY));
+        assert_eq!(ready(&mut cache, 108, 8, 1000.0, true), Some(1080.0));
+        assert_eq!(ready(&mut cache, 108, 8, 1000.0, false), None);
+        assert_eq!(ready(&mut cache, 108, 8, 1080.0, false), Some(f64::NEG_INFINITY));
+        assert_eq!(ready(&mut cache, 300, 8, 1000.0, true), None);
         let _ = cache.stop_prefetch(1045.0, false);
-        assert_eq!(cache.lookup(108, 4, 2000.0, false), Some(f64::NEG_INFINITY));
-        assert_eq!(cache.lookup(108, 8, 2000.0, true), None);
+        assert_eq!(ready(&mut cache, 108, 4, 2000.0, false), Some(f64::NEG_INFINITY));
+        assert_eq!(ready(&mut cache, 108, 8, 2000.0, true), None);
     }
 
     #[test]
@@ -450,7 +582,7 @@ mod tests {
             || Some(Prefetch::new(vec![piece(108, 150, 0.0, 1000.0, 1000.0), piece(150, 200, 300.0, 1720.0, 1800.0)]));
         let stop_at = |now_ns| {
             let mut cache = Cache::new(2, 1024);
-            cache.insert(100, 108, prefetch());
+            read(&mut cache, 100, 108, prefetch());
             cache.stop_prefetch(now_ns, false).unwrap()
         };
         // During the switch: free once the heads are on the new track.
@@ -464,14 +596,22 @@ mod tests {
         assert_eq!((stop.end_lbn, stop.free_ns, stop.head_lbn), (128, 1205.0, Some(128)));
     }
 
-    /// Whether any segment serves the range: the scan the binary search replaces.
+    /// Whether any segment holds all of the range at `now_ns`, or (with
+    /// `almost_hits`) its first sector and will read the rest ahead.
     fn served_by_any(cache: &Cache, lbn: u64, count: u64, now_ns: f64, almost_hits: bool) -> bool {
-        cache.segments.iter().any(|segment| cache.serves(segment, lbn, count, now_ns, almost_hits).is_some())
+        cache.segments.iter().any(|segment| {
+            let valid_end = segment.end_at(now_ns);
+            let valid_first = segment.first_lbn.max(valid_end.saturating_sub(cache.segment_sectors));
+            let reading = segment.reading(now_ns);
+            lbn >= valid_first
+                && (lbn + count <= valid_end
+                    || (almost_hits && reading && lbn <= valid_end && segment.ready_ns(lbn + count).is_some()))
+        })
     }
 
     #[test]
-    fn segments_stay_sorted_and_disjoint_and_lookup_agrees_with_a_scan() {
-        // Seeded random inserts, invalidations and read-ahead stops.
+    fn lookup_finds_whatever_any_segment_holds() {
+        // Seeded random reads, writes and read-ahead stops.
         let mut random = crate::closed_loop::Random::new(17);
         for window in [u64::MAX, 64] {
             let mut cache = Cache::new(8, window);
@@ -481,7 +621,7 @@ mod tests {
                 let first = random.below(2_000);
                 let end = first + 1 + random.below(40);
                 match random.below(4) {
-                    0 => cache.invalidate(first, end),
+                    0 => cache.insert_written(first, end),
                     1 => {
                         let _ = cache.stop_prefetch(now_ns, false);
                     }
@@ -492,13 +632,11 @@ mod tests {
                             let sector_ns = 1.0 + random.below(5) as f64;
                             Prefetch::linear(end, origin_ns, sector_ns, end + 1 + random.below(100))
                         });
-                        cache.insert(first, end, prefetch);
+                        cache.fill_for_read((first, end - first), now_ns, (first, end), prefetch);
                     }
                 }
                 assert!(cache.segments.len() <= 8);
-                for pair in cache.segments.windows(2) {
-                    assert!(pair[0].limit_lbn() <= pair[1].first_lbn, "{pair:?} overlap or are out of order");
-                }
+                assert!(cache.segments.iter().filter(|segment| segment.reading(now_ns)).count() <= 1);
                 let (lbn, count) = (random.below(2_200), 1 + random.below(16));
                 let almost_hits = random.below(2) == 0;
                 assert_eq!(
@@ -513,18 +651,61 @@ mod tests {
     #[test]
     fn least_recently_used_segment_is_replaced() {
         let mut cache = Cache::new(2, 1024);
-        cache.insert(0, 8, None);
-        cache.insert(100, 108, None);
+        read(&mut cache, 0, 8, None);
+        read(&mut cache, 100, 108, None);
         assert!(cache.lookup(0, 8, 0.0, false).is_some());
-        cache.insert(200, 208, None);
+        read(&mut cache, 200, 208, None);
         assert!(cache.lookup(0, 8, 0.0, false).is_some());
         assert!(cache.lookup(100, 8, 0.0, false).is_none());
     }
 
     #[test]
+    fn a_read_miss_takes_the_least_recently_used_segment_and_leaves_overlapped_data() {
+        // As DiskSim 4.0 does: the read at 90 reads ahead over the segment at
+        // 100, yet takes the segment at 0, the least recently used.
+        let mut cache = Cache::new(2, 1024);
+        read(&mut cache, 0, 8, None);
+        read(&mut cache, 100, 108, None);
+        read(&mut cache, 90, 92, Some(Prefetch::linear(92, 1000.0, 10.0, 200)));
+        assert!(cache.lookup(0, 8, 0.0, false).is_none());
+        assert_eq!(ready(&mut cache, 100, 8, 1000.0, false), Some(f64::NEG_INFINITY));
+        // Writes clear whatever they overlap.
+        cache.insert_written(104, 105);
+        assert!(cache.lookup(100, 4, 1000.0, false).is_none());
+    }
+
+    #[test]
+    fn a_read_miss_takes_the_segment_it_stopped_reading_ahead_last() {
+        let mut cache = Cache::new(2, 1024);
+        read(&mut cache, 0, 8, Some(Prefetch::linear(8, 0.0, 10.0, 200)));
+        read(&mut cache, 500, 508, None);
+        // The segment at 500 is the more recently used, yet the one at 0 was
+        // still reading ahead when the next miss stopped it.
+        assert!(cache.lookup(0, 4, 50.0, false).is_some());
+        let _ = cache.lookup(900, 8, 60.0, false);
+        let _ = cache.stop_prefetch(60.0, false);
+        cache.fill_for_read((900, 8), 60.0, (900, 908), None);
+        assert!(cache.lookup(0, 4, 70.0, false).is_some());
+        assert!(cache.lookup(500, 8, 70.0, false).is_none());
+    }
+
+    #[test]
+    fn a_partial_hit_that_reads_on_keeps_its_segment() {
+        let mut cache = Cache::new(2, 1024);
+        read(&mut cache, 0, 8, None);
+        read(&mut cache, 100, 108, None);
+        // [104, 120) starts in the segment at 100 (the least recently used is
+        // the one at 0): the read takes the segment it partly hit.
+        cache.fill_for_read((104, 16), 0.0, (104, 120), None);
+        assert!(cache.lookup(0, 8, 0.0, false).is_some());
+        assert!(cache.lookup(100, 4, 0.0, false).is_none());
+        assert!(cache.lookup(104, 16, 0.0, false).is_some());
+    }
+
+    #[test]
     fn sliding_window_drops_the_oldest_data() {
         let mut cache = Cache::new(1, 16);
-        cache.insert(0, 8, Some(Prefetch::linear(8, 0.0, 1.0, 100)));
+        read(&mut cache, 0, 8, Some(Prefetch::linear(8, 0.0, 1.0, 100)));
         assert!(cache.lookup(0, 8, 5.0, false).is_some());
         assert!(cache.lookup(0, 8, 20.0, false).is_none());
         assert!(cache.lookup(12, 8, 20.0, false).is_some());

@@ -21,7 +21,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::cache::{Cache, Prefetch, PrefetchPiece};
+use crate::cache::{Cache, Hit, Prefetch, PrefetchPiece};
 use crate::mapping::Located;
 use crate::model::DiskModel;
 use crate::rotation::{fraction, track_pass, TrackPass};
@@ -479,13 +479,14 @@ impl HardDisk {
             let segment = u64::from(cache.segment_size_sectors.max(1));
             self.extend_running_read_ahead(&request, start_ns, request.lbn + segment, BufferGate::open());
             let read_hit = self.cache.lookup(request.lbn, count, start_ns, cache.almost_read_hits);
-            if read_hit.is_some() && cache.read_ahead_on_idle_hit {
-                self.read_ahead_after_hit(&request, start_ns);
+            if let Some(hit) = read_hit.filter(|_| cache.read_ahead_on_idle_hit) {
+                self.read_ahead_after_hit(&request, start_ns, &hit);
             }
             let hit = read_hit
                 .or_else(|| {
                     self.write_segment.as_mut().and_then(|segment| segment.lookup(request.lbn, count, start_ns, false))
                 })
+                .map(|hit| hit.ready_ns)
                 .or_else(|| {
                     // `Immed transfer partial hit`: the buffered head of the
                     // request goes at once while read-ahead brings the rest.
@@ -535,7 +536,7 @@ impl HardDisk {
             };
             let gate = self.buffer_gate(&request, completion_ns);
             let (buffered_end_lbn, prefetch) = self.read_ahead(&request, &access, gate);
-            self.cache.insert(request.lbn - free, buffered_end_lbn, prefetch);
+            self.cache.fill_for_read((request.lbn, count), start_ns, (request.lbn - free, buffered_end_lbn), prefetch);
         }
         completion_ns
     }
@@ -573,7 +574,7 @@ impl HardDisk {
         let completion_ns = sent_ns + overheads.read_completion_ns;
         let gate = self.buffer_gate(request, completion_ns);
         let (buffered_end_lbn, prefetch) = self.read_ahead(request, &access, gate);
-        self.cache.insert(request.lbn, buffered_end_lbn, prefetch);
+        self.cache.fill_for_read((request.lbn, count), start_ns, (request.lbn, buffered_end_lbn), prefetch);
         completion_ns
     }
 
@@ -718,9 +719,9 @@ impl HardDisk {
             match &mut self.write_segment {
                 Some(segment) => {
                     self.cache.invalidate(lbn, lbn + count);
-                    segment.insert(lbn, lbn + count, None);
+                    segment.insert_written(lbn, lbn + count);
                 }
-                None => self.cache.insert(lbn, lbn + count, None),
+                None => self.cache.insert_written(lbn, lbn + count),
             }
         } else {
             self.cache.invalidate(lbn, lbn + count);
@@ -835,7 +836,7 @@ impl HardDisk {
         let Some(last) = self.model.locate(tail.end_lbn - 1) else { return };
         let head = Head { cylinder: last.cylinder, surface: last.surface };
         let more = self.read_ahead_pieces(tail.end_lbn, target_lbn, head, tail.end_ns(), gate);
-        self.cache.extend_prefetch(request.lbn, more, now_ns);
+        self.cache.extend_prefetch(more, now_ns);
     }
 
     /// Where read-ahead after `request` would stop, computed from the track
@@ -949,9 +950,9 @@ impl HardDisk {
     /// `Read-ahead on idle hit`: after a read served whole from a segment whose
     /// read-ahead had stopped, the head goes back to the segment's end (the
     /// mechanism is idle, `now_ns`) and reads ahead again from there.
-    fn read_ahead_after_hit(&mut self, request: &DiskRequest, now_ns: f64) {
+    fn read_ahead_after_hit(&mut self, request: &DiskRequest, now_ns: f64, hit: &Hit) {
         let Some(limit_lbn) = self.read_ahead_limit_after(request) else { return };
-        let Some(end_lbn) = self.cache.idle_segment_end(request.lbn, now_ns) else { return };
+        let Some(end_lbn) = self.cache.idle_segment_end(hit, now_ns) else { return };
         let Some(target) = self.model.locate(end_lbn) else { return };
         if limit_lbn <= end_lbn {
             return;
@@ -960,7 +961,7 @@ impl HardDisk {
         let prefetch = self.read_ahead_schedule(end_lbn, limit_lbn, now_ns.max(self.mechanism_free_ns), gate);
         self.head = Head { cylinder: target.cylinder, surface: target.surface };
         self.head_track_end_lbn = end_lbn + target.lbns_left_on_track;
-        self.cache.resume_prefetch(request.lbn, now_ns, prefetch);
+        self.cache.resume_prefetch(hit, now_ns, prefetch);
     }
 
     /// Moves the heads over `[lbn, lbn + count)`: positioning starts at

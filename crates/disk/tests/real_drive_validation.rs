@@ -4,10 +4,12 @@
 //! The goal is a demerit no worse than DiskSim's and a mean simulated access
 //! time within 2 % of the measured mean or no further from it than DiskSim's.
 //! The Cheetah 15K.5, the Atlas 10K, the Cheetah 4LP, the HP C2247A and the
-//! IBM Ultrastar 18ES meet it. On the HP C3323A the gap is still open
-//! (docs/disk-model.md, "Remaining differences from DiskSim"): for it the
-//! test guards the figure reached so far, as a ratio to DiskSim's, so that a
-//! change making it worse fails.
+//! IBM Ultrastar 18ES meet it. On the HP C3323A the model takes DiskSim's
+//! time on all but three requests and is nearer the drive on those three, yet
+//! its demerit is 0.3 % above DiskSim's, whose lost revolutions happen to fill
+//! the measured distribution's tail (docs/disk-model.md, "Remaining
+//! differences from DiskSim"): for it the test guards the figure reached, as
+//! a ratio to DiskSim's, so that a change making it worse fails.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -55,7 +57,7 @@ fn atlas10k_matches_disksim() {
 
 #[test]
 fn hp_c3323a_stays_near_disksim() {
-    check("hp_c3323a", "hp_c3323a.parv", "hp_c3323a.trace", Allowance { rms_ratio: 1.01, mean_distance_ratio: 1.0 });
+    check("hp_c3323a", "hp_c3323a.parv", "hp_c3323a.trace", Allowance { rms_ratio: 1.005, mean_distance_ratio: 1.0 });
 }
 
 #[test]
