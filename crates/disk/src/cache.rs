@@ -386,13 +386,27 @@ impl Cache {
     }
 
     /// The last track's part of the running read-ahead, if its span (the data
-    /// it holds or will bring) holds `lbn` at `now_ns`, and how far it may go
-    /// on: to the first segment starting at or past where it stops now.
-    pub fn running_prefetch_tail(&self, lbn: u64, now_ns: f64) -> Option<(PrefetchPiece, u64)> {
-        let segment = &self.segments[self.index_of(self.prefetching?)?];
+    /// it holds or will bring) holds `lbn` at `now_ns` and a read of `[lbn,
+    /// lbn + count)` goes to it — no other segment holding the read's first
+    /// sector ranks above it ([`Cache::holder`]; DiskSim raises the target of
+    /// the read-ahead of the segment a read is given, and no other) — and how
+    /// far it may go on: to the first segment starting at or past where it
+    /// stops now.
+    pub fn running_prefetch_tail(
+        &self,
+        lbn: u64,
+        count: u64,
+        now_ns: f64,
+        almost_hits: bool,
+    ) -> Option<(PrefetchPiece, u64)> {
+        let index = self.index_of(self.prefetching?)?;
+        let segment = &self.segments[index];
         let prefetch = segment.prefetch.as_ref()?;
         let limit_lbn = prefetch.limit_lbn();
         if !segment.reading(now_ns) || lbn < segment.first_lbn || lbn >= limit_lbn {
+            return None;
+        }
+        if self.holder(lbn, count, now_ns, almost_hits).is_some_and(|holder| holder != index) {
             return None;
         }
         let next_first_lbn =

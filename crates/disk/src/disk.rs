@@ -826,8 +826,13 @@ impl HardDisk {
     /// It goes no further than `cap_lbn` (though always to the read's end),
     /// held back by `gate`.
     fn extend_running_read_ahead(&mut self, request: &DiskRequest, now_ns: f64, cap_lbn: u64, gate: BufferGate) {
-        let Some((tail, next_segment_lbn)) = self.cache.running_prefetch_tail(request.lbn, now_ns) else { return };
-        let end = request.lbn + u64::from(request.sector_count);
+        let count = u64::from(request.sector_count);
+        let almost_hits = self.model.cache.almost_read_hits;
+        let Some((tail, next_segment_lbn)) = self.cache.running_prefetch_tail(request.lbn, count, now_ns, almost_hits)
+        else {
+            return;
+        };
+        let end = request.lbn + count;
         let target_lbn =
             self.read_ahead_limit_after(request).unwrap_or(end).max(end).min(next_segment_lbn).min(cap_lbn.max(end));
         if target_lbn <= tail.end_lbn {
