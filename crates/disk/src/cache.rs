@@ -260,7 +260,12 @@ impl Segment {
 
     /// Whether read-ahead is still bringing data in at `now_ns`.
     fn reading(&self, now_ns: f64) -> bool {
-        self.prefetch.as_ref().is_some_and(|prefetch| self.end_at(now_ns) < prefetch.limit_lbn())
+        self.reads_on_past(self.end_at(now_ns))
+    }
+
+    /// Whether read-ahead goes on past `valid_end` (the data's end now).
+    fn reads_on_past(&self, valid_end: u64) -> bool {
+        self.prefetch.as_ref().is_some_and(|prefetch| valid_end < prefetch.limit_lbn())
     }
 }
 
@@ -329,7 +334,7 @@ impl Cache {
         if lbn < valid_first || lbn > valid_end {
             return None;
         }
-        let reading = segment.prefetch.as_ref().is_some_and(|prefetch| valid_end < prefetch.limit_lbn());
+        let reading = segment.reads_on_past(valid_end);
         if lbn + count <= valid_end {
             Some(8 + u8::from(reading))
         } else if lbn < valid_end {
@@ -409,9 +414,9 @@ impl Cache {
         if self.holder(lbn, count, now_ns, almost_hits).is_some_and(|holder| holder != index) {
             return None;
         }
-        let next_first_lbn =
-            self.segments.iter().map(|other| other.first_lbn).filter(|&first| first >= limit_lbn).min();
-        Some((prefetch.last_piece(), next_first_lbn.unwrap_or(u64::MAX)))
+        let next = self.segments.partition_point(|other| other.first_lbn < limit_lbn);
+        let next_first_lbn = self.segments.get(next).map_or(u64::MAX, |other| other.first_lbn);
+        Some((prefetch.last_piece(), next_first_lbn))
     }
 
     /// Lets the running read-ahead (see [`Cache::running_prefetch_tail`])
