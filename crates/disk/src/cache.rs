@@ -559,6 +559,8 @@ impl Cache {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     /// A read of `[first, end)` that missed, at time 0.
@@ -628,40 +630,104 @@ mod tests {
         })
     }
 
-    #[test]
-    fn lookup_finds_whatever_any_segment_holds() {
-        // Seeded random reads, writes and read-ahead stops.
-        let mut random = crate::closed_loop::Random::new(17);
-        for window in [u64::MAX, 64] {
+    /// What the drive does to its cache, in the orders it does it.
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// A read that misses: the lookup, read-ahead stopped, a segment
+        /// filled, with read-ahead after it (`ahead` sectors at `sector_ns`)
+        /// or none.
+        ReadMiss { first: u64, count: u64, ahead: Option<(u64, u64)> },
+        /// A lookup; on a hit, read-ahead resumed in its segment when idle
+        /// (`Read-ahead on idle hit`) over `ahead` sectors.
+        Lookup { lbn: u64, count: u64, almost_hits: bool, ahead: Option<u64> },
+        /// The running read-ahead carried on by `more` sectors for a read
+        /// `offset` sectors into its segment's span, when the read goes to it.
+        Extend { offset: u64, count: u64, more: u64 },
+        /// A write: read-ahead stopped, the data kept for read hits or dropped.
+        Write { first: u64, count: u64, kept: bool },
+        /// Read-ahead stopped with nothing after it (the heads moved).
+        Stop,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (0..2_000u64, 1..40u64, proptest::option::of((1..100u64, 1..5u64)))
+                .prop_map(|(first, count, ahead)| Step::ReadMiss { first, count, ahead }),
+            (0..2_200u64, 1..16u64, any::<bool>(), proptest::option::of(1..100u64))
+                .prop_map(|(lbn, count, almost_hits, ahead)| Step::Lookup { lbn, count, almost_hits, ahead }),
+            (0..200u64, 1..16u64, 1..100u64).prop_map(|(offset, count, more)| Step::Extend { offset, count, more }),
+            (0..2_000u64, 1..40u64, any::<bool>()).prop_map(|(first, count, kept)| Step::Write { first, count, kept }),
+            Just(Step::Stop),
+        ]
+    }
+
+    fn apply(cache: &mut Cache, step: &Step, now_ns: f64) {
+        match *step {
+            Step::ReadMiss { first, count, ahead } => {
+                let _ = cache.lookup(first, count, now_ns, false);
+                let _ = cache.stop_prefetch(now_ns, false);
+                let end = first + count;
+                let prefetch = ahead
+                    .map(|(sectors, sector_ns)| Prefetch::linear(end, now_ns + 10.0, sector_ns as f64, end + sectors));
+                cache.fill_for_read((first, count), now_ns, (first, end), prefetch);
+            }
+            Step::Lookup { lbn, count, almost_hits, ahead } => {
+                let Some(hit) = cache.lookup(lbn, count, now_ns, almost_hits) else { return };
+                let (Some(sectors), Some(end)) = (ahead, cache.idle_segment_end(&hit, now_ns)) else { return };
+                cache.resume_prefetch(&hit, now_ns, Prefetch::linear(end, now_ns, 2.0, end + sectors));
+            }
+            Step::Extend { offset, count, more } => {
+                let Some(running) = cache.prefetching.and_then(|id| cache.index_of(id)) else { return };
+                let lbn = cache.segments[running].first_lbn + offset;
+                let Some((tail, _)) = cache.running_prefetch_tail(lbn, count, now_ns, true) else { return };
+                let start_ns = tail.end_ns();
+                let next = PrefetchPiece {
+                    first_lbn: tail.end_lbn,
+                    end_lbn: tail.end_lbn + more,
+                    switch_ns: 0.0,
+                    arrival_ns: start_ns,
+                    start_ns,
+                    sector_ns: tail.sector_ns,
+                };
+                cache.extend_prefetch(vec![next], now_ns);
+            }
+            Step::Write { first, count, kept } => {
+                let _ = cache.stop_prefetch(now_ns, false);
+                if kept {
+                    cache.insert_written(first, first + count);
+                } else {
+                    cache.invalidate(first, first + count);
+                }
+            }
+            Step::Stop => {
+                let _ = cache.stop_prefetch(now_ns, false);
+            }
+        }
+    }
+
+    proptest! {
+        /// Whatever the drive does, the cache holds at most its segments, at
+        /// most one reads ahead, they stay sorted with no span beyond the
+        /// bound a lookup scans back over, and a lookup finds whatever any
+        /// segment holds.
+        #[test]
+        fn lookup_finds_whatever_any_segment_holds(
+            window in prop_oneof![Just(u64::MAX), Just(64u64)],
+            steps in proptest::collection::vec((0..100u64, step(), 0..2_200u64, 1..16u64, any::<bool>()), 1..300),
+        ) {
             let mut cache = Cache::new(8, window);
             let mut now_ns = 0.0;
-            for _ in 0..5_000 {
-                now_ns += random.below(100) as f64;
-                let first = random.below(2_000);
-                let end = first + 1 + random.below(40);
-                match random.below(4) {
-                    0 => cache.insert_written(first, end),
-                    1 => {
-                        let _ = cache.stop_prefetch(now_ns, false);
-                    }
-                    _ => {
-                        let _ = cache.stop_prefetch(now_ns, false);
-                        let prefetch = (random.below(2) == 0).then(|| {
-                            let origin_ns = now_ns + random.below(50) as f64;
-                            let sector_ns = 1.0 + random.below(5) as f64;
-                            Prefetch::linear(end, origin_ns, sector_ns, end + 1 + random.below(100))
-                        });
-                        cache.fill_for_read((first, end - first), now_ns, (first, end), prefetch);
-                    }
-                }
-                assert!(cache.segments.len() <= 8);
-                assert!(cache.segments.iter().filter(|segment| segment.reading(now_ns)).count() <= 1);
-                let (lbn, count) = (random.below(2_200), 1 + random.below(16));
-                let almost_hits = random.below(2) == 0;
-                assert_eq!(
+            for (elapsed_ns, step, lbn, count, almost_hits) in steps {
+                now_ns += elapsed_ns as f64;
+                apply(&mut cache, &step, now_ns);
+                prop_assert!(cache.segments.len() <= 8);
+                prop_assert!(cache.segments.iter().filter(|segment| segment.reading(now_ns)).count() <= 1);
+                prop_assert!(cache.segments.windows(2).all(|pair| pair[0].first_lbn <= pair[1].first_lbn));
+                prop_assert!(cache.segments.iter().all(|segment| segment.limit_lbn() - segment.first_lbn <= cache.span_bound));
+                prop_assert_eq!(
                     cache.contains(lbn, count, now_ns, almost_hits),
                     served_by_any(&cache, lbn, count, now_ns, almost_hits),
-                    "[{lbn}, +{count}) at {now_ns}"
+                    "[{}, +{}) at {} after {:?}", lbn, count, now_ns, step
                 );
             }
         }
