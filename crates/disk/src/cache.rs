@@ -10,14 +10,14 @@
 /// A contiguous range of cached LBNs.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Segment {
-    pub id: SegmentId,
-    pub first_lbn: u64,
+    id: SegmentId,
+    first_lbn: u64,
     /// One past the last valid LBN.
-    pub end_lbn: u64,
+    end_lbn: u64,
     /// Read-ahead still running into this segment.
-    pub prefetch: Option<Prefetch>,
+    prefetch: Option<Prefetch>,
     /// Last use, for LRU replacement.
-    pub last_use: u64,
+    last_use: u64,
     /// Where the span ends: the read-ahead limit, or the data's end (kept
     /// here, beside the first LBN, so that a scan reads no read-ahead).
     span_end_lbn: u64,
@@ -213,7 +213,7 @@ pub(crate) struct SegmentId {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Hit {
     pub ready_ns: f64,
-    pub segment: SegmentId,
+    segment: SegmentId,
 }
 
 /// The set of segments, sorted by first LBN. Spans may overlap: as in
