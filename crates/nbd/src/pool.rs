@@ -7,31 +7,49 @@
 //! Requests of one connection may run on several workers at once (NBD lets
 //! replies leave in any order).
 //!
+//! A task that waits for something other than the pool's tasks — a read
+//! waiting for a prefetch another thread is reading — says so with
+//! [`blocking`]: while it waits, a spare worker takes its place, so the other
+//! connections' requests do not queue behind a waiting one. Spares retire as
+//! soon as the pool again has more free workers than it was started with.
+//!
 //! A task that panics is caught: the worker goes on with the next one. The
 //! pool stops once asked to and every queued task has run.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
-use tracing::error;
+use tracing::{error, warn};
+
+/// Spare workers a pool starts at most, beyond those it was started with,
+/// for tasks waiting in [`blocking`]; past it a waiting task holds its worker.
+pub const SPARE_WORKERS_MAX: usize = 512;
+
+thread_local! {
+    /// The pool whose worker this thread is, if it is one.
+    static WORKER_OF: RefCell<Option<Arc<PoolShared>>> = const { RefCell::new(None) };
+}
 
 /// A unit of work: one request's execution and the queuing of its reply.
 pub type Task = Box<dyn FnOnce() + Send + 'static>;
 
-/// A fixed set of worker threads shared by every connection.
+/// A set of worker threads shared by every connection: as many as it was
+/// started with free to run tasks, plus spares for tasks in [`blocking`].
 #[derive(Debug)]
 pub struct WorkerPool {
     shared: Arc<PoolShared>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 #[derive(Debug, Default)]
 struct PoolShared {
     state: Mutex<PoolState>,
     work_ready: Condvar,
+    /// Every worker started, spares included, to join at the end.
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 #[derive(Default)]
@@ -41,6 +59,19 @@ struct PoolState {
     /// The connections with queued tasks, in the order they are served.
     turns: VecDeque<u64>,
     stopping: bool,
+    /// Workers free to run tasks when none waits: the number started.
+    free_target: usize,
+    /// Workers running (spares included).
+    workers: usize,
+    /// Of those, the ones whose task waits in [`blocking`].
+    blocked: usize,
+}
+
+impl PoolState {
+    /// Workers not waiting in [`blocking`].
+    fn free_workers(&self) -> usize {
+        self.workers - self.blocked
+    }
 }
 
 impl std::fmt::Debug for PoolState {
@@ -50,6 +81,8 @@ impl std::fmt::Debug for PoolState {
             .field("queued_tasks", &self.queues.values().map(VecDeque::len).sum::<usize>())
             .field("turns", &self.turns)
             .field("stopping", &self.stopping)
+            .field("workers", &self.workers)
+            .field("blocked", &self.blocked)
             .finish()
     }
 }
@@ -59,18 +92,65 @@ impl PoolShared {
         // Tasks run outside the lock, so a panic cannot leave the queues half changed.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// Starts a worker thread named `name` (counted in `workers` by the caller).
+    fn spawn_worker(self: &Arc<Self>, name: String) -> io::Result<()> {
+        let shared = Arc::clone(self);
+        let thread = std::thread::Builder::new().name(name).spawn(move || work(shared))?;
+        self.threads.lock().unwrap_or_else(PoisonError::into_inner).push(thread);
+        Ok(())
+    }
+
+    /// A worker's task begins to wait: start a spare if the free workers
+    /// fall below the number the pool was started with.
+    fn begin_blocking(self: &Arc<Self>) {
+        let mut state = self.lock();
+        state.blocked += 1;
+        let wanted = state.free_workers() < state.free_target && state.workers < state.free_target + SPARE_WORKERS_MAX;
+        if !wanted {
+            return;
+        }
+        state.workers += 1;
+        drop(state);
+        if let Err(error) = self.spawn_worker("nbd-worker-spare".to_owned()) {
+            warn!("a spare worker cannot start while a request waits: {error}");
+            self.lock().workers -= 1;
+        }
+    }
+
+    /// The waiting task goes on; a surplus worker retires when it next looks for work.
+    fn end_blocking(&self) {
+        self.lock().blocked -= 1;
+    }
+}
+
+/// Runs `wait`, which waits for something other than this pool's tasks.
+/// Called on a pool's worker, the pool keeps as many other workers free as it
+/// was started with while `wait` runs (starting a spare if need be, at most
+/// [`SPARE_WORKERS_MAX`]); on any other thread it just runs `wait`.
+pub fn blocking<T>(wait: impl FnOnce() -> T) -> T {
+    struct Unblock(Arc<PoolShared>);
+    impl Drop for Unblock {
+        fn drop(&mut self) {
+            self.0.end_blocking();
+        }
+    }
+    let Some(shared) = WORKER_OF.with(|pool| pool.borrow().clone()) else { return wait() };
+    shared.begin_blocking();
+    let _unblock = Unblock(shared);
+    wait()
 }
 
 impl WorkerPool {
     /// Starts `worker_count` workers (at least one); fails if a thread cannot
     /// be created (the workers already started are stopped).
     pub fn start(worker_count: usize) -> io::Result<Self> {
-        let pool = Self { shared: Arc::default(), threads: Mutex::default() };
-        for index in 0..worker_count.max(1) {
-            let shared = Arc::clone(&pool.shared);
-            let thread =
-                std::thread::Builder::new().name(format!("nbd-worker-{index}")).spawn(move || work(&shared))?;
-            pool.threads.lock().unwrap_or_else(PoisonError::into_inner).push(thread);
+        let pool = Self { shared: Arc::default() };
+        let worker_count = worker_count.max(1);
+        pool.shared.lock().free_target = worker_count;
+        for index in 0..worker_count {
+            pool.shared.lock().workers += 1;
+            pool.shared.spawn_worker(format!("nbd-worker-{index}"))?;
         }
         Ok(pool)
     }
@@ -91,11 +171,22 @@ impl WorkerPool {
     pub fn stop(&self) {
         self.shared.lock().stopping = true;
         self.shared.work_ready.notify_all();
-        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(PoisonError::into_inner));
-        for thread in threads {
-            // A worker catches its tasks' panics; a failed join has nothing left to clean.
-            let _ = thread.join();
+        // A task still running may start a spare while the others are joined.
+        loop {
+            let threads = std::mem::take(&mut *self.shared.threads.lock().unwrap_or_else(PoisonError::into_inner));
+            if threads.is_empty() {
+                break;
+            }
+            for thread in threads {
+                // A worker catches its tasks' panics; a failed join has nothing left to clean.
+                let _ = thread.join();
+            }
         }
+    }
+
+    /// Workers running now, spares included.
+    pub fn workers(&self) -> usize {
+        self.shared.lock().workers
     }
 }
 
@@ -105,18 +196,25 @@ impl Drop for WorkerPool {
     }
 }
 
-fn work(shared: &PoolShared) {
-    while let Some(task) = next_task(shared) {
+fn work(shared: Arc<PoolShared>) {
+    WORKER_OF.with(|pool| *pool.borrow_mut() = Some(Arc::clone(&shared)));
+    while let Some(task) = next_task(&shared) {
         if catch_unwind(AssertUnwindSafe(task)).is_err() {
             error!("a request task panicked; the worker goes on");
         }
     }
 }
 
-/// The next connection's next task; `None` once stopping with nothing queued.
+/// The next connection's next task; `None` once stopping with nothing
+/// queued, or when this worker is surplus (the pool has more free workers
+/// than it was started with, a waiting task having gone on).
 fn next_task(shared: &PoolShared) -> Option<Task> {
     let mut state = shared.lock();
     loop {
+        if state.free_workers() > state.free_target {
+            state.workers -= 1;
+            return None;
+        }
         if let Some(connection_id) = state.turns.pop_front() {
             let queue = state.queues.get_mut(&connection_id).expect("a connection in turn has queued tasks");
             let task = queue.pop_front().expect("a connection's queue is never left empty");
@@ -128,6 +226,7 @@ fn next_task(shared: &PoolShared) -> Option<Task> {
             return Some(task);
         }
         if state.stopping {
+            state.workers -= 1;
             return None;
         }
         state = shared.work_ready.wait(state).unwrap_or_else(PoisonError::into_inner);
@@ -138,6 +237,7 @@ fn next_task(shared: &PoolShared) -> Option<Task> {
 mod tests {
     use super::*;
     use std::sync::mpsc;
+    use std::time::Duration;
 
     #[test]
     fn connections_take_turns() {
@@ -157,6 +257,68 @@ mod tests {
         pool.stop();
         let order = order.lock().unwrap().clone();
         assert_eq!(order, vec![(1, 0), (2, 0), (3, 0), (1, 1), (2, 1), (1, 2), (1, 3)]);
+    }
+
+    #[test]
+    fn a_waiting_task_leaves_its_worker_to_other_connections() {
+        let pool = WorkerPool::start(1).unwrap();
+        let (gate_sender, gate) = mpsc::channel::<()>();
+        let (waiting_sender, waiting) = mpsc::channel();
+        pool.submit(
+            0,
+            Box::new(move || {
+                waiting_sender.send(()).unwrap();
+                blocking(|| gate.recv().unwrap());
+            }),
+        );
+        waiting.recv().unwrap();
+        // With the only worker waiting, another connection's task still runs.
+        let (sender, receiver) = mpsc::channel();
+        pool.submit(1, Box::new(move || sender.send(7).unwrap()));
+        assert_eq!(receiver.recv_timeout(Duration::from_secs(10)), Ok(7));
+        assert_eq!(pool.workers(), 2, "one spare while the task waits");
+        gate_sender.send(()).unwrap();
+        // The surplus worker retires once the wait is over.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while pool.workers() > 1 {
+            assert!(std::time::Instant::now() < deadline, "the spare never retired");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        pool.stop();
+    }
+
+    #[test]
+    fn spares_stop_at_their_limit() {
+        let pool = WorkerPool::start(1).unwrap();
+        let (gate_sender, gate) = mpsc::channel::<()>();
+        let gate = Arc::new(Mutex::new(gate));
+        let (waiting_sender, waiting) = mpsc::channel();
+        for connection in 0..=SPARE_WORKERS_MAX as u64 {
+            let (gate, waiting_sender) = (Arc::clone(&gate), waiting_sender.clone());
+            pool.submit(
+                connection,
+                Box::new(move || {
+                    blocking(|| {
+                        waiting_sender.send(()).unwrap();
+                        gate.lock().unwrap().recv().unwrap();
+                    });
+                }),
+            );
+        }
+        for _ in 0..=SPARE_WORKERS_MAX {
+            waiting.recv().unwrap();
+        }
+        assert_eq!(pool.workers(), 1 + SPARE_WORKERS_MAX);
+        for _ in 0..=SPARE_WORKERS_MAX {
+            gate_sender.send(()).unwrap();
+        }
+        pool.stop();
+        assert_eq!(pool.workers(), 0, "every worker ended");
+    }
+
+    #[test]
+    fn blocking_off_a_pool_just_runs() {
+        assert_eq!(blocking(|| 5), 5);
     }
 
     #[test]
