@@ -167,13 +167,14 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             );
             if let Some(stats) = summary.read_ahead {
                 eprintln!(
-                    "  read-ahead: {} read(s), {} from memory; {} prefetch(es), {} read; {} stream(s); \
-                     {} read(s) went to the volume after all",
+                    "  read-ahead: {} read(s), {} from memory; {} prefetch(es), {} read; {} stream(s), \
+                     {} dropped idle for want of memory; {} read(s) went to the volume after all",
                     stats.reads_from_memory,
                     format_size(stats.bytes_from_memory),
                     stats.prefetches,
                     format_size(stats.prefetched_bytes),
                     stats.streams_started,
+                    stats.streams_evicted,
                     stats.reads_fallen_back
                 );
             }

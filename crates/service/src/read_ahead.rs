@@ -154,6 +154,9 @@ pub struct ReadAheadStats {
     pub prefetch_errors: u64,
     /// Streams the policy confirmed sequential.
     pub streams_started: u64,
+    /// Streams the policy dropped while their reader was idle, to make room
+    /// for a read waiting on another stream.
+    pub streams_evicted: u64,
     /// The most bytes of pieces held at once.
     pub memory_bytes_peak: u64,
 }
@@ -329,7 +332,11 @@ impl ReadAhead {
     pub(crate) fn stats(&self) -> ReadAheadStats {
         let state = self.lock();
         let policy = state.prefetcher.stats();
-        ReadAheadStats { streams_started: policy.streams_started, ..state.stats }
+        ReadAheadStats {
+            streams_started: policy.streams_started,
+            streams_evicted: policy.streams_evicted,
+            ..state.stats
+        }
     }
 
     /// Reads `buffer.len()` bytes at `offset_bytes` of active extent `id`
@@ -383,14 +390,24 @@ impl ReadAhead {
         buffer: &mut [u8],
     ) -> Option<u64> {
         let deadline = Instant::now() + WAIT_LIMIT;
-        while !state.answered.contains(&ticket) && !state.stopping {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                warn!(extent = id, offset_bytes, "a read waited {WAIT_LIMIT:?} for its prefetch; reading the volume");
-                break;
+        // The wait may be long (the stream's turn comes after other streams'):
+        // the server's other workers keep answering other clients meanwhile,
+        // whose reads from memory would otherwise queue behind it and their
+        // streams be taken for idle.
+        state = proxima_nbd::pool::blocking(move || {
+            while !state.answered.contains(&ticket) && !state.stopping {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    warn!(
+                        extent = id,
+                        offset_bytes, "a read waited {WAIT_LIMIT:?} for its prefetch; reading the volume"
+                    );
+                    break;
+                }
+                state = self.answered.wait_timeout(state, left).unwrap_or_else(PoisonError::into_inner).0;
             }
-            state = self.answered.wait_timeout(state, left).unwrap_or_else(PoisonError::into_inner).0;
-        }
+            state
+        });
         let copied = state.answered.remove(&ticket).then(|| state.copy(id, offset_bytes, buffer)).flatten();
         state.waiting.remove(&ticket);
         state.prune(id);
