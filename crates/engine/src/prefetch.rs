@@ -26,6 +26,13 @@
 //!   when its N prefetches have completed; its data stay *staged* (the
 //!   buffered set) until read or timed out. It asks for its next turn when
 //!   its unread data fall to half a turn, or when a reader waits on it.
+//! - **Origins.** Where each sequential stream's first read began is kept
+//!   per extent (the newest [`ORIGINS_PER_EXTENT_MAX`]). A stream's prefetch
+//!   stops at the next origin ahead of it, and the stream asks for no turn
+//!   there until its reader reads on past it: readers of neighbouring
+//!   regions of one extent (files packed side by side, clients each given a
+//!   part) stop where the next one began, and what a prefetch read beyond it
+//!   would be read again by the stream already there, or not at all.
 //! - **Memory (M).** Every byte of the window and every byte of an in-flight
 //!   prefetch the stream no longer wants counts against M; a prefetch is
 //!   issued only if its bytes fit. `M ≥ D·R·N` is checked at construction, so
@@ -44,7 +51,7 @@
 //!   answered once the caller completes what it was told to issue and readers
 //!   of other streams read (or time out) what they were given.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use thiserror::Error;
 
@@ -83,6 +90,10 @@ pub const DEFAULT_INITIAL_READAHEAD_BYTES: u64 = 128 << 10;
 /// Candidates (reads not yet known to be sequential) tracked per extent; a
 /// new one past this drops the oldest.
 pub const CANDIDATES_PER_EXTENT_MAX: usize = 64;
+
+/// Origins of sequential streams kept per extent; a new one past this
+/// forgets the oldest.
+pub const ORIGINS_PER_EXTENT_MAX: usize = 1024;
 
 /// Default idle time after which a stream is dropped, ns.
 pub const DEFAULT_STALE_AFTER_NS: u64 = 10_000_000_000;
@@ -310,6 +321,8 @@ struct Stream {
     run_reads: u32,
     /// Where the last read ended: the classifier's key.
     cursor_bytes: u64,
+    /// Where the stream's first read began.
+    origin_bytes: u64,
     last_read_ns: u64,
     sequential: bool,
     window_start_bytes: u64,
@@ -366,6 +379,10 @@ pub struct Prefetcher {
     candidates: HashMap<u64, VecDeque<StreamId>>,
     /// `(extent, cursor, stream)`: streams by where their next read starts.
     by_cursor: BTreeSet<(u64, u64, StreamId)>,
+    /// `(extent, origin)` → sequential streams that began there (kept).
+    origins: BTreeMap<(u64, u64), u32>,
+    /// Per extent, the origins kept, oldest first.
+    origin_order: HashMap<u64, VecDeque<u64>>,
     want_turn: VecDeque<StreamId>,
     dispatch_set: Vec<Slot>,
     /// The slot whose stream issues next.
@@ -390,6 +407,8 @@ impl Prefetcher {
             streams: HashMap::new(),
             candidates: HashMap::new(),
             by_cursor: BTreeSet::new(),
+            origins: BTreeMap::new(),
+            origin_order: HashMap::new(),
             want_turn: VecDeque::new(),
             dispatch_set: Vec::new(),
             dispatch_cursor: 0,
@@ -462,9 +481,15 @@ impl Prefetcher {
                 continue;
             }
             let stream = &self.streams[&slot.stream];
-            let length_bytes = stream.readahead_bytes.min(stream.extent_bytes.saturating_sub(stream.issued_end_bytes));
+            let length_bytes = if self.stops_at_origin(stream) {
+                0
+            } else {
+                let end = stream.extent_bytes.min(self.next_origin(stream.extent, stream.issued_end_bytes));
+                stream.readahead_bytes.min(end.saturating_sub(stream.issued_end_bytes))
+            };
             if length_bytes == 0 {
-                // The extent's end: the turn is over with what was issued.
+                // The extent's end, or another stream's origin its reader has
+                // not read past: the turn is over with what was issued.
                 self.end_turn_early(index);
                 return self.next_dispatch(now_ns);
             }
@@ -593,6 +618,7 @@ impl Prefetcher {
                 extent_bytes: read.extent_bytes,
                 run_reads: 1,
                 cursor_bytes: end,
+                origin_bytes: read.offset_bytes,
                 last_read_ns: now_ns,
                 sequential: false,
                 window_start_bytes: end,
@@ -682,12 +708,43 @@ impl Prefetcher {
             .min(self.settings.readahead_bytes);
         let stream = self.streams.get_mut(&id).expect("found");
         assert!(stream.in_flight.is_empty() && stream.unread_bytes() == 0, "a candidate holds nothing");
+        let (extent, origin) = (stream.extent, stream.origin_bytes);
         stream.sequential = true;
         stream.readahead_bytes = first_readahead_bytes;
         stream.window_start_bytes = position_bytes;
         stream.ready_end_bytes = position_bytes;
         stream.issued_end_bytes = position_bytes;
+        self.remember_origin(extent, origin);
         self.ask_for_turn_if_needed(id);
+    }
+
+    /// Keeps `origin` as where a sequential stream of `extent` began,
+    /// forgetting the extent's oldest past [`ORIGINS_PER_EXTENT_MAX`].
+    fn remember_origin(&mut self, extent: u64, origin: u64) {
+        *self.origins.entry((extent, origin)).or_default() += 1;
+        let order = self.origin_order.entry(extent).or_default();
+        order.push_back(origin);
+        if order.len() > ORIGINS_PER_EXTENT_MAX {
+            let oldest = order.pop_front().expect("longer than the bound");
+            let count = self.origins.get_mut(&(extent, oldest)).expect("kept in order");
+            *count -= 1;
+            if *count == 0 {
+                self.origins.remove(&(extent, oldest));
+            }
+        }
+    }
+
+    /// The first origin of `extent` after `position`, or the end of the
+    /// address space.
+    fn next_origin(&self, extent: u64, position_bytes: u64) -> u64 {
+        self.origins
+            .range((extent, position_bytes.saturating_add(1))..=(extent, u64::MAX))
+            .next()
+            .map_or(u64::MAX, |(&(_, origin), _)| origin)
+    }
+
+    fn stops_at_origin(&self, stream: &Stream) -> bool {
+        stops_at_origin(&self.origins, stream)
     }
 
     /// Releases the stream's bytes below `position` (never a waiting read's);
@@ -714,11 +771,13 @@ impl Prefetcher {
         let requests_per_turn = u64::from(self.settings.requests_per_turn);
         let stream = self.streams.get_mut(&id).expect("found");
         let refill_bytes = stream.readahead_bytes * requests_per_turn / 2;
+        let reader_waits_past =
+            stream.pending.back().is_some_and(|pending| pending.end_bytes > stream.issued_end_bytes);
         let wants = stream.sequential
             && stream.turn == Turn::Idle
             && stream.issued_end_bytes < stream.extent_bytes
-            && (stream.unread_bytes() <= refill_bytes
-                || stream.pending.back().is_some_and(|pending| pending.end_bytes > stream.issued_end_bytes));
+            && (reader_waits_past
+                || (stream.unread_bytes() <= refill_bytes && !stops_at_origin(&self.origins, stream)));
         if wants {
             stream.turn = Turn::Queued;
             self.want_turn.push_back(id);
@@ -857,6 +916,15 @@ impl Prefetcher {
     }
 }
 
+/// Whether `stream` has prefetched up to another stream's origin and no
+/// read of its own waits beyond it: it prefetches no further for now.
+fn stops_at_origin(origins: &BTreeMap<(u64, u64), u32>, stream: &Stream) -> bool {
+    let reader_waits_past = stream.pending.back().is_some_and(|pending| pending.end_bytes > stream.issued_end_bytes);
+    !reader_waits_past
+        && stream.issued_end_bytes != stream.origin_bytes
+        && origins.contains_key(&(stream.extent, stream.issued_end_bytes))
+}
+
 /// Folds completed prefetches that continue the ready part into it.
 fn fold_ready(stream: &mut Stream) {
     stream.in_flight.sort_by_key(|io| io.offset_bytes);
@@ -917,6 +985,40 @@ mod tests {
             ReadDecision::MissStartingStream(id) => id,
             other => panic!("the second read starts the stream, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_prefetch_stops_where_another_stream_began_until_its_reader_reads_on() {
+        let mut prefetcher = Prefetcher::new(settings(2, 4 * MIB, 1, 16 * MIB)).unwrap();
+        // A second reader's region begins at 6 MiB.
+        let neighbour = 6 * MIB;
+        assert_eq!(prefetcher.on_read(read(0, neighbour, 128 * KIB), 0), ReadDecision::Miss);
+        assert!(matches!(
+            prefetcher.on_read(read(0, neighbour + 128 * KIB, 128 * KIB), 0),
+            ReadDecision::MissStartingStream(_)
+        ));
+        let first = start_stream(&mut prefetcher, 0);
+        let ios: Vec<PrefetchIo> = dispatch_all(&mut prefetcher).into_iter().filter(|io| io.stream == first).collect();
+        assert_eq!(ios.len(), 1);
+        assert_eq!((ios[0].offset_bytes, ios[0].length_bytes), (256 * KIB, 4 * MIB));
+        prefetcher.on_complete(&ios[0], 0);
+        // Reading most of it asks for the next turn, which stops at 6 MiB.
+        assert_eq!(prefetcher.on_read(read(0, 256 * KIB, 3 * MIB), 0), ReadDecision::Hit);
+        let next: Vec<PrefetchIo> = dispatch_all(&mut prefetcher).into_iter().filter(|io| io.stream == first).collect();
+        assert_eq!(next.len(), 1);
+        assert_eq!(next[0].offset_bytes + next[0].length_bytes, neighbour, "clipped at the neighbour's origin");
+        prefetcher.on_complete(&next[0], 0);
+        // Read up to the origin: no turn beyond it is asked for.
+        let held = prefetcher.held_range(first).unwrap();
+        assert_eq!(prefetcher.on_read(read(0, held.start, held.end - held.start), 0), ReadDecision::Hit);
+        assert!(dispatch_all(&mut prefetcher).iter().all(|io| io.stream != first));
+        // The reader reads on past it: its stream prefetches from there.
+        assert!(matches!(prefetcher.on_read(read(0, neighbour, 128 * KIB), 0), ReadDecision::Wait(_)));
+        let past: Vec<PrefetchIo> = dispatch_all(&mut prefetcher).into_iter().filter(|io| io.stream == first).collect();
+        assert_eq!(past.len(), 1);
+        assert_eq!((past[0].offset_bytes, past[0].length_bytes), (neighbour, 4 * MIB));
+        assert_eq!(prefetcher.on_complete(&past[0], 0).len(), 1, "the waiting read is answered");
+        prefetcher.check_invariants();
     }
 
     #[test]
