@@ -68,9 +68,10 @@ struct PoolState {
 }
 
 impl PoolState {
-    /// Workers not waiting in [`blocking`].
+    /// Workers not waiting in [`blocking`] (a task may wait in it more than
+    /// once at a time, so this saturates).
     fn free_workers(&self) -> usize {
-        self.workers - self.blocked
+        self.workers.saturating_sub(self.blocked)
     }
 }
 
@@ -150,7 +151,10 @@ impl WorkerPool {
         pool.shared.lock().free_target = worker_count;
         for index in 0..worker_count {
             pool.shared.lock().workers += 1;
-            pool.shared.spawn_worker(format!("nbd-worker-{index}"))?;
+            if let Err(error) = pool.shared.spawn_worker(format!("nbd-worker-{index}")) {
+                pool.shared.lock().workers -= 1;
+                return Err(error);
+            }
         }
         Ok(pool)
     }
