@@ -352,6 +352,11 @@ impl Stream {
             .sum()
     }
 
+    /// Whether a read waits for bytes beyond what the stream has issued.
+    fn reader_waits_past(&self) -> bool {
+        self.pending.back().is_some_and(|pending| pending.end_bytes > self.issued_end_bytes)
+    }
+
     /// Memory this stream holds: its window, and in-flight bytes below it.
     fn held_bytes(&self) -> u64 {
         self.unread_bytes() + self.in_flight_bytes_within(0, self.window_start_bytes)
@@ -481,10 +486,14 @@ impl Prefetcher {
                 continue;
             }
             let stream = &self.streams[&slot.stream];
-            let length_bytes = if self.stops_at_origin(stream) {
+            let length_bytes = if stops_at_origin(&self.origins, stream) {
                 0
             } else {
-                let end = stream.extent_bytes.min(self.next_origin(stream.extent, stream.issued_end_bytes));
+                // Never short of a waiting read's end: one prefetch of at
+                // most R brings all of it, so D·R·N still answers it.
+                let waited_end = stream.pending.back().map_or(0, |pending| pending.end_bytes);
+                let clip_after = stream.issued_end_bytes.max(waited_end.saturating_sub(1));
+                let end = stream.extent_bytes.min(self.next_origin(stream.extent, clip_after));
                 stream.readahead_bytes.min(end.saturating_sub(stream.issued_end_bytes))
             };
             if length_bytes == 0 {
@@ -743,10 +752,6 @@ impl Prefetcher {
             .map_or(u64::MAX, |(&(_, origin), _)| origin)
     }
 
-    fn stops_at_origin(&self, stream: &Stream) -> bool {
-        stops_at_origin(&self.origins, stream)
-    }
-
     /// Releases the stream's bytes below `position` (never a waiting read's);
     /// a position past the window empties it there.
     fn release_through(&mut self, id: StreamId, position_bytes: u64) {
@@ -771,12 +776,10 @@ impl Prefetcher {
         let requests_per_turn = u64::from(self.settings.requests_per_turn);
         let stream = self.streams.get_mut(&id).expect("found");
         let refill_bytes = stream.readahead_bytes * requests_per_turn / 2;
-        let reader_waits_past =
-            stream.pending.back().is_some_and(|pending| pending.end_bytes > stream.issued_end_bytes);
         let wants = stream.sequential
             && stream.turn == Turn::Idle
             && stream.issued_end_bytes < stream.extent_bytes
-            && (reader_waits_past
+            && (stream.reader_waits_past()
                 || (stream.unread_bytes() <= refill_bytes && !stops_at_origin(&self.origins, stream)));
         if wants {
             stream.turn = Turn::Queued;
@@ -916,13 +919,11 @@ impl Prefetcher {
     }
 }
 
-/// Whether `stream` has prefetched up to another stream's origin and no
-/// read of its own waits beyond it: it prefetches no further for now.
+/// Whether `stream` has prefetched up to another stream's origin (its own
+/// lies behind its window) and no read of its own waits beyond it: it
+/// prefetches no further for now.
 fn stops_at_origin(origins: &BTreeMap<(u64, u64), u32>, stream: &Stream) -> bool {
-    let reader_waits_past = stream.pending.back().is_some_and(|pending| pending.end_bytes > stream.issued_end_bytes);
-    !reader_waits_past
-        && stream.issued_end_bytes != stream.origin_bytes
-        && origins.contains_key(&(stream.extent, stream.issued_end_bytes))
+    !stream.reader_waits_past() && origins.contains_key(&(stream.extent, stream.issued_end_bytes))
 }
 
 /// Folds completed prefetches that continue the ready part into it.
@@ -1018,6 +1019,40 @@ mod tests {
         assert_eq!(past.len(), 1);
         assert_eq!((past[0].offset_bytes, past[0].length_bytes), (neighbour, 4 * MIB));
         assert_eq!(prefetcher.on_complete(&past[0], 0).len(), 1, "the waiting read is answered");
+        prefetcher.check_invariants();
+    }
+
+    #[test]
+    fn a_read_waiting_across_an_origin_gets_one_whole_prefetch() {
+        // M holds one R: a read waiting across another stream's origin must
+        // come from one prefetch, not one stopped at the origin and a second
+        // that no longer fits.
+        let mut prefetcher = Prefetcher::new(settings(1, 64 * KIB, 1, 64 * KIB)).unwrap();
+        let origin = 200 * KIB;
+        assert_eq!(prefetcher.on_read(read(0, origin, 4 * KIB), 0), ReadDecision::Miss);
+        assert!(matches!(
+            prefetcher.on_read(read(0, origin + 4 * KIB, 4 * KIB), 0),
+            ReadDecision::MissStartingStream(_)
+        ));
+        for io in dispatch_all(&mut prefetcher) {
+            prefetcher.on_complete(&io, 0);
+        }
+        // The neighbour goes away; where it began is remembered.
+        prefetcher.collect_stale(1_000);
+        assert_eq!(prefetcher.memory_bytes(), 0);
+        assert_eq!(prefetcher.on_read(read(0, 0, 64 * KIB), 1_000), ReadDecision::Miss);
+        assert!(matches!(prefetcher.on_read(read(0, 64 * KIB, 64 * KIB), 1_000), ReadDecision::MissStartingStream(_)));
+        let first = dispatch_all(&mut prefetcher);
+        assert_eq!(first.len(), 1);
+        prefetcher.on_complete(&first[0], 1_000);
+        assert_eq!(prefetcher.on_read(read(0, 128 * KIB, 64 * KIB), 1_000), ReadDecision::Hit);
+        let ReadDecision::Wait(ticket) = prefetcher.on_read(read(0, 192 * KIB, 64 * KIB), 1_000) else {
+            panic!("a read just past the window waits for the next turn");
+        };
+        let next = dispatch_all(&mut prefetcher);
+        assert_eq!(next.len(), 1);
+        assert_eq!((next[0].offset_bytes, next[0].length_bytes), (192 * KIB, 64 * KIB), "not stopped at the origin");
+        assert_eq!(prefetcher.on_complete(&next[0], 1_000), vec![ticket]);
         prefetcher.check_invariants();
     }
 
@@ -1235,11 +1270,12 @@ mod tests {
     }
 
     impl Host {
-        fn new(settings: PrefetchSettings, readers: usize) -> Host {
+        /// `readers` sequential readers starting `spacing_bytes` apart.
+        fn new(settings: PrefetchSettings, readers: usize, spacing_bytes: u64) -> Host {
             Host {
                 prefetcher: Prefetcher::new(settings).unwrap(),
                 now_ns: 0,
-                positions: (0..readers as u64).map(|reader| reader * 1_000 * MIB).collect(),
+                positions: (0..readers as u64).map(|reader| reader * spacing_bytes).collect(),
                 outstanding: vec![None; readers],
                 in_flight: Vec::new(),
                 waiting: BTreeMap::new(),
@@ -1355,9 +1391,12 @@ mod tests {
         fn random_interleavings_keep_memory_under_m_and_answer_every_read_once(
             settings in prefetch_settings(),
             readers in 1..6usize,
+            // Readers far apart, or close enough to read into each other's
+            // parts and meet each other's origins.
+            spacing_bytes in prop_oneof![Just(1_000 * MIB), (1..16u64).prop_map(|blocks| blocks * 64 * KIB)],
             steps in prop::collection::vec(step(), 1..400),
         ) {
-            let mut host = Host::new(settings, readers);
+            let mut host = Host::new(settings, readers, spacing_bytes);
             for step in &steps {
                 host.apply(step);
                 prop_assert!(host.prefetcher.memory_bytes() <= settings.memory_bytes_max);
