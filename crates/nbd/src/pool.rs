@@ -189,7 +189,8 @@ impl WorkerPool {
     }
 
     /// Workers running now, spares included.
-    pub fn workers(&self) -> usize {
+    #[cfg(test)]
+    fn workers(&self) -> usize {
         self.shared.lock().workers
     }
 }
