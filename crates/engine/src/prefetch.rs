@@ -981,8 +981,20 @@ mod tests {
 
     /// Starts a stream on `extent` with two 128 KiB reads from 0.
     fn start_stream(prefetcher: &mut Prefetcher, extent: u64) -> StreamId {
-        assert_eq!(prefetcher.on_read(read(extent, 0, 128 * KIB), 0), ReadDecision::Miss);
-        match prefetcher.on_read(read(extent, 128 * KIB, 128 * KIB), 0) {
+        start_stream_at(prefetcher, extent, 0, 128 * KIB, 0)
+    }
+
+    /// Starts a stream on `extent` at `now_ns` with two reads of
+    /// `read_bytes` from `offset_bytes`.
+    fn start_stream_at(
+        prefetcher: &mut Prefetcher,
+        extent: u64,
+        offset_bytes: u64,
+        read_bytes: u64,
+        now_ns: u64,
+    ) -> StreamId {
+        assert_eq!(prefetcher.on_read(read(extent, offset_bytes, read_bytes), now_ns), ReadDecision::Miss);
+        match prefetcher.on_read(read(extent, offset_bytes + read_bytes, read_bytes), now_ns) {
             ReadDecision::MissStartingStream(id) => id,
             other => panic!("the second read starts the stream, got {other:?}"),
         }
@@ -993,11 +1005,7 @@ mod tests {
         let mut prefetcher = Prefetcher::new(settings(2, 4 * MIB, 1, 16 * MIB)).unwrap();
         // A second reader's region begins at 6 MiB.
         let neighbour = 6 * MIB;
-        assert_eq!(prefetcher.on_read(read(0, neighbour, 128 * KIB), 0), ReadDecision::Miss);
-        assert!(matches!(
-            prefetcher.on_read(read(0, neighbour + 128 * KIB, 128 * KIB), 0),
-            ReadDecision::MissStartingStream(_)
-        ));
+        start_stream_at(&mut prefetcher, 0, neighbour, 128 * KIB, 0);
         let first = start_stream(&mut prefetcher, 0);
         let ios: Vec<PrefetchIo> = dispatch_all(&mut prefetcher).into_iter().filter(|io| io.stream == first).collect();
         assert_eq!(ios.len(), 1);
@@ -1028,20 +1036,14 @@ mod tests {
         // come from one prefetch, not one stopped at the origin and a second
         // that no longer fits.
         let mut prefetcher = Prefetcher::new(settings(1, 64 * KIB, 1, 64 * KIB)).unwrap();
-        let origin = 200 * KIB;
-        assert_eq!(prefetcher.on_read(read(0, origin, 4 * KIB), 0), ReadDecision::Miss);
-        assert!(matches!(
-            prefetcher.on_read(read(0, origin + 4 * KIB, 4 * KIB), 0),
-            ReadDecision::MissStartingStream(_)
-        ));
+        start_stream_at(&mut prefetcher, 0, 200 * KIB, 4 * KIB, 0);
         for io in dispatch_all(&mut prefetcher) {
             prefetcher.on_complete(&io, 0);
         }
         // The neighbour goes away; where it began is remembered.
         prefetcher.collect_stale(1_000);
         assert_eq!(prefetcher.memory_bytes(), 0);
-        assert_eq!(prefetcher.on_read(read(0, 0, 64 * KIB), 1_000), ReadDecision::Miss);
-        assert!(matches!(prefetcher.on_read(read(0, 64 * KIB, 64 * KIB), 1_000), ReadDecision::MissStartingStream(_)));
+        start_stream_at(&mut prefetcher, 0, 0, 64 * KIB, 1_000);
         let first = dispatch_all(&mut prefetcher);
         assert_eq!(first.len(), 1);
         prefetcher.on_complete(&first[0], 1_000);
