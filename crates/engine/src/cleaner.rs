@@ -19,6 +19,8 @@
 //! Segments holding blocks a snapshot holds are never victims (moving such a
 //! block would keep both versions).
 
+use std::collections::BTreeSet;
+
 use proxima_device::BlockDevice;
 use serde::Serialize;
 
@@ -39,7 +41,9 @@ pub struct CleaningReport {
     pub blocks_read: u64,
     /// Live blocks moved.
     pub blocks_written: u64,
-    /// Victims left with no block in use.
+    /// Victims emptied: clean when the pass ended, or emptied and then filled
+    /// again by the pass's own copies (after a CP the pass took to make room
+    /// for its metadata, an emptied victim is a clean segment like any other).
     pub segments_cleaned: u64,
 }
 
@@ -125,7 +129,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut report = CleaningReport::default();
         let candidates = self.cleaning_candidates();
         let segment_blocks = self.segments.segment_blocks();
-        let Some(choice) = choose_victims(&self.options.cleaning, &candidates, segment_blocks, self.segments.clock())
+        let room_blocks = self.segments.clean_count(&self.data_space) * segment_blocks;
+        let clock = self.segments.clock();
+        let Some(choice) = choose_victims(&self.options.cleaning, &candidates, segment_blocks, clock, room_blocks)
         else {
             return Ok(report);
         };
@@ -134,22 +140,29 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         // before its blocks are allocated, and it is mapped before the next.
         let mut chunk: Vec<LivePiece> = Vec::new();
         let mut chunk_blocks = 0;
+        // Segments the copies went to.
+        let mut destinations = BTreeSet::new();
         for victim in &choice.victims {
             let of_victim: Vec<LivePiece> = pieces.iter().copied().filter(|piece| piece.segment == *victim).collect();
             chunk_blocks += of_victim.iter().map(|piece| piece.block_count).sum::<u64>();
             chunk.extend(of_victim);
             if chunk_blocks >= segment_blocks {
-                self.move_chunk(&std::mem::take(&mut chunk), &choice, &mut report)?;
+                self.move_chunk(&std::mem::take(&mut chunk), &choice, &mut report, &mut destinations)?;
                 chunk_blocks = 0;
             }
         }
         if !chunk.is_empty() {
-            self.move_chunk(&chunk, &choice, &mut report)?;
+            self.move_chunk(&chunk, &choice, &mut report, &mut destinations)?;
         }
         // The victims' old blocks are allocatable once this CP is durable.
         self.commit()?;
-        report.segments_cleaned =
-            choice.victims.iter().filter(|&&segment| self.segments.is_clean(&self.data_space, segment)).count() as u64;
+        // Copies go to clean segments or to non-victims' holes only, so a
+        // victim they went to had been emptied first.
+        report.segments_cleaned = choice
+            .victims
+            .iter()
+            .filter(|&&segment| self.segments.is_clean(&self.data_space, segment) || destinations.contains(&segment))
+            .count() as u64;
         self.stats.cleaning_passes += 1;
         self.stats.segments_cleaned += report.segments_cleaned;
         self.stats.cleaning_blocks_read += report.blocks_read;
@@ -202,7 +215,13 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Moves one chunk of live pieces: room for its metadata, its victims
     /// read, new places allocated, the copies written as one batch, then
     /// each piece's checksums and direct record logged and its map updated.
-    fn move_chunk(&mut self, chunk: &[LivePiece], choice: &CleaningChoice, report: &mut CleaningReport) -> Result<()> {
+    fn move_chunk(
+        &mut self,
+        chunk: &[LivePiece],
+        choice: &CleaningChoice,
+        report: &mut CleaningReport,
+        destinations: &mut BTreeSet<u64>,
+    ) -> Result<()> {
         if chunk.is_empty() {
             return Ok(());
         }
@@ -248,6 +267,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                     ..*piece
                 };
                 moves.push((part, start));
+                destinations.extend(self.segments.segment_of(start));
                 done += got;
             }
         }

@@ -120,11 +120,19 @@ pub struct CleaningChoice {
 /// with at least one free block, neither clean nor the log head);
 /// `segment_blocks` is the segment size and `now` the segment clock. `None`
 /// when no candidate has a free block.
+///
+/// A copying pass takes victims, in its policy's order, only while their
+/// live blocks fit in `room_blocks` (the clean segments' blocks), at least
+/// one: the victims become clean only when the pass commits, so live blocks
+/// beyond the room would find no clean segment, stay where they are, and
+/// leave their victims to be read again by the next pass. Hole-plugging
+/// writes into other segments' holes and is bounded by the pass size only.
 pub fn choose_victims(
     settings: &CleaningSettings,
     candidates: &[Candidate],
     segment_blocks: u64,
     now: u64,
+    room_blocks: u64,
 ) -> Option<CleaningChoice> {
     let useful: Vec<Candidate> =
         candidates.iter().copied().filter(|candidate| candidate.usage.live_blocks < segment_blocks).collect();
@@ -133,9 +141,17 @@ pub fn choose_victims(
     }
     let budget = (settings.pass_blocks_max / segment_blocks).max(1);
     let pick = |order: Order, method: CleaningMethod, pool: &[Candidate]| {
-        let victims =
-            ordered(pool, order, segment_blocks, now).into_iter().take(usize::try_from(budget).unwrap_or(usize::MAX));
-        let victims: Vec<SegmentUsage> = victims.collect();
+        let mut live_taken = 0;
+        let victims: Vec<SegmentUsage> = ordered(pool, order, segment_blocks, now)
+            .into_iter()
+            .take(usize::try_from(budget).unwrap_or(usize::MAX))
+            .enumerate()
+            .take_while(|(index, usage)| {
+                live_taken += usage.live_blocks;
+                *index == 0 || method == CleaningMethod::PlugHoles || live_taken <= room_blocks
+            })
+            .map(|(_, usage)| usage)
+            .collect();
         let cleaning_utilization = mean_utilization(&victims, segment_blocks);
         let cost = match method {
             CleaningMethod::Copy => lfs_cleaning_cost(cleaning_utilization),
@@ -233,33 +249,48 @@ mod tests {
     fn greedy_takes_the_emptiest_segments_within_the_pass() {
         let candidates =
             [candidate(0, 90, 1, 0), candidate(1, 10, 50, 0), candidate(2, 40, 2, 0), candidate(3, 100, 0, 0)];
-        let choice = choose_victims(&settings(CleaningPolicy::Greedy, 2), &candidates, 100, 60).unwrap();
+        let choice = choose_victims(&settings(CleaningPolicy::Greedy, 2), &candidates, 100, 60, u64::MAX).unwrap();
         assert_eq!(choice.victims, vec![1, 2]);
         assert_eq!(choice.method, CleaningMethod::Copy);
         assert!((choice.cost - 2.0 / (1.0 - 0.25)).abs() < 1e-12);
     }
 
     #[test]
+    fn a_copying_pass_takes_no_more_live_blocks_than_the_clean_room_but_always_one_victim() {
+        let candidates =
+            [candidate(0, 30, 1, 0), candidate(1, 10, 1, 0), candidate(2, 20, 1, 0), candidate(3, 40, 1, 0)];
+        let greedy = settings(CleaningPolicy::Greedy, 4);
+        // Greedy order: 1 (10), 2 (20), 0 (30), 3 (40); 60 blocks of room take the first three.
+        assert_eq!(choose_victims(&greedy, &candidates, 100, 5, 60).unwrap().victims, vec![1, 2, 0]);
+        assert_eq!(choose_victims(&greedy, &candidates, 100, 5, 59).unwrap().victims, vec![1, 2]);
+        assert_eq!(choose_victims(&greedy, &candidates, 100, 5, 0).unwrap().victims, vec![1], "one at least");
+        // Hole-plugging fills other segments' holes: the pass size alone bounds it.
+        let plugging = settings(CleaningPolicy::HolePlugging, 4);
+        assert_eq!(choose_victims(&plugging, &candidates, 100, 5, 0).unwrap().victims.len(), 4);
+    }
+
+    #[test]
     fn cost_benefit_prefers_old_segments_over_slightly_emptier_young_ones() {
         // Segment 0: 70 % full, written long ago; segment 1: 60 % full, just written.
         let candidates = [candidate(0, 70, 10, 0), candidate(1, 60, 990, 0)];
-        let choice = choose_victims(&settings(CleaningPolicy::CostBenefit, 1), &candidates, 100, 1000).unwrap();
+        let choice =
+            choose_victims(&settings(CleaningPolicy::CostBenefit, 1), &candidates, 100, 1000, u64::MAX).unwrap();
         assert_eq!(choice.victims, vec![0]);
-        let greedy = choose_victims(&settings(CleaningPolicy::Greedy, 1), &candidates, 100, 1000).unwrap();
+        let greedy = choose_victims(&settings(CleaningPolicy::Greedy, 1), &candidates, 100, 1000, u64::MAX).unwrap();
         assert_eq!(greedy.victims, vec![1]);
     }
 
     #[test]
     fn full_segments_are_never_chosen_and_nothing_to_clean_is_none() {
         let candidates = [candidate(0, 100, 1, 0)];
-        assert_eq!(choose_victims(&settings(CleaningPolicy::Greedy, 4), &candidates, 100, 5), None);
-        assert_eq!(choose_victims(&settings(CleaningPolicy::Adaptive, 4), &[], 100, 5), None);
+        assert_eq!(choose_victims(&settings(CleaningPolicy::Greedy, 4), &candidates, 100, 5, u64::MAX), None);
+        assert_eq!(choose_victims(&settings(CleaningPolicy::Adaptive, 4), &[], 100, 5, u64::MAX), None);
     }
 
     #[test]
     fn hole_plugging_uses_the_greedy_victims() {
         let candidates = [candidate(0, 80, 1, 0), candidate(1, 20, 1, 0)];
-        let choice = choose_victims(&settings(CleaningPolicy::HolePlugging, 1), &candidates, 100, 5).unwrap();
+        let choice = choose_victims(&settings(CleaningPolicy::HolePlugging, 1), &candidates, 100, 5, u64::MAX).unwrap();
         assert_eq!((choice.victims.clone(), choice.method), (vec![1], CleaningMethod::PlugHoles));
         assert!((choice.cost - (2.0 + 0.2 * 32.8)).abs() < 1e-12);
     }
@@ -269,10 +300,11 @@ mod tests {
         // Hot partition: segments nearly full (u_c 0.95 → copy costs 40,
         // plugging 2 + 0.95·A = 33.2). Cold partition: 50 % (copy 4, plugging 18.4).
         let candidates = [candidate(0, 95, 1, 0), candidate(1, 50, 1, 1)];
-        let choice = choose_victims(&settings(CleaningPolicy::Adaptive, 1), &candidates, 100, 5).unwrap();
+        let choice = choose_victims(&settings(CleaningPolicy::Adaptive, 1), &candidates, 100, 5, u64::MAX).unwrap();
         assert_eq!((choice.victims.clone(), choice.method), (vec![1], CleaningMethod::Copy));
         // With only the nearly full partition, plugging is cheaper than copying.
-        let hot_only = choose_victims(&settings(CleaningPolicy::Adaptive, 1), &candidates[..1], 100, 5).unwrap();
+        let hot_only =
+            choose_victims(&settings(CleaningPolicy::Adaptive, 1), &candidates[..1], 100, 5, u64::MAX).unwrap();
         assert_eq!(hot_only.method, CleaningMethod::PlugHoles);
     }
 
