@@ -9,6 +9,10 @@
 //! - [`synthetic`]: seeded generators of block addresses (uniform, hot/cold,
 //!   Knuth's 80/20 family, Zipf, sequential and interleaved appenders,
 //!   TPC-B-like), and open-loop arrival timing for writing traces.
+//! - [`buffer_pool`]: a write-back LRU buffer pool of pages, between the
+//!   database workloads and the disk.
+//! - [`tpcb`]: TPC-B as uniformly random page updates through that pool
+//!   (the HyLog paper's Table 3).
 //! - [`tpcc`]: a TPC-C-like transaction mix of closed-loop users over a
 //!   warehouse database's pages through an LRU buffer pool (the HyLog
 //!   paper's setup).
@@ -27,12 +31,14 @@
 //! - [`nbd_client`]: a small pipelined NBD client over `proxima-nbd`'s codec.
 
 pub mod application;
+pub mod buffer_pool;
 pub mod mixed;
 pub mod nbd_client;
 pub mod replay;
 pub mod request;
 pub mod srarw;
 pub mod synthetic;
+pub mod tpcb;
 pub mod tpcc;
 pub mod trace;
 
