@@ -97,7 +97,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         if !self.options.cleaning.automatic {
             return Ok(());
         }
-        while self.cleaning_needed() {
+        let threshold = self.options.cleaning.start_below_clean_segments;
+        while self.segments.enabled() && !self.segments.clean_at_least(&self.data_space, threshold) {
             match self.clean_pass() {
                 Ok(report) if report.segments_cleaned > 0 => {}
                 Ok(_) | Err(EngineError::NoSpace { .. }) => break,

@@ -76,6 +76,9 @@ pub(crate) struct Segments {
     heads: [Option<(u64, u64)>; LOG_STREAMS],
     /// Where the search for the next clean segment starts.
     clean_cursor: u64,
+    /// The last count of clean segments and the space map's shrink count
+    /// when it was made ([`Segments::clean_at_least`]).
+    clean_memo: Option<(u64, u64)>,
 }
 
 impl Segments {
@@ -103,7 +106,17 @@ impl Segments {
             }
         }
         let clock = ages.iter().copied().max().unwrap_or(0);
-        Self { enabled, segment_blocks, device_blocks, ages, clock, table, heads: [None; LOG_STREAMS], clean_cursor: 0 }
+        Self {
+            enabled,
+            segment_blocks,
+            device_blocks,
+            ages,
+            clock,
+            table,
+            heads: [None; LOG_STREAMS],
+            clean_cursor: 0,
+            clean_memo: None,
+        }
     }
 
     /// Whether the layout writes segments.
@@ -159,6 +172,23 @@ impl Segments {
     pub(crate) fn clean_count(&self, space: &SpaceMap) -> u64 {
         (0..self.segment_count()).filter(|&segment| !self.is_head(segment) && self.is_clean(space, segment)).count()
             as u64
+    }
+
+    /// Whether at least `wanted` segments are clean, the head excluded. Only
+    /// a shrinking of the allocatable blocks can lower the count (frees raise
+    /// it), so a count that reached `wanted` and was made at the space map's
+    /// current shrink count needs no recount: a write asks after every
+    /// update, and the whole device is counted only after a block was taken.
+    pub(crate) fn clean_at_least(&mut self, space: &SpaceMap, wanted: u64) -> bool {
+        let shrinks = space.shrink_count();
+        if let Some((counted_at, count)) = self.clean_memo {
+            if counted_at == shrinks && count >= wanted {
+                return true;
+            }
+        }
+        let count = self.clean_count(space);
+        self.clean_memo = Some((shrinks, count));
+        count >= wanted
     }
 
     /// Every segment's usage now.
@@ -339,6 +369,22 @@ mod tests {
         assert_eq!(segments.age(0), 16);
         assert_eq!(segments.age(2), 20);
         assert_eq!(segments.clean_count(&space), 1, "segment 3 only: 1 is used, 2 is the head");
+    }
+
+    #[test]
+    fn the_clean_count_is_asked_again_only_after_blocks_were_taken() {
+        let mut space = space(64);
+        let mut segments = Segments::new(PersistentTree::new(0), 64, 16, true);
+        assert!(segments.clean_at_least(&space, 4) && !segments.clean_at_least(&space, 5));
+        // A block taken in segment 1, another by the head in segment 0.
+        assert_eq!(space.allocate_within(20, 16, 32, 1), Some((20, 1)));
+        assert!(!segments.clean_at_least(&space, 4), "the taken block was seen");
+        segments.allocate_at_head(&mut space, 1, HeadWriter::User);
+        assert!(segments.clean_at_least(&space, 2) && !segments.clean_at_least(&space, 3));
+        // Freed blocks count once they are allocatable again.
+        space.free(20);
+        space.checkpoint_durable();
+        assert!(segments.clean_at_least(&space, 3));
     }
 
     #[test]

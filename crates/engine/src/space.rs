@@ -71,6 +71,11 @@ pub struct SpaceMap {
     first_usable_block: u64,
     /// Blocks the active tree or a deletion scan has let go of since open.
     free_count: u64,
+    /// Times the allocatable blocks have shrunk since open (a block taken,
+    /// or held for snapshots, or the maps replaced): a count of something
+    /// that only frees can raise (clean segments) stays a lower bound while
+    /// this is unchanged.
+    shrink_count: u64,
 }
 
 impl SpaceMap {
@@ -96,6 +101,7 @@ impl SpaceMap {
             cursor: first_usable_block,
             first_usable_block,
             free_count: 0,
+            shrink_count: 0,
         };
         space.recount_all();
         space
@@ -396,6 +402,7 @@ impl SpaceMap {
 
     fn take(&mut self, block: u64) {
         assert!(self.is_allocatable(block), "{} block {block} is taken only while allocatable", self.role);
+        self.shrink_count += 1;
         self.record(MapKind::Active, block, true);
         let page = (block / BITS_PER_PAGE) as usize;
         self.allocatable_per_page[page] -= 1;
@@ -478,6 +485,7 @@ impl SpaceMap {
             self.record(MapKind::Active, block, false);
         } else if self.is_allocatable(block) {
             self.allocatable_per_page[(block / BITS_PER_PAGE) as usize] -= 1;
+            self.shrink_count += 1;
         }
         self.record(MapKind::Summary, block, true);
     }
@@ -527,6 +535,7 @@ impl SpaceMap {
         self.journal.clear();
         self.youngest_scan = None;
         self.recount_all();
+        self.shrink_count += 1;
         // Blocks only the safe copies hold become allocatable at the next
         // durable CP: recount every page then.
         self.touched_pages.extend(0..self.allocatable_per_page.len());
@@ -558,6 +567,12 @@ impl SpaceMap {
             }
         }
         Ok(())
+    }
+
+    /// Times the allocatable blocks have shrunk since open: a clock of when
+    /// space may have gone.
+    pub fn shrink_count(&self) -> u64 {
+        self.shrink_count
     }
 
     /// Blocks let go of (by the active tree or a deletion scan) since open: a
