@@ -167,10 +167,12 @@ pub fn measure_write_cost(
     update(&mut volume, warmup)?;
     let before = volume.stats().clone();
     update(&mut volume, measured)?;
-    Ok(measurement(&before, volume.stats(), settings.segment_blocks))
+    Ok(write_cost_between(&before, volume.stats(), settings.segment_blocks))
 }
 
-fn measurement(before: &EngineStats, after: &EngineStats, segment_blocks: u64) -> WriteCostMeasurement {
+/// The overall write cost and cleaning utilisation of what a volume did
+/// between two readings of its counters.
+pub fn write_cost_between(before: &EngineStats, after: &EngineStats, segment_blocks: u64) -> WriteCostMeasurement {
     // Blocks destaged from the segment buffer, and large writes sent to the
     // log head directly.
     let user_blocks =

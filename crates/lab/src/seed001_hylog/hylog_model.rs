@@ -442,6 +442,30 @@ fn measure_simulated_drive(
     })
 }
 
+/// A drive's positioning time and bandwidth, fitted as Figure 1 fits the
+/// simulated drive's (the line through the mean random reads of one page and
+/// of 1 MiB at queue depth 1, FCFS, `count` each), and Eq 6's segment for them.
+pub fn drive_timing_and_segment(model: &Arc<DiskModel>, count: u32, seed: u64) -> Result<(DiskTiming, u64), LabError> {
+    let sector_bytes = u64::from(model.sector_size_bytes());
+    let points = [PAGE_SIZE_BYTES, 1 << 20]
+        .into_iter()
+        .map(|bytes| {
+            let config = ClosedLoopConfig {
+                queue_depth: 1,
+                scheduler: Scheduler::Fcfs,
+                op: DiskOp::Read,
+                sectors_per_request: u32::try_from(bytes / sector_bytes).expect("a segment's sectors fit u32"),
+                request_count: count,
+                seed,
+            };
+            let mean_io_ms = run_closed_loop(model, &config)?.mean_response_ms;
+            Ok(SimulatedPoint { segment_bytes: bytes, mean_io_ms, efficiency: f64::NAN })
+        })
+        .collect::<Result<Vec<_>, LabError>>()?;
+    let timing = fit_timing(&points);
+    Ok((timing, eq_6_segment_bytes(timing)))
+}
+
 /// The positioning time and bandwidth of the line T(S) = T_pos + S/B through
 /// the smallest and the largest measured sizes.
 fn fit_timing(points: &[SimulatedPoint]) -> DiskTiming {

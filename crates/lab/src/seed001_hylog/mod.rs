@@ -14,6 +14,10 @@
 //!   the cross-check of the engine against the segment simulator.
 //! - [`hylog_proximal`]: `reproduce hylog-proximal`, the `proximal-hot`
 //!   layout against proximal under 80/20 updates.
+//! - [`hylog_table3`]: `reproduce hylog-table3`, Table 3: TPC-B on
+//!   Overwrite and LFS without and with cleaning, on one drive.
+//! - [`tpcb_volume`]: TPC-B's closed loop on an engine volume over one
+//!   simulated drive.
 //! - [`cleaning_figures`]: Figures 2 and 5 on that simulator.
 //! - [`segment_simulator`]: an independent segment-accounting simulator of
 //!   a log-structured layout and its cleaning policies (Figures 2 and 5).
@@ -24,6 +28,8 @@ pub mod engine_write_cost;
 pub mod hylog_cleaning;
 pub mod hylog_model;
 pub mod hylog_proximal;
+pub mod hylog_table3;
 pub mod paper;
 pub mod section_6_2;
 pub mod segment_simulator;
+pub mod tpcb_volume;
