@@ -963,6 +963,28 @@ fn experiment_probes() -> Vec<(&'static str, &'static str, Probe)> {
         ],
         &[("--scale", &["--scale", "0.001"]), ("--count", &["--count", "5"])],
     ));
+    // A database of 5 % of the DSP 3105, a hundred transactions.
+    probes.extend(experiment(
+        "hylog-table3",
+        &["--utilization", "0.05", "--transactions", "100", "--rewrites", "1", "--buffer-pool-mib", "1"],
+        &[
+            ("--model", &["--model", "atlas10k", "--utilization", "0.005"]),
+            ("--utilization", &["--utilization", "0.06"]),
+            ("--transactions", &["--transactions", "101"]),
+            ("--rewrites", &["--rewrites", "2"]),
+            ("--buffer-pool-mib", &["--buffer-pool-mib", "2"]),
+            ("--cpu-ms", &["--cpu-ms", "1"]),
+            ("--jobs", &["--jobs", "2"]),
+        ],
+        &[
+            ("--utilization", &["--utilization", "1.5"]),
+            ("--transactions", &["--transactions", "100000", "--utilization", "0.9"]),
+            ("--buffer-pool-mib", &["--buffer-pool-mib", "4096"]),
+            ("--cpu-ms", &["--cpu-ms", "2000"]),
+            ("--scale", &["--scale", "0.01"]),
+            ("--count", &["--count", "5"]),
+        ],
+    ));
     // One utilisation on a small engine volume and simulator disk.
     probes.extend(experiment(
         "hylog-cleaning",

@@ -311,13 +311,23 @@ impl Experiment for HylogCleaning {
             disk_ios: 0,
         };
 
-        let engine_tasks: Vec<Task<'_, WriteCostMeasurement>> = engine_runs
+        // The costliest runs first (cleaning costs grow steeply with u), so
+        // that the last one does not run alone; the rows keep their order.
+        let mut by_cost: Vec<usize> = (0..engine_runs.len()).collect();
+        by_cost.sort_by(|&a, &b| engine_runs[b].utilization.total_cmp(&engine_runs[a].utilization));
+        let engine_tasks: Vec<Task<'_, WriteCostMeasurement>> = by_cost
             .iter()
-            .map(|run| -> Task<'_, WriteCostMeasurement> {
+            .map(|&index| -> Task<'_, WriteCostMeasurement> {
+                let run = &engine_runs[index];
                 Box::new(move |progress| measure_write_cost(run, progress))
             })
             .collect();
-        let engine = run_all(jobs, engine_tasks, progress)?;
+        let mut engine = vec![None; engine_runs.len()];
+        for (index, measured) in by_cost.into_iter().zip(run_all(jobs, engine_tasks, progress)?) {
+            engine[index] = Some(measured);
+        }
+        let engine: Vec<WriteCostMeasurement> =
+            engine.into_iter().map(|run| run.expect("every run measured")).collect();
         let mut simulator_tasks: Vec<Task<'_, SimulatorReport>> = cross_check_runs
             .iter()
             .map(|run| -> Task<'_, SimulatorReport> {

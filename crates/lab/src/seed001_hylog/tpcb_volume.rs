@@ -135,11 +135,11 @@ impl TpcbRunSpec {
     pub fn check(&self) -> Result<(), LabError> {
         let invalid = |parameter: &'static str, message: String| Err(LabError::InvalidParameter { parameter, message });
         if !(self.utilization > 0.0 && self.utilization < 1.0) {
-            return invalid("utilization", format!("{} is not in (0, 1)", self.utilization));
+            return invalid("utilization", format!("--utilization {} is not in (0, 1)", self.utilization));
         }
         if self.database_pages() <= u64::from(self.pool_frames) {
             let message = format!(
-                "a database of {} pages is no larger than the {}-page buffer pool",
+                "a database of {} pages is no larger than the {}-page pool of --buffer-pool-mib",
                 self.database_pages(),
                 self.pool_frames
             );
@@ -149,7 +149,7 @@ impl TpcbRunSpec {
         let reserve = CleaningSettings::default().start_below_clean_segments + 2;
         if free_segments < reserve {
             let message = format!(
-                "{} leaves {free_segments} free segments of {} blocks; the cleaner needs {reserve}",
+                "--utilization {} leaves {free_segments} free segments of {} blocks; the cleaner needs {reserve}",
                 self.utilization, self.segment_blocks
             );
             return invalid("utilization", message);
@@ -159,8 +159,8 @@ impl TpcbRunSpec {
             let room = (free_segments - reserve) * self.segment_blocks;
             if self.transactions_run() > room {
                 let message = format!(
-                    "{} transactions (and {} to fill the pool) write more pages than the {room} blocks of clean \
-                     segments beyond the database at utilisation {}: LFS would have to clean",
+                    "--transactions {} (and {} to fill the pool) write more pages than the {room} blocks of \
+                     clean segments beyond the database at utilisation {}: LFS would have to clean",
                     self.transactions, self.pool_frames, self.utilization
                 );
                 return invalid("transactions", message);
