@@ -179,11 +179,11 @@ pub struct TpcbRun {
     pub transactions: u64,
     /// Virtual time they took, nanoseconds.
     pub elapsed_ns: u64,
-    /// Page reads and write-backs the pool issued over them.
+    /// Page reads the pool issued over them.
     pub page_reads: u64,
     /// Page write-backs.
     pub page_writes: u64,
-    /// Requests the drive served (reads, writes).
+    /// Read requests the drive served.
     pub disk_reads: u64,
     /// Write requests the drive served.
     pub disk_writes: u64,
