@@ -68,7 +68,7 @@ pub struct HylogTable3;
 #[derive(Debug, Clone, PartialEq, clap::Args)]
 pub struct HylogTable3Params {
     /// The database's share of the drive (disk space utilisation), in (0, 1).
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, allow_negative_numbers = true)]
     pub utilization: f64,
     /// Transactions measured per layout.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(100..=100_000_000))]
@@ -80,7 +80,7 @@ pub struct HylogTable3Params {
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub buffer_pool_mib: u32,
     /// Host time per transaction, milliseconds (the paper's simulator has none).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub cpu_ms: f64,
     /// Independent simulations run at once, one per thread (the figures are the same).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
