@@ -60,10 +60,12 @@ struct LivePiece {
 
 impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Whether the layout writes segments and fewer are clean than the
-    /// cleaner's start threshold.
-    pub fn cleaning_needed(&self) -> bool {
-        self.segments.enabled()
-            && self.segments.clean_count(&self.data_space) < self.options.cleaning.start_below_clean_segments
+    /// cleaner's start threshold. Asked after every write: the segments are
+    /// counted again only after a block was taken since the last count
+    /// (`segments.rs`, `Segments::clean_at_least`).
+    pub fn cleaning_needed(&mut self) -> bool {
+        let threshold = self.options.cleaning.start_below_clean_segments;
+        self.segments.enabled() && !self.segments.clean_at_least(&self.data_space, threshold)
     }
 
     /// Clean segments of the data device (the log head excluded); 0 for a
@@ -97,8 +99,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         if !self.options.cleaning.automatic {
             return Ok(());
         }
-        let threshold = self.options.cleaning.start_below_clean_segments;
-        while self.segments.enabled() && !self.segments.clean_at_least(&self.data_space, threshold) {
+        while self.cleaning_needed() {
             match self.clean_pass() {
                 Ok(report) if report.segments_cleaned > 0 => {}
                 Ok(_) | Err(EngineError::NoSpace { .. }) => break,
