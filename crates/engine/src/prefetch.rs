@@ -27,7 +27,7 @@
 //!   buffered set) until read or timed out. It asks for its next turn when
 //!   its unread data fall to half a turn, or when a reader waits on it.
 //! - **Origins.** Where each sequential stream's first read began is kept
-//!   per extent (the newest [`ORIGINS_PER_EXTENT_MAX`]). A stream's prefetch
+//!   (the newest [`ORIGINS_MAX`] of every extent together). A stream's prefetch
 //!   stops at the next origin ahead of it, and the stream asks for no turn
 //!   there until its reader reads on past it: readers of neighbouring
 //!   regions of one extent (files packed side by side, clients each given a
@@ -91,9 +91,10 @@ pub const DEFAULT_INITIAL_READAHEAD_BYTES: u64 = 128 << 10;
 /// new one past this drops the oldest.
 pub const CANDIDATES_PER_EXTENT_MAX: usize = 64;
 
-/// Origins of sequential streams kept per extent; a new one past this
-/// forgets the oldest.
-pub const ORIGINS_PER_EXTENT_MAX: usize = 1024;
+/// Origins of sequential streams kept, of every extent together (a bound on
+/// memory however many extents a server reads over its life); a new one past
+/// this forgets the oldest.
+pub const ORIGINS_MAX: usize = 65_536;
 
 /// Default idle time after which a stream is dropped, ns.
 pub const DEFAULT_STALE_AFTER_NS: u64 = 10_000_000_000;
@@ -386,8 +387,8 @@ pub struct Prefetcher {
     by_cursor: BTreeSet<(u64, u64, StreamId)>,
     /// `(extent, origin)` → sequential streams that began there (kept).
     origins: BTreeMap<(u64, u64), u32>,
-    /// Per extent, the origins kept, oldest first.
-    origin_order: HashMap<u64, VecDeque<u64>>,
+    /// The origins kept, `(extent, origin)`, oldest first.
+    origin_order: VecDeque<(u64, u64)>,
     want_turn: VecDeque<StreamId>,
     dispatch_set: Vec<Slot>,
     /// The slot whose stream issues next.
@@ -413,7 +414,7 @@ impl Prefetcher {
             candidates: HashMap::new(),
             by_cursor: BTreeSet::new(),
             origins: BTreeMap::new(),
-            origin_order: HashMap::new(),
+            origin_order: VecDeque::new(),
             want_turn: VecDeque::new(),
             dispatch_set: Vec::new(),
             dispatch_cursor: 0,
@@ -728,17 +729,16 @@ impl Prefetcher {
     }
 
     /// Keeps `origin` as where a sequential stream of `extent` began,
-    /// forgetting the extent's oldest past [`ORIGINS_PER_EXTENT_MAX`].
+    /// forgetting the oldest kept past [`ORIGINS_MAX`].
     fn remember_origin(&mut self, extent: u64, origin: u64) {
         *self.origins.entry((extent, origin)).or_default() += 1;
-        let order = self.origin_order.entry(extent).or_default();
-        order.push_back(origin);
-        if order.len() > ORIGINS_PER_EXTENT_MAX {
-            let oldest = order.pop_front().expect("longer than the bound");
-            let count = self.origins.get_mut(&(extent, oldest)).expect("kept in order");
+        self.origin_order.push_back((extent, origin));
+        if self.origin_order.len() > ORIGINS_MAX {
+            let oldest = self.origin_order.pop_front().expect("longer than the bound");
+            let count = self.origins.get_mut(&oldest).expect("kept in order");
             *count -= 1;
             if *count == 0 {
-                self.origins.remove(&(extent, oldest));
+                self.origins.remove(&oldest);
             }
         }
     }
@@ -1028,6 +1028,22 @@ mod tests {
         assert_eq!((past[0].offset_bytes, past[0].length_bytes), (neighbour, 4 * MIB));
         assert_eq!(prefetcher.on_complete(&past[0], 0).len(), 1, "the waiting read is answered");
         prefetcher.check_invariants();
+    }
+
+    #[test]
+    fn origins_are_bounded_over_every_extent_together() {
+        let mut prefetcher = Prefetcher::new(settings(2, 4 * MIB, 1, 16 * MIB)).unwrap();
+        // One origin on each of ORIGINS_MAX + 1 extents: the first is forgotten.
+        for extent in 0..=ORIGINS_MAX as u64 {
+            prefetcher.remember_origin(extent, MIB);
+        }
+        assert_eq!(prefetcher.origins.len(), ORIGINS_MAX);
+        assert_eq!(prefetcher.next_origin(0, 0), u64::MAX, "the oldest extent's origin went");
+        assert_eq!(prefetcher.next_origin(1, 0), MIB);
+        // An origin kept twice stays while one of its two remains.
+        prefetcher.remember_origin(1, MIB);
+        prefetcher.remember_origin(ORIGINS_MAX as u64 + 1, MIB);
+        assert_eq!(prefetcher.next_origin(1, 0), MIB, "the newer of the two is kept");
     }
 
     #[test]
