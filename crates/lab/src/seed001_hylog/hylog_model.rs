@@ -405,15 +405,7 @@ fn measure_simulated_drive(
     progress.start_phase("random reads per segment size", sizes.len() as u64);
     let mut times_ms = Vec::with_capacity(sizes.len());
     for &bytes in &sizes {
-        let config = ClosedLoopConfig {
-            queue_depth: 1,
-            scheduler: Scheduler::Fcfs,
-            op: DiskOp::Read,
-            sectors_per_request: u32::try_from(bytes / sector_bytes).expect("a segment's sectors fit u32"),
-            request_count: settings.count,
-            seed: settings.seed,
-        };
-        times_ms.push(run_closed_loop(model, &config)?.mean_response_ms);
+        times_ms.push(mean_random_read_ms(model, bytes, settings.count, settings.seed)?);
         progress.advance(1);
     }
     let page_ms = times_ms[0];
@@ -442,23 +434,29 @@ fn measure_simulated_drive(
     })
 }
 
+/// The mean service time of `count` uniformly random reads of `bytes` at
+/// queue depth 1, FCFS, on the drive, ms.
+fn mean_random_read_ms(model: &Arc<DiskModel>, bytes: u64, count: u32, seed: u64) -> Result<f64, LabError> {
+    let sector_bytes = u64::from(model.sector_size_bytes());
+    let config = ClosedLoopConfig {
+        queue_depth: 1,
+        scheduler: Scheduler::Fcfs,
+        op: DiskOp::Read,
+        sectors_per_request: u32::try_from(bytes / sector_bytes).expect("a segment's sectors fit u32"),
+        request_count: count,
+        seed,
+    };
+    Ok(run_closed_loop(model, &config)?.mean_response_ms)
+}
+
 /// A drive's positioning time and bandwidth, fitted as Figure 1 fits the
 /// simulated drive's (the line through the mean random reads of one page and
 /// of 1 MiB at queue depth 1, FCFS, `count` each), and Eq 6's segment for them.
 pub fn drive_timing_and_segment(model: &Arc<DiskModel>, count: u32, seed: u64) -> Result<(DiskTiming, u64), LabError> {
-    let sector_bytes = u64::from(model.sector_size_bytes());
     let points = [PAGE_SIZE_BYTES, 1 << 20]
         .into_iter()
         .map(|bytes| {
-            let config = ClosedLoopConfig {
-                queue_depth: 1,
-                scheduler: Scheduler::Fcfs,
-                op: DiskOp::Read,
-                sectors_per_request: u32::try_from(bytes / sector_bytes).expect("a segment's sectors fit u32"),
-                request_count: count,
-                seed,
-            };
-            let mean_io_ms = run_closed_loop(model, &config)?.mean_response_ms;
+            let mean_io_ms = mean_random_read_ms(model, bytes, count, seed)?;
             Ok(SimulatedPoint { segment_bytes: bytes, mean_io_ms, efficiency: f64::NAN })
         })
         .collect::<Result<Vec<_>, LabError>>()?;
