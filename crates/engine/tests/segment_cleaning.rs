@@ -79,34 +79,40 @@ fn a_pass_larger_than_the_clean_room_reads_each_victim_once() {
     // Passes may take every segment, but only 6 are kept clean: a copying
     // pass takes the victims whose live blocks fit, and each one it reads
     // is clean when it ends.
-    for policy in [CleaningPolicy::Greedy, CleaningPolicy::CostBenefit] {
-        let mut options = options(policy);
-        options.cleaning.pass_blocks_max = DATA_BLOCKS;
-        let mut volume =
-            Volume::format(MemoryDevice::new(4096, DATA_BLOCKS), MemoryDevice::new(4096, 512), 5, options.clone())
-                .unwrap();
-        let extent_blocks = DATA_BLOCKS / 2;
-        let id = volume.create_extent("e", extent_blocks * BLOCK as u64).unwrap();
-        let mut contents = pattern(5, extent_blocks as usize * BLOCK);
-        volume.write(id, 0, &contents, false).unwrap();
-        let mut rng = ChaCha8Rng::seed_from_u64(5);
-        for update in 0..8000u64 {
-            let block = rng.gen_range(0..extent_blocks) as usize;
-            let bytes = pattern(update << 20, BLOCK);
-            contents[block * BLOCK..(block + 1) * BLOCK].copy_from_slice(&bytes);
-            volume.write(id, (block * BLOCK) as u64, &bytes, false).unwrap();
+    let rerun = "cargo test --release -p proxima-engine --test segment_cleaning -- a_pass_larger";
+    for seed in seeds_for_test([5], "PROXIMA_CLEANING_ROOM_SEED", rerun) {
+        for policy in [CleaningPolicy::Greedy, CleaningPolicy::CostBenefit] {
+            a_pass_reads_each_victim_once(policy, seed);
         }
-        let stats = volume.stats().clone();
-        assert!(stats.segments_cleaned > 20, "{policy:?}: {stats:?}");
-        assert!(
-            stats.cleaning_blocks_read <= stats.segments_cleaned * SEGMENT_BLOCKS,
-            "{policy:?}: {} blocks read to clean {} segments",
-            stats.cleaning_blocks_read,
-            stats.segments_cleaned
-        );
-        assert_eq!(volume.read(id, 0, contents.len() as u64).unwrap(), contents, "{policy:?}");
-        assert!(volume.fsck().unwrap().is_clean(), "{policy:?}");
     }
+}
+
+fn a_pass_reads_each_victim_once(policy: CleaningPolicy, seed: u64) {
+    let mut options = options(policy);
+    options.cleaning.pass_blocks_max = DATA_BLOCKS;
+    let mut volume =
+        Volume::format(MemoryDevice::new(4096, DATA_BLOCKS), MemoryDevice::new(4096, 512), seed, options).unwrap();
+    let extent_blocks = DATA_BLOCKS / 2;
+    let id = volume.create_extent("e", extent_blocks * BLOCK as u64).unwrap();
+    let mut contents = pattern(seed, extent_blocks as usize * BLOCK);
+    volume.write(id, 0, &contents, false).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    for update in 0..8000u64 {
+        let block = rng.gen_range(0..extent_blocks) as usize;
+        let bytes = pattern(seed ^ (update << 20), BLOCK);
+        contents[block * BLOCK..(block + 1) * BLOCK].copy_from_slice(&bytes);
+        volume.write(id, (block * BLOCK) as u64, &bytes, false).unwrap();
+    }
+    let stats = volume.stats().clone();
+    assert!(stats.segments_cleaned > 20, "seed {seed}, {policy:?}: {stats:?}");
+    assert!(
+        stats.cleaning_blocks_read <= stats.segments_cleaned * SEGMENT_BLOCKS,
+        "seed {seed}, {policy:?}: {} blocks read to clean {} segments",
+        stats.cleaning_blocks_read,
+        stats.segments_cleaned
+    );
+    assert_eq!(volume.read(id, 0, contents.len() as u64).unwrap(), contents, "seed {seed}, {policy:?}");
+    assert!(volume.fsck().unwrap().is_clean(), "seed {seed}, {policy:?}");
 }
 
 #[test]

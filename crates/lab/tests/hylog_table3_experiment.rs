@@ -70,6 +70,13 @@ fn keeps_the_order_and_cleans_as_eq_4_prices_it(seed: u64) {
 /// host time per transaction takes its transactions that much longer each.
 #[test]
 fn a_host_time_per_transaction_adds_to_the_time_of_each() {
+    let rerun = "cargo test --release -p proxima-lab --test hylog_table3_experiment -- --nocapture";
+    for seed in seeds_for_test([1], "PROXIMA_HYLOG_TABLE3_SEED", rerun) {
+        a_host_time_adds(seed);
+    }
+}
+
+fn a_host_time_adds(seed: u64) {
     let model = Arc::new(DiskModel::builtin(HylogTable3::DEFAULT_MODEL).unwrap());
     for layout in [TpcbLayout::Overwrite, TpcbLayout::LfsWithoutCleaning] {
         let spec = |cpu_ns| TpcbRunSpec {
@@ -81,14 +88,14 @@ fn a_host_time_per_transaction_adds_to_the_time_of_each() {
             transactions: 5000,
             rewrites: 2,
             cpu_ns,
-            seed: 1,
+            seed,
         };
         let without = run_tpcb(&spec(0), &mut NoProgress).unwrap();
         let with = run_tpcb(&spec(7_000_000), &mut NoProgress).unwrap();
         let predicted = without.transaction_ms() + 7.0;
         assert!(
             (with.transaction_ms() - predicted).abs() <= 0.02 * predicted,
-            "{layout:?}: {:.3} ms per transaction with 7 ms of host time, {:.3} without",
+            "seed {seed}, {layout:?}: {:.3} ms per transaction with 7 ms of host time, {:.3} without",
             with.transaction_ms(),
             without.transaction_ms()
         );

@@ -29,9 +29,10 @@ use std::sync::Arc;
 use proxima_device::{SimulatedDevice, SimulatedOptions, SimulationHandle, StatsDevice};
 use proxima_disk::{DiskModel, FlashDevice, HardDisk, Simulation};
 use proxima_engine::{CleaningSettings, EngineStats, Layout, Volume, VolumeOptions};
-use proxima_workload::synthetic::{Pattern, SyntheticSpec, SyntheticWorkload};
+use proxima_workload::synthetic::seeded_stream;
 use proxima_workload::tpcb::{TpcbSpec, TpcbWorkload};
 use proxima_workload::Operation;
+use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::progress::Progress;
@@ -45,6 +46,10 @@ const PROGRESS_STEP: u64 = 1024;
 
 /// Requests the drive holds in its queue.
 const DRIVE_QUEUE_DEPTH: usize = 8;
+
+/// The seed's stream the warm-up's pages come from ([`TpcbWorkload`] draws
+/// the transactions' from stream 0).
+const WARMUP_STREAM: u64 = 1;
 
 /// Blocks of the database's writes while it is loaded.
 const LOAD_CHUNK_BLOCKS: u64 = 4096;
@@ -269,17 +274,13 @@ pub fn run_tpcb(spec: &TpcbRunSpec, progress: &mut dyn Progress) -> Result<TpcbR
     );
     let mut workload =
         TpcbWorkload::new(TpcbSpec { page_count: pages, pool_frames: spec.pool_frames, seed: spec.seed });
-    let mut updates = SyntheticWorkload::new(SyntheticSpec {
-        pattern: Pattern::Uniform,
-        block_count: pages,
-        request_blocks: 1,
-        read_fraction: 0.0,
-        scatter: false,
-        seed: spec.seed,
-    });
+    // Warm-up pages from a stream of their own: drawn from the transactions'
+    // stream, the pages the first transactions read would be those the
+    // warm-up wrote first, side by side in the log.
+    let mut updates = seeded_stream(spec.seed, WARMUP_STREAM);
     for done in 1..=warmup {
-        let update = updates.next().expect("a synthetic workload never ends");
-        volume.write_blocks_synthetic(id, update.block, 1, false)?;
+        let page = updates.gen_range(0..pages);
+        volume.write_blocks_synthetic(id, page, 1, false)?;
         if done % PROGRESS_STEP == 0 {
             progress.advance(PROGRESS_STEP);
         }
