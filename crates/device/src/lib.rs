@@ -30,6 +30,7 @@ mod raid;
 mod seeds;
 mod simulated;
 mod stats;
+mod stripe;
 
 pub use crash::{CrashDevice, CrashImage, CrashPoint, CrashReport, PendingWrites, Tear, TornWrite};
 pub use fault::{Fault, FaultDevice, FaultOp, FaultPlan, FaultRule, FaultTrigger, InjectedFault};
@@ -44,6 +45,7 @@ pub use raid::{
 pub use seeds::seeds_for_test;
 pub use simulated::{SimulatedDevice, SimulatedOptions, SimulationHandle};
 pub use stats::{DeviceStats, OperationStats, StatsDevice};
+pub use stripe::StripeDevice;
 
 use thiserror::Error;
 
