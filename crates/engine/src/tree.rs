@@ -52,6 +52,14 @@ struct NodeSlot {
 /// The slot of a node not yet written (always dirty).
 const UNWRITTEN: NodeSlot = NodeSlot { block: 0, crc: 0 };
 
+/// The entries of a run of nodes, encoded back to back in key order.
+#[derive(Debug, Default)]
+struct EncodedEntries {
+    keys: Vec<u64>,
+    bytes: Vec<u8>,
+    entry_size: usize,
+}
+
 /// A copy-on-write tree of `E` entries.
 #[derive(Debug, Clone)]
 pub struct PersistentTree<E> {
@@ -241,32 +249,32 @@ impl<E: TreeEntry> PersistentTree<E> {
         }
     }
 
-    fn encoded_entries(&self, level: usize, start: u64, end: Option<u64>) -> Vec<(u64, Vec<u8>)> {
+    fn encoded_entries(&self, level: usize, start: u64, end: Option<u64>) -> EncodedEntries {
         let range =
             (std::ops::Bound::Included(start), end.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded));
+        let mut encoded = EncodedEntries::default();
         if level == 0 {
-            self.entries
-                .range(range)
-                .map(|(key, entry)| {
-                    let mut bytes = vec![0; E::SIZE];
-                    entry.encode(key, &mut bytes);
-                    (key, bytes)
-                })
-                .collect()
+            encoded.entry_size = E::SIZE;
+            for (key, entry) in self.entries.range(range) {
+                let at = encoded.bytes.len();
+                encoded.bytes.resize(at + E::SIZE, 0);
+                entry.encode(key, &mut encoded.bytes[at..]);
+                encoded.keys.push(key);
+            }
         } else {
             assert!(self.dirty_nodes[level - 1].range(range).next().is_none(), "children are persisted before parents");
-            self.levels[level - 1]
-                .range(range)
-                .map(|(&key, slot)| {
-                    assert!(slot.block != 0, "children are persisted before parents");
-                    let mut bytes = vec![0; INDEX_ENTRY_SIZE];
-                    bytes[..8].copy_from_slice(&key.to_le_bytes());
-                    bytes[8..16].copy_from_slice(&slot.block.to_le_bytes());
-                    bytes[16..20].copy_from_slice(&slot.crc.to_le_bytes());
-                    (key, bytes)
-                })
-                .collect()
+            encoded.entry_size = INDEX_ENTRY_SIZE;
+            for (&key, slot) in self.levels[level - 1].range(range) {
+                assert!(slot.block != 0, "children are persisted before parents");
+                let mut bytes = [0; INDEX_ENTRY_SIZE];
+                bytes[..8].copy_from_slice(&key.to_le_bytes());
+                bytes[8..16].copy_from_slice(&slot.block.to_le_bytes());
+                bytes[16..20].copy_from_slice(&slot.crc.to_le_bytes());
+                encoded.bytes.extend_from_slice(&bytes);
+                encoded.keys.push(key);
+            }
         }
+        encoded
     }
 
     fn has_entries(&self, level: usize, start: u64, end: Option<u64>) -> bool {
@@ -333,23 +341,23 @@ impl<E: TreeEntry> PersistentTree<E> {
         &self,
         level: usize,
         start: u64,
-        encoded: &[(u64, Vec<u8>)],
+        encoded: &EncodedEntries,
         store: &mut dyn NodeStore,
     ) -> Result<Vec<(u64, u64, u32)>> {
-        if encoded.is_empty() {
+        let entry_count = encoded.keys.len();
+        if entry_count == 0 {
             return Ok(Vec::new());
         }
         let capacity = Self::capacity(level);
-        let node_count = encoded.len().div_ceil(capacity);
-        let base = encoded.len() / node_count;
-        let remainder = encoded.len() % node_count;
+        let node_count = entry_count.div_ceil(capacity);
+        let base = entry_count / node_count;
+        let remainder = entry_count % node_count;
+        let entry_size = encoded.entry_size;
         let mut written = Vec::with_capacity(node_count);
         let mut offset = 0;
         for node in 0..node_count {
             let count = base + usize::from(node < remainder);
-            let chunk = &encoded[offset..offset + count];
-            offset += count;
-            let key = if node == 0 { start } else { chunk[0].0 };
+            let key = if node == 0 { start } else { encoded.keys[offset] };
             let mut block = new_block(&Header {
                 kind: E::KIND,
                 level: u8::try_from(level).expect("a tree of fewer than 256 levels"),
@@ -359,11 +367,9 @@ impl<E: TreeEntry> PersistentTree<E> {
                 generation: store.generation(),
                 key,
             });
-            let entry_size = chunk[0].1.len();
-            for (position, (_, bytes)) in chunk.iter().enumerate() {
-                let at = HEADER_SIZE + position * entry_size;
-                block[at..at + entry_size].copy_from_slice(bytes);
-            }
+            block[HEADER_SIZE..HEADER_SIZE + count * entry_size]
+                .copy_from_slice(&encoded.bytes[offset * entry_size..(offset + count) * entry_size]);
+            offset += count;
             let crc = seal_block(&mut block);
             let location = store.allocate()?;
             store.stage_write(location, block);
