@@ -385,6 +385,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 data_blocks: self.data_space.block_count(),
                 segment_efficiency: self.options.cleaning.segment_efficiency,
                 interval_writes: self.options.measurement_interval_writes,
+                fixed_hot_fraction: self.options.hylog_hot_fraction,
             };
             if self.layout.measurement_interval_ended(&facts) {
                 self.stats.hot_set_choices += 1;

@@ -108,6 +108,11 @@ pub struct VolumeOptions {
     /// set from its write counts (`hylog`); 0: as many as the data device
     /// has blocks in use (one pass over the data).
     pub measurement_interval_writes: u64,
+    /// The share h of the blocks in use a `hylog` volume keeps hot at the end
+    /// of each measurement interval, the most written first; `None`: the h
+    /// Eq 8 prices cheapest, as the paper's HyLog chooses it. A fixed h is
+    /// the paper's Figure 7 comparison, not a policy.
+    pub hylog_hot_fraction: Option<f64>,
     /// Full log blocks of records held in memory while the data device has
     /// unflushed writes, written after one data flush once this many are
     /// full (at least 1; see `log/mod.rs`).
@@ -153,6 +158,7 @@ impl Default for VolumeOptions {
             snapshot_deletion: SnapshotDeletion::Auto,
             records_per_checkpoint: 0,
             measurement_interval_writes: 0,
+            hylog_hot_fraction: None,
             log_blocks_held_while_data_unflushed: 16,
             write_intents: true,
             data_checksums: true,
@@ -194,6 +200,10 @@ impl VolumeOptions {
             "allocation_range_blocks must be at least 1"
         } else if !(0.0..1.0).contains(&self.range_reserve_fraction) {
             "range_reserve_fraction must lie in [0, 1)"
+        } else if self.hylog_hot_fraction.is_some_and(|share| !(0.0..=1.0).contains(&share)) {
+            "hylog_hot_fraction must lie in [0, 1]"
+        } else if self.hylog_hot_fraction.is_some() && self.layout != Layout::Hylog {
+            "hylog_hot_fraction applies to the hylog layout only"
         } else {
             return Ok(());
         };
@@ -756,6 +766,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Counters since open.
     pub fn stats(&self) -> &EngineStats {
         &self.stats
+    }
+
+    /// The share of the blocks in use the layout last chose hot (`hylog`
+    /// once a measurement interval has ended; `None` otherwise).
+    pub fn hot_fraction(&self) -> Option<f64> {
+        self.layout.hot_fraction()
     }
 
     /// The volume id.

@@ -112,9 +112,7 @@ pub fn best_hot_count(counts: &[u32], live_blocks: u64, utilization: f64, segmen
             continue;
         }
         let hot = index + 1;
-        let hot_fraction = (hot as f64 / live_blocks as f64).min(1.0);
-        let hot_cleaning = cleaning_utilization_for(hot_partition_utilization(utilization, hot_fraction));
-        let cost = hylog_cost(hot_write_fraction(hot_writes, total), hot_cleaning, segment_efficiency);
+        let cost = split_cost(hot, hot_writes, total, live_blocks, utilization, segment_efficiency);
         if cost < best.1 {
             best = (hot, cost);
         }
@@ -122,8 +120,31 @@ pub fn best_hot_count(counts: &[u32], live_blocks: u64, utilization: f64, segmen
     best
 }
 
-fn hot_write_fraction(hot_writes: u64, total: u64) -> f64 {
-    hot_writes as f64 / total as f64
+/// Eq 8's cost of making the hottest `hot` of the blocks written `counts`
+/// times (hottest first) hot, the rest cold: [`best_hot_count`]'s pricing
+/// of one split, for a hot set chosen otherwise.
+pub fn hot_split_cost(counts: &[u32], hot: usize, live_blocks: u64, utilization: f64, segment_efficiency: f64) -> f64 {
+    let total: u64 = counts.iter().map(|&count| u64::from(count)).sum();
+    if total == 0 || live_blocks == 0 || hot == 0 {
+        return overwrite_cost(segment_efficiency);
+    }
+    let hot_writes: u64 = counts.iter().take(hot).map(|&count| u64::from(count)).sum();
+    split_cost(hot, hot_writes, total, live_blocks, utilization.clamp(0.0, 0.999), segment_efficiency)
+}
+
+/// Eq 8 for `hot` blocks taking `hot_writes` of `total` writes, `live_blocks`
+/// in use at `utilization` (below 1).
+fn split_cost(
+    hot: usize,
+    hot_writes: u64,
+    total: u64,
+    live_blocks: u64,
+    utilization: f64,
+    segment_efficiency: f64,
+) -> f64 {
+    let hot_fraction = (hot as f64 / live_blocks as f64).min(1.0);
+    let hot_cleaning = cleaning_utilization_for(hot_partition_utilization(utilization, hot_fraction));
+    hylog_cost(hot_writes as f64 / total as f64, hot_cleaning, segment_efficiency)
 }
 
 #[cfg(test)]

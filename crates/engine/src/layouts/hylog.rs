@@ -32,7 +32,7 @@ use super::{
     hottest_first, DestageRule, Layout, LayoutParameters, LayoutStrategy, Placement, VolumeFacts, WriteContext,
 };
 use crate::map::Location;
-use crate::write_cost::best_hot_count;
+use crate::write_cost::{best_hot_count, hot_split_cost};
 
 /// The log stream of hot blocks.
 pub const HOT_STREAM: usize = 0;
@@ -81,8 +81,10 @@ impl Hylog {
         let mut written: Vec<((u64, u64), u32)> = self.interval_writes.drain().collect();
         written.sort_unstable_by(hottest_first);
         let counts: Vec<u32> = written.iter().map(|&(_, count)| count).collect();
-        let (hottest, cost) =
-            best_hot_count(&counts, facts.data_blocks_used, facts.utilization(), facts.segment_efficiency);
+        let (hottest, cost) = match facts.fixed_hot_fraction {
+            Some(share) => fixed_hot_count(&counts, facts, share),
+            None => best_hot_count(&counts, facts.data_blocks_used, facts.utilization(), facts.segment_efficiency),
+        };
         // The hottest `k` are those at or above the chosen threshold.
         self.hot = written.into_iter().take(hottest).map(|(block, _)| block).collect();
         self.last_choice = Some(HotChoice {
@@ -92,6 +94,17 @@ impl Hylog {
         });
         self.writes_in_interval = 0;
     }
+}
+
+/// The hottest `share` of the blocks in use (at most those written in the
+/// interval), and Eq 8's cost of that split.
+fn fixed_hot_count(counts: &[u32], facts: &VolumeFacts, share: f64) -> (usize, f64) {
+    let wanted = (share * facts.data_blocks_used as f64).round();
+    // Non-negative and at most the blocks in use: exact in an f64.
+    #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "a whole block count")]
+    let hottest = (wanted as usize).min(counts.len());
+    let cost = hot_split_cost(counts, hottest, facts.data_blocks_used, facts.utilization(), facts.segment_efficiency);
+    (hottest, cost)
 }
 
 impl LayoutStrategy for Hylog {
@@ -144,6 +157,10 @@ impl LayoutStrategy for Hylog {
 
     fn destaged(&mut self, extent_id: u64, logical_block: u64, block_count: u64) {
         self.frame_homes.destaged(extent_id, logical_block, block_count);
+    }
+
+    fn hot_fraction(&self) -> Option<f64> {
+        self.last_choice.map(|choice| choice.hot_fraction)
     }
 
     fn measurement_interval_ended(&mut self, facts: &VolumeFacts) -> bool {
@@ -205,6 +222,30 @@ mod tests {
         hylog.destaged(1, cold, 1);
         assert_eq!(hylog.frame_home(1, cold), None);
         assert!(!hylog.is_frame_home(5000 + cold));
+    }
+
+    #[test]
+    fn a_fixed_share_makes_that_many_of_the_hottest_blocks_hot() {
+        let mut hylog = Hylog::default();
+        let fixed =
+            VolumeFacts { data_blocks_used: 100, interval_writes: 150, fixed_hot_fraction: Some(0.1), ..facts() };
+        // Block b is written 1 + b / 10 times: the highest numbers are hottest.
+        for block in 0..100 {
+            for _ in 0..=block / 10 {
+                hylog.staged(1, block, None);
+            }
+        }
+        assert!(hylog.measurement_interval_ended(&fixed));
+        let choice = hylog.last_choice().expect("the interval ended");
+        assert_eq!(choice.hot_blocks, 10, "{choice:?}");
+        assert!((90..100).all(|block| hylog.is_hot(1, block)) && !hylog.is_hot(1, 89));
+        // More than were written: every block written is hot.
+        for block in 0..5 {
+            hylog.staged(1, block, None);
+        }
+        let everything = VolumeFacts { interval_writes: 5, fixed_hot_fraction: Some(1.0), ..fixed };
+        assert!(hylog.measurement_interval_ended(&everything));
+        assert_eq!(hylog.last_choice().map(|choice| choice.hot_blocks), Some(5));
     }
 
     #[test]

@@ -228,6 +228,12 @@ pub trait LayoutStrategy: fmt::Debug + Send + Sync {
     fn retained_share_max(&self) -> f64 {
         0.0
     }
+
+    /// The share h of the blocks in use the layout last chose hot, if it
+    /// chooses a hot set and has chosen one.
+    fn hot_fraction(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// What a layout may weigh when a measurement interval ends.
@@ -243,6 +249,9 @@ pub struct VolumeFacts {
     /// Staged writes per measurement interval (0: as many as blocks in use;
     /// `VolumeOptions::measurement_interval_writes`).
     pub interval_writes: u64,
+    /// A hot share chosen by the caller instead of by Eq 8
+    /// (`VolumeOptions::hylog_hot_fraction`).
+    pub fixed_hot_fraction: Option<f64>,
 }
 
 impl VolumeFacts {
@@ -416,7 +425,13 @@ pub(crate) mod test_support {
 
     /// A volume of 1,000 data blocks, 800 in use, A = 32.8.
     pub(crate) fn facts() -> VolumeFacts {
-        VolumeFacts { data_blocks_used: 800, data_blocks: 1000, segment_efficiency: 32.8, interval_writes: 0 }
+        VolumeFacts {
+            data_blocks_used: 800,
+            data_blocks: 1000,
+            segment_efficiency: 32.8,
+            interval_writes: 0,
+            fixed_hot_fraction: None,
+        }
     }
 
     /// A write of `block_count` blocks; `overwrites`: of data-device blocks.
