@@ -28,7 +28,8 @@ use crate::cleaning::{choose_victims, Candidate, CleaningChoice, CleaningMethod}
 use crate::codec::LogRecord;
 use crate::error::{DeviceRole, EngineError, Result};
 use crate::io::{block_bytes, read_pieces};
-use crate::map::Location;
+use crate::map::{self, Location};
+use crate::segment_summary::SummaryRun;
 use crate::segments::HeadWriter;
 use crate::volume::Volume;
 
@@ -131,7 +132,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut report = CleaningReport::default();
         let candidates = self.cleaning_candidates();
         let segment_blocks = self.segments.segment_blocks();
-        let room_blocks = self.segments.clean_count(&self.data_space) * segment_blocks;
+        let stream = self.layout.cleaning_stream();
+        let room_blocks = self.segments.clean_count(&self.data_space) * segment_blocks
+            + self.segments.head_room(&self.data_space, stream);
         let clock = self.segments.clock();
         let Some(choice) = choose_victims(&self.options.cleaning, &candidates, segment_blocks, clock, room_blocks)
         else {
@@ -176,6 +179,117 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// The runs of the victims' blocks the active tree maps, in data-block
     /// order; a victim with a block a snapshot holds contributes none.
     fn live_pieces(&self, victims: &[u64]) -> Vec<LivePiece> {
+        let mut pieces =
+            self.live_pieces_from_summaries(victims).unwrap_or_else(|| self.live_pieces_by_walking_maps(victims));
+        let held: Vec<u64> = pieces
+            .iter()
+            .filter(|piece| (0..piece.block_count).any(|i| self.data_space.held_by_snapshot(piece.data_block + i)))
+            .map(|piece| piece.segment)
+            .collect();
+        pieces.retain(|piece| !held.contains(&piece.segment));
+        pieces.sort_unstable_by_key(|piece| piece.data_block);
+        pieces
+    }
+
+    /// The victims' live runs from their segment summaries, if every victim
+    /// has one whose confirmed blocks are all the blocks it has in use and
+    /// no block is shared between extents (see `segment_summary.rs`).
+    fn live_pieces_from_summaries(&self, victims: &[u64]) -> Option<Vec<LivePiece>> {
+        if self.refcounts.shared_block_count() > 0 {
+            return None;
+        }
+        let mut pieces = Vec::new();
+        for &segment in victims {
+            let runs = self.confirmed_runs(segment)?;
+            let (start, end) = self.segments.bounds(segment);
+            let live: u64 = runs.iter().map(|run| run.block_count).sum();
+            if live != self.data_space.in_use_in(start, end) {
+                return None;
+            }
+            pieces.extend(runs.into_iter().map(|run| LivePiece {
+                extent_id: run.extent_id,
+                logical_block: run.logical_block,
+                block_count: run.block_count,
+                data_block: run.data_block,
+                segment,
+            }));
+        }
+        Some(pieces)
+    }
+
+    /// The runs of `segment`'s summary its extents still map there, each
+    /// block once, in data-block order, adjacent runs of one extent joined;
+    /// `None` without a summary.
+    fn confirmed_runs(&self, segment: u64) -> Option<Vec<SummaryRun>> {
+        let mut confirmed = Vec::new();
+        for run in self.segments.summaries.runs(segment)? {
+            let Some(map) = self.extents.find_map(run.extent_id) else { continue };
+            for piece in map::segments(map, run.logical_block, run.block_count) {
+                let data_block = run.data_block + (piece.logical_block - run.logical_block);
+                if piece.location == Some(Location::Data(data_block)) {
+                    confirmed.push(SummaryRun {
+                        logical_block: piece.logical_block,
+                        data_block,
+                        block_count: piece.block_count,
+                        ..*run
+                    });
+                }
+            }
+        }
+        confirmed.sort_unstable_by_key(|run| run.data_block);
+        let mut joined: Vec<SummaryRun> = Vec::with_capacity(confirmed.len());
+        for run in confirmed {
+            // Without shared blocks a data block confirmed twice is the
+            // same extent block both times: the overlap is dropped.
+            let covered = joined.last().map_or(0, |last| last.data_block + last.block_count);
+            if run.data_block + run.block_count <= covered {
+                continue;
+            }
+            let skip = covered.saturating_sub(run.data_block);
+            let run = SummaryRun {
+                logical_block: run.logical_block + skip,
+                data_block: run.data_block + skip,
+                block_count: run.block_count - skip,
+                ..run
+            };
+            match joined.last_mut() {
+                Some(last)
+                    if last.extent_id == run.extent_id
+                        && last.data_block + last.block_count == run.data_block
+                        && last.logical_block + last.block_count == run.logical_block =>
+                {
+                    last.block_count += run.block_count;
+                }
+                _ => joined.push(run),
+            }
+        }
+        Some(joined)
+    }
+
+    /// Notes blocks `[first, first + count)` of the data device, now mapped
+    /// from block `logical` of extent `id`, in their segments' summaries; a
+    /// summary grown past four entries per block is cut to its live runs.
+    pub(crate) fn summarise(&mut self, id: u64, logical: u64, count: u64, first: u64) {
+        let segment_blocks = self.segments.segment_blocks();
+        let mut done = 0;
+        while done < count {
+            let data_block = first + done;
+            let block_count = (segment_blocks - data_block % segment_blocks).min(count - done);
+            if let Some(segment) = self.segments.segment_of(data_block) {
+                let run = SummaryRun { extent_id: id, logical_block: logical + done, data_block, block_count };
+                self.segments.summaries.record(segment, run);
+                let length = self.segments.summaries.runs(segment).map_or(0, <[SummaryRun]>::len) as u64;
+                if length > 4 * segment_blocks {
+                    let live = self.confirmed_runs(segment).unwrap_or_default();
+                    self.segments.summaries.replace(segment, live);
+                }
+            }
+            done += block_count;
+        }
+    }
+
+    /// The victims' live runs found by walking every extent map.
+    fn live_pieces_by_walking_maps(&self, victims: &[u64]) -> Vec<LivePiece> {
         let segment_blocks = self.segments.segment_blocks();
         let mut is_victim = vec![false; usize::try_from(self.segments.segment_count()).expect("in memory")];
         for &victim in victims {
@@ -204,13 +318,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 }
             }
         }
-        let held: Vec<u64> = pieces
-            .iter()
-            .filter(|piece| (0..piece.block_count).any(|i| self.data_space.held_by_snapshot(piece.data_block + i)))
-            .map(|piece| piece.segment)
-            .collect();
-        pieces.retain(|piece| !held.contains(&piece.segment));
-        pieces.sort_unstable_by_key(|piece| piece.data_block);
         pieces
     }
 
@@ -255,11 +362,16 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             CleaningMethod::Copy => Vec::new(),
         };
         let mut moves: Vec<(LivePiece, u64)> = Vec::new();
+        // Once no destination is left (no plug target, no clean segment),
+        // none appears before the pass ends: the pieces after stay put
+        // without another search of every segment each.
+        let mut out_of_room = false;
         for piece in chunk {
             let mut done = 0;
-            while done < piece.block_count {
+            while done < piece.block_count && !out_of_room {
                 let want = piece.block_count - done;
                 let Some((start, got)) = self.cleaning_destination(&mut plug_targets, piece.segment, want) else {
+                    out_of_room = true;
                     break;
                 };
                 let part = LivePiece {

@@ -122,11 +122,15 @@ pub struct CleaningChoice {
 /// when no candidate has a free block.
 ///
 /// A copying pass takes victims, in its policy's order, only while their
-/// live blocks fit in `room_blocks` (the clean segments' blocks), at least
-/// one: the victims become clean only when the pass commits, so live blocks
-/// beyond the room would find no clean segment, stay where they are, and
-/// leave their victims to be read again by the next pass. Hole-plugging
-/// writes into other segments' holes and is bounded by the pass size only.
+/// live blocks fit in `room_blocks` (the clean segments' blocks and what the
+/// cleaner's log head has left), at least one: the victims become clean only
+/// when the pass commits, so live blocks beyond the room would find no clean
+/// segment, stay where they are, and leave their victims to be read again by
+/// the next pass. With no room at all a copying pass could move nothing and
+/// would read its victim again and again: it plugs holes instead, as F2FS's
+/// slack-space recycling writes into dirty segments when no free section is
+/// left. Hole-plugging writes into other segments' holes and is bounded by
+/// the pass size only.
 pub fn choose_victims(
     settings: &CleaningSettings,
     candidates: &[Candidate],
@@ -159,6 +163,9 @@ pub fn choose_victims(
         };
         CleaningChoice { victims: victims.iter().map(|usage| usage.segment).collect(), method, cost }
     };
+    if room_blocks == 0 {
+        return Some(pick(Order::MostFree, CleaningMethod::PlugHoles, &useful));
+    }
     Some(match settings.policy {
         CleaningPolicy::Greedy => pick(Order::MostFree, CleaningMethod::Copy, &useful),
         CleaningPolicy::CostBenefit => pick(Order::CostBenefit, CleaningMethod::Copy, &useful),
@@ -256,14 +263,17 @@ mod tests {
     }
 
     #[test]
-    fn a_copying_pass_takes_no_more_live_blocks_than_the_clean_room_but_always_one_victim() {
+    fn a_copying_pass_takes_no_more_live_blocks_than_the_room_and_plugs_holes_without_any() {
         let candidates =
             [candidate(0, 30, 1, 0), candidate(1, 10, 1, 0), candidate(2, 20, 1, 0), candidate(3, 40, 1, 0)];
         let greedy = settings(CleaningPolicy::Greedy, 4);
         // Greedy order: 1 (10), 2 (20), 0 (30), 3 (40); 60 blocks of room take the first three.
         assert_eq!(choose_victims(&greedy, &candidates, 100, 5, 60).unwrap().victims, vec![1, 2, 0]);
         assert_eq!(choose_victims(&greedy, &candidates, 100, 5, 59).unwrap().victims, vec![1, 2]);
-        assert_eq!(choose_victims(&greedy, &candidates, 100, 5, 0).unwrap().victims, vec![1], "one at least");
+        assert_eq!(choose_victims(&greedy, &candidates, 100, 5, 5).unwrap().victims, vec![1], "one at least");
+        // No room at all: copying could move nothing, so the pass plugs holes.
+        let stuck = choose_victims(&greedy, &candidates, 100, 5, 0).unwrap();
+        assert_eq!((stuck.method, stuck.victims.len()), (CleaningMethod::PlugHoles, 4));
         // Hole-plugging fills other segments' holes: the pass size alone bounds it.
         let plugging = settings(CleaningPolicy::HolePlugging, 4);
         assert_eq!(choose_victims(&plugging, &candidates, 100, 5, 0).unwrap().victims.len(), 4);

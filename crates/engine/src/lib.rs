@@ -36,6 +36,7 @@ pub mod realloc;
 mod refcount;
 mod room;
 mod scrub;
+mod segment_summary;
 pub mod segments;
 mod snapshot;
 mod space;

@@ -24,6 +24,7 @@
 //! next written), so the table stays as small as the data.
 
 use crate::codec::SegmentUsageRecord;
+use crate::segment_summary::SegmentSummaries;
 use crate::space::SpaceMap;
 use crate::tree::PersistentTree;
 
@@ -76,9 +77,22 @@ pub(crate) struct Segments {
     heads: [Option<(u64, u64)>; LOG_STREAMS],
     /// Where the search for the next clean segment starts.
     clean_cursor: u64,
-    /// The last count of clean segments and the space map's shrink count
-    /// when it was made ([`Segments::clean_at_least`]).
-    clean_memo: Option<(u64, u64)>,
+    /// The last count of clean segments ([`Segments::clean_at_least`]).
+    clean_memo: Option<CleanCount>,
+    /// What each segment written since open holds (in memory).
+    pub(crate) summaries: SegmentSummaries,
+}
+
+/// A count of clean segments and what it was counted at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CleanCount {
+    /// The space map's shrink count then.
+    shrinks: u64,
+    /// Its change count then.
+    changes: u64,
+    /// The head segments then.
+    heads: [Option<u64>; LOG_STREAMS],
+    count: u64,
 }
 
 impl Segments {
@@ -116,6 +130,7 @@ impl Segments {
             heads: [None; LOG_STREAMS],
             clean_cursor: 0,
             clean_memo: None,
+            summaries: SegmentSummaries::default(),
         }
     }
 
@@ -168,26 +183,41 @@ impl Segments {
         space.allocatable_in(start, end) == end - start
     }
 
+    /// Allocatable blocks left in log stream `stream`'s head segment after
+    /// its next block (0 without a head).
+    pub(crate) fn head_room(&self, space: &SpaceMap, stream: usize) -> u64 {
+        self.heads[stream].map_or(0, |(segment, next)| {
+            let (_, end) = self.bounds(segment);
+            if next < end {
+                space.allocatable_in(next, end)
+            } else {
+                0
+            }
+        })
+    }
+
     /// Clean segments, the head excluded.
     pub(crate) fn clean_count(&self, space: &SpaceMap) -> u64 {
         (0..self.segment_count()).filter(|&segment| !self.is_head(segment) && self.is_clean(space, segment)).count()
             as u64
     }
 
-    /// Whether at least `wanted` segments are clean, the head excluded. Only
-    /// a shrinking of the allocatable blocks can lower the count (frees raise
-    /// it), so a count that reached `wanted` and was made at the space map's
-    /// current shrink count needs no recount: a write asks after every
-    /// update, and the whole device is counted only after a block was taken.
+    /// Whether at least `wanted` segments are clean, the head excluded. A
+    /// count made at the space map's current change count with the same
+    /// heads is exact; one made at its current shrink count is a lower bound
+    /// (only a shrinking of the allocatable blocks can lower it, frees raise
+    /// it). A write asks after every update, and the whole device is counted
+    /// again only after a block was taken or space came back below `wanted`.
     pub(crate) fn clean_at_least(&mut self, space: &SpaceMap, wanted: u64) -> bool {
-        let shrinks = space.shrink_count();
-        if let Some((counted_at, count)) = self.clean_memo {
-            if counted_at == shrinks && count >= wanted {
-                return true;
+        let heads = self.heads.map(|head| head.map(|(segment, _)| segment));
+        if let Some(memo) = self.clean_memo.filter(|memo| memo.heads == heads) {
+            if memo.changes == space.change_count() || (memo.shrinks == space.shrink_count() && memo.count >= wanted) {
+                return memo.count >= wanted;
             }
         }
         let count = self.clean_count(space);
-        self.clean_memo = Some((shrinks, count));
+        self.clean_memo =
+            Some(CleanCount { shrinks: space.shrink_count(), changes: space.change_count(), heads, count });
         count >= wanted
     }
 
@@ -265,7 +295,10 @@ impl Segments {
         (0..count)
             .map(|offset| (self.clean_cursor + offset) % count)
             .find(|&segment| !self.is_head(segment) && self.is_clean(space, segment))
-            .inspect(|&segment| self.clean_cursor = (segment + 1) % count)
+            .inspect(|&segment| {
+                self.clean_cursor = (segment + 1) % count;
+                self.summaries.opened(segment);
+            })
     }
 
     /// Brings the persistent table up to date with `space` (called by a CP,

@@ -76,6 +76,9 @@ pub struct SpaceMap {
     /// that only frees can raise (clean segments) stays a lower bound while
     /// this is unchanged.
     shrink_count: u64,
+    /// Times the allocatable blocks may have grown since open (a durable CP
+    /// returned frees, or the maps were replaced).
+    grow_count: u64,
 }
 
 impl SpaceMap {
@@ -102,6 +105,7 @@ impl SpaceMap {
             first_usable_block,
             free_count: 0,
             shrink_count: 0,
+            grow_count: 0,
         };
         space.recount_all();
         space
@@ -520,6 +524,7 @@ impl SpaceMap {
         for page in touched.into_iter().chain(pinned_pages) {
             self.recount_page(page);
         }
+        self.grow_count += 1;
         // Released rather than cleared: a large CP's journal is not kept around.
         self.journal = Vec::new();
     }
@@ -536,6 +541,7 @@ impl SpaceMap {
         self.youngest_scan = None;
         self.recount_all();
         self.shrink_count += 1;
+        self.grow_count += 1;
         // Blocks only the safe copies hold become allocatable at the next
         // durable CP: recount every page then.
         self.touched_pages.extend(0..self.allocatable_per_page.len());
@@ -573,6 +579,12 @@ impl SpaceMap {
     /// space may have gone.
     pub fn shrink_count(&self) -> u64 {
         self.shrink_count
+    }
+
+    /// Times the allocatable blocks have changed since open: anything counted
+    /// from them (clean segments) holds while this is unchanged.
+    pub fn change_count(&self) -> u64 {
+        self.shrink_count + self.grow_count
     }
 
     /// Blocks let go of (by the active tree or a deletion scan) since open: a

@@ -739,8 +739,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     ) -> Vec<(Location, u64)> {
         let map = self.extents.map_mut(id);
         let displaced = map::assign(map, logical, count, location);
-        if let Location::Flash(_) = location {
-            self.staged_block_count += count;
+        match location {
+            Location::Flash(_) => self.staged_block_count += count,
+            Location::Data(first) if self.segments.enabled() => self.summarise(id, logical, count, first),
+            Location::Data(_) => {}
         }
         for &(old, length) in &displaced {
             self.free_location(old, length);
