@@ -14,7 +14,9 @@
 //!   split is priced by Eq 8 at the volume's utilisation and segment
 //!   efficiency A ([`best_hot_count`]): w · 2/(1 − u_hc) + (1 − w) · A, the
 //!   hot blocks taking all the free space (Eq 7), and the cheapest gives the
-//!   next interval's hot set. Before the first interval ends nothing is hot.
+//!   next interval's hot set; h = 1 (every block in use hot, LFS) is priced
+//!   too, and makes blocks the interval did not write hot as well. Before the
+//!   first interval ends nothing is hot.
 //! - **Destage** ([`DestageRule::ColdHomesElseLog`]): a cold block goes back
 //!   to its frame home (the data block it overwrote when it was staged); a
 //!   hot block, and a cold one without a home, goes to the head of its log
@@ -32,7 +34,7 @@ use super::{
     hottest_first, DestageRule, Layout, LayoutParameters, LayoutStrategy, Placement, VolumeFacts, WriteContext,
 };
 use crate::map::Location;
-use crate::write_cost::{best_hot_count, hot_split_cost};
+use crate::write_cost::{best_hot_count, cleaning_utilization_for, hot_split_cost, lfs_cleaning_cost};
 
 /// The log stream of hot blocks.
 pub const HOT_STREAM: usize = 0;
@@ -59,6 +61,8 @@ pub struct Hylog {
     writes_in_interval: u64,
     /// The blocks chosen hot at the end of the last interval.
     hot: HashSet<(u64, u64)>,
+    /// Every block is hot (h = 1: the layout is LFS until the next choice).
+    all_hot: bool,
     /// That choice.
     last_choice: Option<HotChoice>,
     /// Where the cold staged blocks go back to.
@@ -73,7 +77,7 @@ impl Hylog {
 
     /// Whether block `logical_block` of extent `extent_id` is hot.
     pub fn is_hot(&self, extent_id: u64, logical_block: u64) -> bool {
-        self.hot.contains(&(extent_id, logical_block))
+        self.all_hot || self.hot.contains(&(extent_id, logical_block))
     }
 
     /// Chooses the hot set from the interval's counts and starts a new one.
@@ -85,11 +89,20 @@ impl Hylog {
             Some(share) => fixed_hot_count(&counts, facts, share),
             None => best_hot_count(&counts, facts.data_blocks_used, facts.utilization(), facts.segment_efficiency),
         };
+        // h = 1 (a threshold of no writes: every block in use hot, blocks
+        // this interval did not write included) is LFS, Eq 8 with w = 1.
+        let lfs_cost = lfs_cleaning_cost(cleaning_utilization_for(facts.utilization().clamp(0.0, 0.999)));
+        self.all_hot = match facts.fixed_hot_fraction {
+            Some(share) => share >= 1.0,
+            None => lfs_cost < cost,
+        };
         // The hottest `k` are those at or above the chosen threshold.
         self.hot = written.into_iter().take(hottest).map(|(block, _)| block).collect();
+        let (hot_blocks, cost) =
+            if self.all_hot { (facts.data_blocks_used, lfs_cost) } else { (self.hot.len() as u64, cost) };
         self.last_choice = Some(HotChoice {
-            hot_blocks: self.hot.len() as u64,
-            hot_fraction: self.hot.len() as f64 / facts.data_blocks_used.max(1) as f64,
+            hot_blocks,
+            hot_fraction: hot_blocks as f64 / facts.data_blocks_used.max(1) as f64,
             cost,
         });
         self.writes_in_interval = 0;
@@ -243,9 +256,18 @@ mod tests {
         for block in 0..5 {
             hylog.staged(1, block, None);
         }
-        let everything = VolumeFacts { interval_writes: 5, fixed_hot_fraction: Some(1.0), ..fixed };
-        assert!(hylog.measurement_interval_ended(&everything));
+        let most = VolumeFacts { interval_writes: 5, fixed_hot_fraction: Some(0.5), ..fixed };
+        assert!(hylog.measurement_interval_ended(&most));
         assert_eq!(hylog.last_choice().map(|choice| choice.hot_blocks), Some(5));
+        assert!(!hylog.is_hot(1, 50), "not written in the interval");
+        // h = 1 is LFS: every block in use, written in the interval or not.
+        for block in 0..5 {
+            hylog.staged(1, block, None);
+        }
+        let everything = VolumeFacts { fixed_hot_fraction: Some(1.0), ..most };
+        assert!(hylog.measurement_interval_ended(&everything));
+        assert_eq!(hylog.last_choice().map(|choice| choice.hot_blocks), Some(100));
+        assert!(hylog.is_hot(1, 50) && hylog.frame_home(1, 50).is_none());
     }
 
     #[test]
