@@ -7,10 +7,13 @@
 //!   SRARW workload of `proxima_workload::srarw`.
 //! - [`measure`]: per-batch and per-disk figures of the member disks' I/O.
 //! - [`parallel`]: independent simulations, several at once.
+//! - [`recording`]: devices that answer at once and record the engine's
+//!   requests in rounds, for a timing simulation of many users.
 
 pub mod lab_volume;
 pub mod measure;
 pub mod parallel;
+pub mod recording;
 pub mod testbed;
 
 /// Serialises a [`proxima_engine::Layout`] in saved rows by its name, and reads
