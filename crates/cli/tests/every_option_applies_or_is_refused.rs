@@ -985,6 +985,54 @@ fn experiment_probes() -> Vec<(&'static str, &'static str, Probe)> {
             ("--count", &["--count", "5"]),
         ],
     ));
+    // Figure 6 at one utilisation, Figure 7 at one share, Figure 9: fourteen
+    // runs of four users on a two-warehouse database, one virtual second each.
+    probes.extend(experiment(
+        "hylog-throughput",
+        &[
+            "--model",
+            "atlas10k",
+            "--utilizations",
+            "0.9",
+            "--detail-utilization",
+            "0.9",
+            "--hot-fractions",
+            "0.5",
+            "--warehouses",
+            "2",
+            "--buffer-pool-mib",
+            "4",
+            "--users",
+            "4",
+            "--disks",
+            "1",
+            "--rewrites",
+            "0.2",
+            "--measure-seconds",
+            "1",
+        ],
+        &[
+            ("--model", &["--model", "disk2003"]),
+            ("--utilizations", &["--utilizations", "0.85"]),
+            ("--detail-utilization", &["--detail-utilization", "0.85"]),
+            ("--hot-fractions", &["--hot-fractions", "0.3"]),
+            ("--warehouses", &["--warehouses", "3"]),
+            ("--buffer-pool-mib", &["--buffer-pool-mib", "8"]),
+            ("--users", &["--users", "6"]),
+            ("--disks", &["--disks", "2"]),
+            ("--rewrites", &["--rewrites", "0.3"]),
+            ("--measure-seconds", &["--measure-seconds", "2"]),
+            ("--jobs", &["--jobs", "2"]),
+        ],
+        &[
+            ("--utilizations", &["--utilizations", "1.2"]),
+            ("--detail-utilization", &["--detail-utilization", "0"]),
+            ("--hot-fractions", &["--hot-fractions", "1.5"]),
+            ("--rewrites", &["--rewrites", "0.01"]),
+            ("--scale", &["--scale", "0.01"]),
+            ("--count", &["--count", "5"]),
+        ],
+    ));
     // One utilisation on a small engine volume and simulator disk.
     probes.extend(experiment(
         "hylog-cleaning",

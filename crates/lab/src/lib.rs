@@ -62,6 +62,7 @@ pub const EXPERIMENTS: &[&dyn Registered] = &[
     &Registration::<seed001_hylog::hylog_model::HylogModel>::NEW,
     &Registration::<seed001_hylog::hylog_cleaning::HylogCleaning>::NEW,
     &Registration::<seed001_hylog::hylog_table3::HylogTable3>::NEW,
+    &Registration::<seed001_hylog::hylog_throughput::HylogThroughput>::NEW,
     &Registration::<seed001_hylog::hylog_proximal::HylogProximal>::NEW,
     &Registration::<seed002_priority::foreground_priority::ForegroundPriority>::NEW,
     &Registration::<seed002_aging::aging::Aging>::NEW,

@@ -56,7 +56,7 @@ pub const DEFAULT_REQUEST_COUNT: u32 = 2000;
 /// The simulated drive transfers at its media rate, as the paper's did: its
 /// §6.2 times (T_s − T_p = 21.7 ms for 508 KiB, about 24 MB/s) are the
 /// atlas10k's media rate, not the 5.2 MB/s interface of DiskSim's file.
-const MEDIA_RATE_OVERRIDE: &str = "disk0:Bulk sector transfer time=0";
+pub const MEDIA_RATE_OVERRIDE: &str = "disk0:Bulk sector transfer time=0";
 
 /// Figure 1's segment sizes: 4 KiB · 2^(k/4) up to 16 MiB.
 const FIGURE_1_STEPS_PER_OCTAVE: u32 = 4;

@@ -16,8 +16,12 @@
 //!   layout against proximal under 80/20 updates.
 //! - [`hylog_table3`]: `reproduce hylog-table3`, Table 3: TPC-B on
 //!   Overwrite and LFS without and with cleaning, on one drive.
+//! - [`hylog_throughput`]: `reproduce hylog-throughput`, Figures 6, 7 and
+//!   9: TPC-C throughput of every layout on disk arrays.
 //! - [`tpcb_volume`]: TPC-B's closed loop on an engine volume over one
 //!   simulated drive.
+//! - [`tpcc_array`]: TPC-C's users on an engine volume over a disk array,
+//!   the engine's I/O recorded and timed on simulated drives.
 //! - [`cleaning_figures`]: Figures 2 and 5 on that simulator.
 //! - [`segment_simulator`]: an independent segment-accounting simulator of
 //!   a log-structured layout and its cleaning policies (Figures 2 and 5).
@@ -29,7 +33,9 @@ pub mod hylog_cleaning;
 pub mod hylog_model;
 pub mod hylog_proximal;
 pub mod hylog_table3;
+pub mod hylog_throughput;
 pub mod paper;
 pub mod section_6_2;
 pub mod segment_simulator;
 pub mod tpcb_volume;
+pub mod tpcc_array;

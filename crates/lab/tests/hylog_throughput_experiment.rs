@@ -1,0 +1,128 @@
+//! `reproduce hylog-throughput` on a small TPC-C database (two warehouses)
+//! and the atlas10k: the contract's keys and the files written, Overwrite
+//! flat in the utilisation, LFS ahead of Overwrite with room to clean and
+//! paying for its cleaning as the disk fills, a fixed hot share kept, and
+//! RAID-5 below RAID-0 for Overwrite's small writes; and of the rig: users
+//! share the drives (more users, more throughput, up to the drives' limit)
+//! and a run is deterministic. Prints the summary (run with `--nocapture`).
+
+use std::sync::Arc;
+
+use proxima_device::seeds_for_test;
+use proxima_disk::DiskModel;
+use proxima_lab::experiment::{run, RunSettings};
+use proxima_lab::progress::NoProgress;
+use proxima_lab::seed001_hylog::cost_model::ArrayLevel;
+use proxima_lab::seed001_hylog::hylog_throughput::{HylogThroughput, HylogThroughputParams};
+use proxima_lab::seed001_hylog::tpcc_array::{run_array, ArrayRunSpec, ThroughputLayout};
+use proxima_workload::tpcc::{TpccSpec, TpccWorkload};
+use serde_json::Value;
+
+const RERUN: &str = "cargo test --release -p proxima-lab --test hylog_throughput_experiment -- --nocapture";
+
+fn number(value: &Value) -> f64 {
+    value.as_f64().unwrap_or_else(|| panic!("{value} is a number"))
+}
+
+fn small_params() -> HylogThroughputParams {
+    HylogThroughputParams {
+        utilizations: vec![0.5, 0.85],
+        detail_utilization: 0.8,
+        hot_fractions: vec![0.1, 1.0],
+        warehouses: 2,
+        buffer_pool_mib: 16,
+        users: 20,
+        disks: 4,
+        rewrites: 1.0,
+        measure_seconds: 5,
+        jobs: 2,
+    }
+}
+
+#[test]
+fn the_figures_have_the_papers_shape_at_a_small_scale() {
+    for seed in seeds_for_test([1], "PROXIMA_HYLOG_THROUGHPUT_SEED", RERUN) {
+        has_the_papers_shape(seed);
+    }
+}
+
+fn has_the_papers_shape(seed: u64) {
+    let directory = tempfile::tempdir().unwrap();
+    let settings = RunSettings { out_dir: directory.path().to_path_buf(), seed, model: "atlas10k".into() };
+    let outcome = run::<HylogThroughput>(&settings, &small_params(), &mut NoProgress).expect("it runs");
+    println!("{}", outcome.summary);
+    for file in ["throughput.csv", "fig6.svg", "fig6_normalized.svg", "fig7.svg", "fig9.svg", "report.md"] {
+        assert!(directory.path().join(file).is_file(), "{file} written");
+    }
+    let json = serde_json::to_value(&outcome.headline).unwrap();
+    let rows = json["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 4 * 2, "every layout at every utilisation");
+    let at = |layout: &str, u: f64| {
+        let row = rows
+            .iter()
+            .find(|row| row["layout"] == layout && number(&row["utilization"]) == u)
+            .unwrap_or_else(|| panic!("{layout} at {u}: {json}"));
+        assert_eq!(row["disk"], "atlas10k");
+        (number(&row["requests_per_second"]), row)
+    };
+    let (overwrite_low, _) = at("overwrite", 0.5);
+    let (overwrite_high, _) = at("overwrite", 0.85);
+    assert!((overwrite_high / overwrite_low - 1.0).abs() < 0.02, "seed {seed}: Overwrite flat: {json}");
+    let (lfs_low, lfs_low_row) = at("lfs", 0.5);
+    let (lfs_high, lfs_high_row) = at("lfs", 0.85);
+    assert!(lfs_low > overwrite_low, "seed {seed}: LFS ahead with room to clean: {json}");
+    assert!(lfs_high < lfs_low, "seed {seed}: LFS slows as the disk fills: {json}");
+    assert!(
+        number(&lfs_high_row["write_cost"]) > number(&lfs_low_row["write_cost"]),
+        "seed {seed}: cleaning dearer on a fuller disk: {json}"
+    );
+    let fig7 = json["fig7"].as_array().expect("fig7");
+    assert_eq!(fig7.len(), 3, "the adaptive run and two fixed shares");
+    assert!(fig7[0]["fixed_hot_fraction"].is_null());
+    assert!(number(&fig7[0]["hot_fraction"]) > 0.0, "seed {seed}: HyLog chose a hot set: {json}");
+    // A fixed share, or every block the interval wrote when fewer were.
+    let fixed = number(&fig7[1]["hot_fraction"]);
+    assert!(fixed > 0.0 && fixed <= 0.1, "seed {seed}: at most the fixed share: {json}");
+    let adaptive = number(&json["adaptive_h_fraction_of_best"]);
+    assert!(adaptive > 0.0 && adaptive.is_finite(), "{json}");
+    let raid5_vs_raid0 = number(&json["shape"]["raid5_overwrite_vs_raid0"]);
+    assert!(raid5_vs_raid0 < 0.8, "seed {seed}: RAID-5's small writes cost four I/Os: {json}");
+    assert_eq!(json["fig9"].as_array().map(Vec::len), Some(8));
+}
+
+/// One run on the rig, with `users` closed-loop users.
+fn overwrite_run(users: u32, seed: u64) -> f64 {
+    let tpcc = TpccSpec { warehouses: 1, buffer_pool_bytes: 8 << 20, users, seed, ..TpccSpec::paper(seed) };
+    let spec = ArrayRunSpec {
+        model: Arc::new(DiskModel::builtin("atlas10k").unwrap()),
+        level: ArrayLevel::Raid0,
+        disk_count: 4,
+        layout: ThroughputLayout::Overwrite,
+        hot_fraction: None,
+        utilization: 0.5,
+        stripe_unit_blocks: 256,
+        segment_efficiency: 40.0,
+        tpcc,
+        database_pages: TpccWorkload::new(tpcc).page_count(),
+        rewrites: 0.2,
+        settle_ns: 200_000_000,
+        measure_ns: 2_000_000_000,
+        seed,
+    };
+    run_array(&spec, &mut NoProgress).expect("it runs").requests_per_second()
+}
+
+#[test]
+fn users_share_the_drives_and_a_run_repeats_itself() {
+    for seed in seeds_for_test([1], "PROXIMA_HYLOG_THROUGHPUT_SEED", RERUN) {
+        let one = overwrite_run(1, seed);
+        let four = overwrite_run(4, seed);
+        let sixteen = overwrite_run(16, seed);
+        println!("seed {seed}: 1 user {one:.1}, 4 users {four:.1}, 16 users {sixteen:.1} requests/s");
+        // Four drives: four users keep more than one busy at once, and more
+        // users let each drive order its queue.
+        assert!(four > 2.0 * one, "seed {seed}: {one} → {four}");
+        assert!(sixteen > four, "seed {seed}: {four} → {sixteen}");
+        assert_eq!(overwrite_run(4, seed), four, "seed {seed}: the same spec, the same figures");
+    }
+}
