@@ -1022,7 +1022,7 @@ fn experiment_probes() -> Vec<(&'static str, &'static str, Probe)> {
             ("--disks", &["--disks", "2"]),
             ("--rewrites", &["--rewrites", "0.3"]),
             ("--measure-seconds", &["--measure-seconds", "2"]),
-            ("--jobs", &["--jobs", "2"]),
+            ("--jobs", &["--jobs", "1"]),
         ],
         &[
             ("--utilizations", &["--utilizations", "1.2"]),

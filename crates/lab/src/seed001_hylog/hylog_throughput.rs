@@ -359,22 +359,25 @@ impl Experiment for HylogThroughput {
     fn settings(run: &RunSettings, params: &HylogThroughputParams) -> Result<HylogThroughputSettings, LabError> {
         let invalid = |parameter: &'static str, message: String| Err(LabError::InvalidParameter { parameter, message });
         if params.utilizations.is_empty() {
-            return invalid("utilizations", "no utilisation given".into());
+            return invalid("utilizations", "--utilizations gives no utilisation".into());
         }
         if let Some(u) = params.utilizations.iter().find(|&&u| !(u > 0.0 && u < 1.0)) {
-            return invalid("utilizations", format!("{u} is not in (0, 1)"));
+            return invalid("utilizations", format!("--utilizations {u} is not in (0, 1)"));
         }
         if !(params.detail_utilization > 0.0 && params.detail_utilization < 1.0) {
-            return invalid("detail-utilization", format!("{} is not in (0, 1)", params.detail_utilization));
+            return invalid(
+                "detail-utilization",
+                format!("--detail-utilization {} is not in (0, 1)", params.detail_utilization),
+            );
         }
         if !(0.0..=64.0).contains(&params.rewrites) {
-            return invalid("rewrites", format!("{} is not in [0, 64] database sizes", params.rewrites));
+            return invalid("rewrites", format!("--rewrites {} is not in [0, 64] database sizes", params.rewrites));
         }
         if params.hot_fractions.is_empty() {
-            return invalid("hot-fractions", "no hot share given".into());
+            return invalid("hot-fractions", "--hot-fractions gives no hot share".into());
         }
         if let Some(h) = params.hot_fractions.iter().find(|&&h| !(0.0..=1.0).contains(&h)) {
-            return invalid("hot-fractions", format!("{h} is not in [0, 1]"));
+            return invalid("hot-fractions", format!("--hot-fractions {h} is not in [0, 1]"));
         }
         let drives =
             run.model.split(',').map(|name| drive(name.trim(), run.seed)).collect::<Result<Vec<Drive>, LabError>>()?;

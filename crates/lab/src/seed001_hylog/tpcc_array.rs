@@ -275,8 +275,8 @@ impl ArrayRunSpec {
         let reserve = self.segments_needed();
         if !self.leaves_room_to_clean() {
             let message = format!(
-                "{}: {free_segments} free segments of {} blocks; the cleaner needs {reserve} (more warehouses, or a \
-                 lower utilisation)",
+                "{}: {free_segments} free segments of {} blocks; the cleaner needs {reserve} (more --warehouses, or \
+                 a lower utilisation)",
                 self.label(),
                 self.segment_blocks()
             );
@@ -288,7 +288,7 @@ impl ArrayRunSpec {
         if self.layout.logs() && self.warmup_page_writes() < until_cleaning {
             let message = format!(
                 "{}: {} page write-backs before timing do not fill the {until_cleaning} free blocks beyond the \
-                 cleaner's reserve: the log would not have wrapped",
+                 cleaner's reserve: the log would not have wrapped (raise --rewrites)",
                 self.label(),
                 self.warmup_page_writes()
             );
