@@ -133,7 +133,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let candidates = self.cleaning_candidates();
         let segment_blocks = self.segments.segment_blocks();
         let stream = self.layout.cleaning_stream();
-        let room_blocks = self.segments.clean_count(&self.data_space) * segment_blocks
+        let room_blocks = self.segments.clean_count_now(&self.data_space) * segment_blocks
             + self.segments.head_room(&self.data_space, stream);
         let clock = self.segments.clock();
         let Some(choice) = choose_victims(&self.options.cleaning, &candidates, segment_blocks, clock, room_blocks)
@@ -470,5 +470,81 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             }
         }
         self.push_records(LogRecord::checksums(to, &crcs))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proxima_device::{seeds_for_test, MemoryDevice};
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use crate::cleaning::CleaningSettings;
+    use crate::layouts::Layout;
+    use crate::volume::{Volume, VolumeOptions};
+
+    /// The summaries' live runs of every segment holding data, where they
+    /// answer, are the map walk's; they answer for most segments of a volume
+    /// written since open, and for none after a reopen.
+    #[test]
+    fn segment_summaries_find_what_walking_the_maps_finds() {
+        let rerun = "cargo test --release -p proxima-engine --lib segment_summaries";
+        for seed in seeds_for_test([1], "PROXIMA_SUMMARY_SEED", rerun) {
+            let options = VolumeOptions {
+                layout: Layout::Wolf,
+                segment_blocks: 32,
+                staging_capacity_blocks: 64,
+                destage_step_blocks: 32,
+                cleaning: CleaningSettings {
+                    start_below_clean_segments: 6,
+                    pass_blocks_max: 128,
+                    ..Default::default()
+                },
+                ..VolumeOptions::default()
+            };
+            let (data, flash) = (MemoryDevice::new(4096, 2048), MemoryDevice::new(4096, 512));
+            let mut volume = Volume::format(data, flash, seed, options.clone()).unwrap();
+            let ids = [1200, 300].map(|blocks| volume.create_extent(&format!("e{blocks}"), blocks * 4096).unwrap());
+            volume.write(ids[0], 0, &vec![7; 1200 * 4096], false).unwrap();
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut compared = 0;
+            for update in 0..4000u64 {
+                let (id, blocks) = if rng.gen_bool(0.8) { (ids[0], 1200) } else { (ids[1], 300) };
+                let block = rng.gen_range(0..blocks);
+                volume.write(id, block * 4096, &[update.to_le_bytes()[0]; 4096], false).unwrap();
+                if update % 500 == 0 {
+                    compared += compare_every_segment(&volume, seed);
+                }
+            }
+            let segments = volume.segments.segment_count();
+            assert!(compared > segments, "seed {seed}: the summaries answered {compared} times");
+            let (data, flash) = volume.close().unwrap();
+            let volume = Volume::open(data, flash, options).unwrap();
+            let victims: Vec<u64> = (0..segments).collect();
+            assert!(volume.live_pieces_from_summaries(&victims).is_none(), "nothing is summarised after a reopen");
+        }
+    }
+
+    /// Compares the summaries with the walk segment by segment; returns how
+    /// many segments the summaries answered for.
+    fn compare_every_segment(volume: &Volume<MemoryDevice, MemoryDevice>, seed: u64) -> u64 {
+        let mut answered = 0;
+        for segment in 0..volume.segments.segment_count() {
+            let Some(mut summarised) = volume.live_pieces_from_summaries(&[segment]) else { continue };
+            answered += 1;
+            let mut walked = volume.live_pieces_by_walking_maps(&[segment]);
+            let blocks = |pieces: &mut Vec<super::LivePiece>| {
+                pieces.sort_unstable_by_key(|piece| piece.data_block);
+                pieces
+                    .iter()
+                    .flat_map(|piece| {
+                        (0..piece.block_count)
+                            .map(move |i| (piece.extent_id, piece.logical_block + i, piece.data_block + i))
+                    })
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(blocks(&mut summarised), blocks(&mut walked), "seed {seed}: segment {segment}");
+        }
+        answered
     }
 }

@@ -203,22 +203,35 @@ impl Segments {
     }
 
     /// Whether at least `wanted` segments are clean, the head excluded. A
-    /// count made at the space map's current change count with the same
-    /// heads is exact; one made at its current shrink count is a lower bound
-    /// (only a shrinking of the allocatable blocks can lower it, frees raise
-    /// it). A write asks after every update, and the whole device is counted
-    /// again only after a block was taken or space came back below `wanted`.
+    /// count made at the space map's current shrink count with the same
+    /// heads is a lower bound (only a shrinking of the allocatable blocks can
+    /// lower it, frees raise it): a write asks after every update, and the
+    /// whole device is counted again only after a block was taken or space
+    /// came back below `wanted`.
     pub(crate) fn clean_at_least(&mut self, space: &SpaceMap, wanted: u64) -> bool {
-        let heads = self.heads.map(|head| head.map(|(segment, _)| segment));
-        if let Some(memo) = self.clean_memo.filter(|memo| memo.heads == heads) {
-            if memo.changes == space.change_count() || (memo.shrinks == space.shrink_count() && memo.count >= wanted) {
-                return memo.count >= wanted;
-            }
+        let heads = self.head_segments();
+        let lower_bound = self.clean_memo.filter(|memo| memo.heads == heads && memo.shrinks == space.shrink_count());
+        if lower_bound.is_some_and(|memo| memo.count >= wanted) {
+            return true;
+        }
+        self.clean_count_now(space) >= wanted
+    }
+
+    /// [`clean_count`](Self::clean_count), from the last count while neither
+    /// the allocatable blocks nor the heads have changed since.
+    pub(crate) fn clean_count_now(&mut self, space: &SpaceMap) -> u64 {
+        let heads = self.head_segments();
+        if let Some(memo) = self.clean_memo.filter(|memo| memo.heads == heads && memo.changes == space.change_count()) {
+            return memo.count;
         }
         let count = self.clean_count(space);
         self.clean_memo =
             Some(CleanCount { shrinks: space.shrink_count(), changes: space.change_count(), heads, count });
-        count >= wanted
+        count
+    }
+
+    fn head_segments(&self) -> [Option<u64>; LOG_STREAMS] {
+        self.heads.map(|head| head.map(|(segment, _)| segment))
     }
 
     /// Every segment's usage now.

@@ -96,8 +96,10 @@ impl Hylog {
             Some(share) => share >= 1.0,
             None => lfs_cost < cost,
         };
-        // The hottest `k` are those at or above the chosen threshold.
-        self.hot = written.into_iter().take(hottest).map(|(block, _)| block).collect();
+        // The hottest `k` are those at or above the chosen threshold (none
+        // listed when every block is hot).
+        let listed = if self.all_hot { 0 } else { hottest };
+        self.hot = written.into_iter().take(listed).map(|(block, _)| block).collect();
         let (hot_blocks, cost) =
             if self.all_hot { (facts.data_blocks_used, lfs_cost) } else { (self.hot.len() as u64, cost) };
         self.last_choice = Some(HotChoice {
