@@ -41,9 +41,18 @@ fn aged_volume(
     updates: u64,
     seed: u64,
 ) -> (Volume<MemoryDevice, MemoryDevice>, u64, Vec<u8>) {
+    aged_volume_with(options(policy), extent_blocks, updates, seed)
+}
+
+/// [`aged_volume`] under `options`.
+fn aged_volume_with(
+    options: VolumeOptions,
+    extent_blocks: u64,
+    updates: u64,
+    seed: u64,
+) -> (Volume<MemoryDevice, MemoryDevice>, u64, Vec<u8>) {
     let mut volume =
-        Volume::format(MemoryDevice::new(4096, DATA_BLOCKS), MemoryDevice::new(4096, 512), seed, options(policy))
-            .unwrap();
+        Volume::format(MemoryDevice::new(4096, DATA_BLOCKS), MemoryDevice::new(4096, 512), seed, options).unwrap();
     let id = volume.create_extent("e", extent_blocks * BLOCK as u64).unwrap();
     let mut contents = pattern(seed, extent_blocks as usize * BLOCK);
     volume.write(id, 0, &contents, false).unwrap();
@@ -90,19 +99,7 @@ fn a_pass_larger_than_the_clean_room_reads_each_victim_once() {
 fn a_pass_reads_each_victim_once(policy: CleaningPolicy, seed: u64) {
     let mut options = options(policy);
     options.cleaning.pass_blocks_max = DATA_BLOCKS;
-    let mut volume =
-        Volume::format(MemoryDevice::new(4096, DATA_BLOCKS), MemoryDevice::new(4096, 512), seed, options).unwrap();
-    let extent_blocks = DATA_BLOCKS / 2;
-    let id = volume.create_extent("e", extent_blocks * BLOCK as u64).unwrap();
-    let mut contents = pattern(seed, extent_blocks as usize * BLOCK);
-    volume.write(id, 0, &contents, false).unwrap();
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    for update in 0..8000u64 {
-        let block = rng.gen_range(0..extent_blocks) as usize;
-        let bytes = pattern(seed ^ (update << 20), BLOCK);
-        contents[block * BLOCK..(block + 1) * BLOCK].copy_from_slice(&bytes);
-        volume.write(id, (block * BLOCK) as u64, &bytes, false).unwrap();
-    }
+    let (mut volume, id, contents) = aged_volume_with(options, DATA_BLOCKS / 2, 8000, seed);
     let stats = volume.stats().clone();
     assert!(stats.segments_cleaned > 20, "seed {seed}, {policy:?}: {stats:?}");
     assert!(
