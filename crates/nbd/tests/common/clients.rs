@@ -32,6 +32,13 @@ pub fn fio_verify_command(uri: &str, name: &str) -> Command {
     command
         .arg(format!("--name={name}"))
         .args(["--ioengine=nbd", "--bs=4k", "--iodepth=16", "--verify=crc32c", "--verify_fatal=1"])
+        // NBD lets a server run a connection's requests in any order, and
+        // Proxima's worker pool does. A skewed distribution turns fio's
+        // random map off, so two writes of one block may be in flight at
+        // once and either may land last; fio's verify expects the later.
+        // Holding back an overlapping write until the earlier completes is
+        // what every ordering client (the kernel's block layer) does.
+        .arg("--serialize_overlap=1")
         .arg(format!("--randseed={FIO_SEED}"))
         .args(["--output-format=json", "--group_reporting"])
         .arg(format!("--uri={uri}"));
