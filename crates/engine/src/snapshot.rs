@@ -205,8 +205,14 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
     }
 
-    /// The OR of the live snapshots' data snapmaps (cached while the set of
-    /// live snapshots stays the same).
+    /// The data blocks some live snapshot reads: the OR of the live
+    /// snapshots' data snapmaps, less each snapshot's frames that it reads at
+    /// a copy (in-place layout). A frame freed and reused after its copy-out
+    /// is still in the old snapshot's snapmap, yet that snapshot does not
+    /// hold it. Cached while the set of live snapshots stays the same: a
+    /// copy-out made since only leaves a frame in the union that its
+    /// watermark then releases ([`Volume::release_frame_if_copied`]), and no
+    /// copy a live snapshot reads is dropped.
     fn live_data_union(&mut self) -> Result<Bitmap> {
         let live: Vec<u64> =
             self.snapshots.iter().filter(|(_, record)| record.state == SnapshotState::Live).map(|(id, _)| id).collect();
@@ -217,7 +223,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
         let mut union = Bitmap::new(self.data_space.block_count());
         for &id in &live {
-            union.or_with(&self.data_snapmap(id)?);
+            let mut held = self.data_snapmap(id)?;
+            for (frame, _) in self.copy_outs.redirects(id) {
+                held.put(frame, false);
+            }
+            union.or_with(&held);
         }
         self.snapshot_caches.live_union = Some((live, union.clone()));
         Ok(union)

@@ -843,3 +843,30 @@ fn recorded_cases_pass() {
         run_case(memory_data(), options(), ops).unwrap();
     }
 }
+
+/// Cases on the in-place layout without a cache the generator once found
+/// failing, kept as they shrank.
+#[test]
+fn recorded_in_place_cases_pass() {
+    let uncached = VolumeOptions {
+        layout: Layout::InPlace,
+        staging_threshold_bytes: 0,
+        read_realloc: ReadRealloc { runs_min: 2, ..ReadRealloc::ON },
+        ..options()
+    };
+    // Seed 123770150781505: a clone of a deleted extent from a snapshot
+    // writes over the frames the snapshot holds.
+    let cases: [&[Op]; 1] = [&[
+        Op::Create { slot: 1, blocks: 3 },
+        Op::Write { slot: 1, offset: 4096, length: 4097, tag: 0, fua: false },
+        Op::SnapshotCreate { slot: 0 },
+        Op::WriteBatch { writes: vec![(1, 8192, 4096, 0)], fua: false },
+        Op::Delete { slot: 1 },
+        Op::SnapshotCreate { slot: 1 },
+        Op::Clone { source: 1, snapshot: Some(0), destination: 2 },
+        Op::WriteBatch { writes: vec![(2, 0, 12288, 0)], fua: false },
+    ]];
+    for ops in cases {
+        run_case(memory_data(), uncached.clone(), ops).unwrap();
+    }
+}
