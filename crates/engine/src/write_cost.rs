@@ -97,22 +97,43 @@ pub fn hylog_cost(hot_write_fraction: f64, hot_cleaning: f64, segment_efficiency
 /// a threshold.
 pub fn best_hot_count(counts: &[u32], live_blocks: u64, utilization: f64, segment_efficiency: f64) -> (usize, f64) {
     let total: u64 = counts.iter().map(|&count| u64::from(count)).sum();
+    best_held_out_hot_count(counts, counts, total, live_blocks, utilization, segment_efficiency)
+}
+
+/// [`best_hot_count`] with w measured on other writes than those that rank
+/// the blocks: the blocks are ranked by `ranking` (their write counts in one
+/// interval, hottest first), and a threshold's w is the share of the
+/// `later_total` writes of a later interval that went to its blocks
+/// (`later[i]`: the later writes of the block ranked `i`). Priced on the
+/// interval that ranked them, every block a short interval wrote looks hot
+/// (w = 1 for the blocks written at all); priced on the next, the blocks
+/// written once by chance show as the cold blocks they are.
+pub fn best_held_out_hot_count(
+    ranking: &[u32],
+    later: &[u32],
+    later_total: u64,
+    live_blocks: u64,
+    utilization: f64,
+    segment_efficiency: f64,
+) -> (usize, f64) {
+    assert_eq!(ranking.len(), later.len(), "a later count for each ranked block");
     let everything_cold = (0, overwrite_cost(segment_efficiency));
-    if total == 0 || live_blocks == 0 {
+    if later_total == 0 || live_blocks == 0 {
         return everything_cold;
     }
     // A full disk has no free space to give the hot partition.
     let utilization = utilization.clamp(0.0, 0.999);
     let mut best = everything_cold;
     let mut hot_writes = 0u64;
-    for (index, &count) in counts.iter().enumerate() {
-        hot_writes += u64::from(count);
+    for (index, &count) in ranking.iter().enumerate() {
+        hot_writes += u64::from(later[index]);
         // A threshold ends where the next block is written less often.
-        if counts.get(index + 1).is_some_and(|&next| next == count) {
+        if ranking.get(index + 1).is_some_and(|&next| next == count) {
             continue;
         }
         let hot = index + 1;
-        let cost = split_cost(hot, hot_writes, total, live_blocks, utilization, segment_efficiency);
+        let cost =
+            split_cost(hot, hot_writes.min(later_total), later_total, live_blocks, utilization, segment_efficiency);
         if cost < best.1 {
             best = (hot, cost);
         }

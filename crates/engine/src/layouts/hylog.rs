@@ -12,11 +12,17 @@
 //!   sorted hottest first. As in the paper a write count is a threshold
 //!   (every block written at least that often is hot); each threshold's
 //!   split is priced by Eq 8 at the volume's utilisation and segment
-//!   efficiency A ([`best_hot_count`]): w · 2/(1 − u_hc) + (1 − w) · A, the
-//!   hot blocks taking all the free space (Eq 7), and the cheapest gives the
-//!   next interval's hot set; h = 1 (every block in use hot, LFS) is priced
-//!   too, and makes blocks the interval did not write hot as well. Before the
-//!   first interval ends nothing is hot.
+//!   efficiency A: w · 2/(1 − u_hc) + (1 − w) · A, the hot blocks taking all
+//!   the free space (Eq 7), and the cheapest threshold makes the blocks this
+//!   interval wrote at least that often the next interval's hot set; h = 1
+//!   (every block in use hot, LFS) is priced too, and makes blocks the
+//!   interval did not write hot as well. A threshold's w is measured on
+//!   writes that did not choose it ([`best_held_out_hot_count`]): the blocks
+//!   are ranked by the previous interval's counts and w is their share of
+//!   this interval's writes, for priced on the interval that ranks them
+//!   every block written at all takes all the writes (the paper leaves how
+//!   w is estimated open; the first interval, with none before it, is priced
+//!   on itself). Before the first interval ends nothing is hot.
 //! - **Destage** ([`DestageRule::ColdHomesElseLog`]): a cold block goes back
 //!   to its frame home (the data block it overwrote when it was staged); a
 //!   hot block, and a cold one without a home, goes to the head of its log
@@ -34,7 +40,9 @@ use super::{
     hottest_first, DestageRule, Layout, LayoutParameters, LayoutStrategy, Placement, VolumeFacts, WriteContext,
 };
 use crate::map::Location;
-use crate::write_cost::{best_hot_count, cleaning_utilization_for, hot_split_cost, lfs_cleaning_cost};
+use crate::write_cost::{
+    best_held_out_hot_count, best_hot_count, cleaning_utilization_for, hot_split_cost, lfs_cleaning_cost,
+};
 
 /// The log stream of hot blocks.
 pub const HOT_STREAM: usize = 0;
@@ -57,6 +65,8 @@ pub struct HotChoice {
 pub struct Hylog {
     /// Writes of each block staged in the current interval.
     interval_writes: HashMap<(u64, u64), u32>,
+    /// The counts of the interval before (none before the first ends).
+    previous_writes: HashMap<(u64, u64), u32>,
     /// Staged writes in the current interval.
     writes_in_interval: u64,
     /// The blocks chosen hot at the end of the last interval.
@@ -82,12 +92,15 @@ impl Hylog {
 
     /// Chooses the hot set from the interval's counts and starts a new one.
     fn choose_hot_set(&mut self, facts: &VolumeFacts) {
-        let mut written: Vec<((u64, u64), u32)> = self.interval_writes.drain().collect();
+        let current = std::mem::take(&mut self.interval_writes);
+        let mut written: Vec<((u64, u64), u32)> = current.iter().map(|(&block, &count)| (block, count)).collect();
         written.sort_unstable_by(hottest_first);
-        let counts: Vec<u32> = written.iter().map(|&(_, count)| count).collect();
         let (hottest, cost) = match facts.fixed_hot_fraction {
-            Some(share) => fixed_hot_count(&counts, facts, share),
-            None => best_hot_count(&counts, facts.data_blocks_used, facts.utilization(), facts.segment_efficiency),
+            Some(share) => {
+                let counts: Vec<u32> = written.iter().map(|&(_, count)| count).collect();
+                fixed_hot_count(&counts, facts, share)
+            }
+            None => self.adaptive_hot_count(&written, &current, facts),
         };
         // h = 1 (a threshold of no writes: every block in use hot, blocks
         // this interval did not write included) is LFS, Eq 8 with w = 1.
@@ -107,7 +120,43 @@ impl Hylog {
             hot_fraction: hot_blocks as f64 / facts.data_blocks_used.max(1) as f64,
             cost,
         });
+        self.previous_writes = current;
         self.writes_in_interval = 0;
+    }
+
+    /// How many of this interval's blocks (`written`, hottest first; the
+    /// same counts by block in `current`) to make hot, and Eq 8's cost. The
+    /// write-count threshold is chosen on the previous interval's ranking,
+    /// each threshold's w measured on this interval's writes
+    /// ([`best_held_out_hot_count`]), and applied to this interval's counts
+    /// (intervals have equal lengths, so a count means the same in each).
+    /// The first interval has no previous one and is priced on itself.
+    fn adaptive_hot_count(
+        &self,
+        written: &[((u64, u64), u32)],
+        current: &HashMap<(u64, u64), u32>,
+        facts: &VolumeFacts,
+    ) -> (usize, f64) {
+        let counts: Vec<u32> = written.iter().map(|&(_, count)| count).collect();
+        let (used, utilization, efficiency) = (facts.data_blocks_used, facts.utilization(), facts.segment_efficiency);
+        if self.previous_writes.is_empty() {
+            return best_hot_count(&counts, used, utilization, efficiency);
+        }
+        let mut ranked: Vec<((u64, u64), u32)> =
+            self.previous_writes.iter().map(|(&block, &count)| (block, count)).collect();
+        ranked.sort_unstable_by(hottest_first);
+        let ranking: Vec<u32> = ranked.iter().map(|&(_, count)| count).collect();
+        let later: Vec<u32> = ranked.iter().map(|(block, _)| current.get(block).copied().unwrap_or(0)).collect();
+        let later_total: u64 = counts.iter().map(|&count| u64::from(count)).sum();
+        let (ranked_hot, cost) = best_held_out_hot_count(&ranking, &later, later_total, used, utilization, efficiency);
+        let hottest = match ranked_hot {
+            0 => 0,
+            count => {
+                let threshold = ranking[count - 1];
+                counts.partition_point(|&count| count >= threshold)
+            }
+        };
+        (hottest, cost)
     }
 }
 
@@ -270,6 +319,30 @@ mod tests {
         assert!(hylog.measurement_interval_ended(&everything));
         assert_eq!(hylog.last_choice().map(|choice| choice.hot_blocks), Some(100));
         assert!(hylog.is_hot(1, 50) && hylog.frame_home(1, 50).is_none());
+    }
+
+    #[test]
+    fn blocks_written_once_by_chance_are_priced_as_the_cold_blocks_they_are() {
+        let mut hylog = Hylog::default();
+        let full = VolumeFacts { data_blocks_used: 950, interval_writes: 800, ..facts() };
+        // Each interval writes ten hot blocks 40 times each and 400 others
+        // once, a different 400 each time.
+        let interval = |hylog: &mut Hylog, once: std::ops::Range<u64>| {
+            for _ in 0..40 {
+                (0..10).for_each(|block| hylog.staged(1, block, None));
+            }
+            once.for_each(|block| hylog.staged(1, block, None));
+            assert!(hylog.measurement_interval_ended(&full));
+            hylog.last_choice().expect("the interval ended")
+        };
+        // The first interval prices itself: every block it wrote looks hot.
+        assert_eq!(interval(&mut hylog, 100..500).hot_blocks, 410);
+        // The next is priced on the first's ranking: the blocks written
+        // once took none of this interval's writes, so only the ten are hot.
+        let choice = interval(&mut hylog, 500..900);
+        assert_eq!(choice.hot_blocks, 10, "{choice:?}");
+        assert!(hylog.is_hot(1, 9) && !hylog.is_hot(1, 500));
+        assert!(choice.cost < full.segment_efficiency, "{choice:?}");
     }
 
     #[test]
