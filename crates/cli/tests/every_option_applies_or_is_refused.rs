@@ -985,8 +985,9 @@ fn experiment_probes() -> Vec<(&'static str, &'static str, Probe)> {
             ("--count", &["--count", "5"]),
         ],
     ));
-    // Figure 6 at one utilisation, Figure 7 at one share, Figure 9: fourteen
-    // runs of four users on a two-warehouse database, one virtual second each.
+    // Figure 6 at one utilisation, Figure 7 at one share, Figure 8 at one
+    // point of each sweep, Figure 9: twenty runs of four users on a
+    // two-warehouse database, one virtual second each.
     probes.extend(experiment(
         "hylog-throughput",
         &[
@@ -1010,6 +1011,12 @@ fn experiment_probes() -> Vec<(&'static str, &'static str, Probe)> {
             "0.2",
             "--measure-seconds",
             "1",
+            "--fig8-users",
+            "4",
+            "--fig8-disks",
+            "1",
+            "--fig8-utilizations",
+            "0.9",
         ],
         &[
             ("--model", &["--model", "disk2003"]),
@@ -1022,10 +1029,15 @@ fn experiment_probes() -> Vec<(&'static str, &'static str, Probe)> {
             ("--disks", &["--disks", "2"]),
             ("--rewrites", &["--rewrites", "0.3"]),
             ("--measure-seconds", &["--measure-seconds", "2"]),
+            ("--fig8-users", &["--fig8-users", "2"]),
+            ("--fig8-disks", &["--fig8-disks", "2"]),
+            ("--fig8-utilizations", &["--fig8-utilizations", "0.85"]),
             ("--jobs", &["--jobs", "1"]),
         ],
         &[
             ("--utilizations", &["--utilizations", "1.2"]),
+            ("--fig8-utilizations", &["--fig8-utilizations", "1.5"]),
+            ("--fig8-users", &["--fig8-users", "0"]),
             ("--detail-utilization", &["--detail-utilization", "0"]),
             ("--hot-fractions", &["--hot-fractions", "1.5"]),
             ("--rewrites", &["--rewrites", "0.01"]),

@@ -2,7 +2,8 @@
 //! and the atlas10k: the contract's keys and the files written, Overwrite
 //! flat in the utilisation, LFS ahead of Overwrite with room to clean and
 //! paying for its cleaning as the disk fills, a fixed hot share kept, and
-//! RAID-5 below RAID-0 for Overwrite's small writes; and of the rig: users
+//! RAID-5 below RAID-0 for Overwrite's small writes, Figure 8's sweeps
+//! normalised by Overwrite; and of the rig: users
 //! share the drives (more users, more throughput, up to the drives' limit)
 //! and a run is deterministic. Prints the summary (run with `--nocapture`).
 
@@ -35,6 +36,9 @@ fn small_params() -> HylogThroughputParams {
         disks: 4,
         rewrites: 1.0,
         measure_seconds: 5,
+        fig8_users: vec![4, 20],
+        fig8_disks: vec![2, 4],
+        fig8_utilizations: vec![0.5],
         jobs: 2,
     }
 }
@@ -89,6 +93,25 @@ fn has_the_papers_shape(seed: u64) {
     let raid5_vs_raid0 = number(&json["shape"]["raid5_overwrite_vs_raid0"]);
     assert!(raid5_vs_raid0 < 0.8, "seed {seed}: RAID-5's small writes cost four I/Os: {json}");
     assert_eq!(json["fig9"].as_array().map(Vec::len), Some(8));
+    // Figure 8: each sweep's points, normalised by Overwrite at the same
+    // point, where Overwrite is 1 by definition.
+    let fig8 = json["fig8"].as_array().expect("fig8");
+    assert_eq!(fig8.len(), 2 * 3 * 2, "two sweeps of two points, three layouts: {json}");
+    for row in fig8 {
+        let x = if row["sweep"] == "users" { &row["users"] } else { &row["disks"] };
+        assert!([2, 4, 20].contains(&x.as_u64().unwrap()), "{row}");
+        assert!(number(&row["requests_per_second"]) > 0.0, "{row}");
+        if row["layout"] == "overwrite" {
+            assert_eq!(number(&row["vs_overwrite"]), 1.0, "{row}");
+        }
+    }
+    let users = |count: u64| {
+        let row =
+            fig8.iter().find(|row| row["sweep"] == "users" && row["layout"] == "overwrite" && row["users"] == count);
+        number(&row.expect("an Overwrite point")["requests_per_second"])
+    };
+    assert!(users(20) > users(4), "seed {seed}: more users keep the drives busier: {json}");
+    assert!(json["shape"]["fig8_lfs_gain_falls_with_users"].is_boolean(), "{json}");
 }
 
 /// One run on the rig, with `users` closed-loop users: requests per

@@ -9,6 +9,11 @@
 //! - **Figure 7** (001:L555–L558): on the first drive at
 //!   `--detail-utilization`, HyLog with each fixed hot share of
 //!   `--hot-fractions` against HyLog choosing its own;
+//! - **Figure 8** (001:L559–L583): on the first drive at each of
+//!   `--fig8-utilizations` (a low and a high one), Overwrite, LFS and HyLog
+//!   (the paper leaves WOLF out, as overlapping LFS) with each number of
+//!   users of `--fig8-users` on `--disks` drives, and with `--users` users
+//!   on each number of drives of `--fig8-disks`;
 //! - **Figure 9** (001:L584–L596): on the first drive at
 //!   `--detail-utilization`, every layout on a RAID-0 of twice `--disks`
 //!   drives against a RAID-5 of one more (8 and 9 at the default: equal
@@ -30,9 +35,10 @@
 //! (the 2008 disk's 8 MiB segments at u = 0.98) is listed as not run.
 //!
 //! Writes `throughput.csv`, `fig6.svg`, `fig6_normalized.svg`, `fig7.svg`,
-//! `fig9.svg` and `report.md`. The JSON headline is `{"rows": [{"disk",
-//! "layout", "utilization", "requests_per_second", …}],
-//! "adaptive_h_fraction_of_best", "fig7": […], "fig9": […], "shape": {…}}`.
+//! `fig8_users.svg`, `fig8_disks.svg`, `fig9.svg` and `report.md`. The JSON
+//! headline is `{"rows": [{"disk", "layout", "utilization",
+//! "requests_per_second", …}], "adaptive_h_fraction_of_best", "fig7": […],
+//! "fig8": […], "fig9": […], "shape": {…}}`.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -80,6 +86,10 @@ const PAGE_BYTES: u64 = BLOCK_SIZE_BYTES;
 /// are the issue's targets.
 pub const HYLOG_MARGIN: f64 = 0.05;
 
+/// Figure 8's layouts: the paper leaves WOLF out, as overlapping LFS.
+const FIG8_LAYOUTS: [ThroughputLayout; 3] =
+    [ThroughputLayout::Overwrite, ThroughputLayout::Lfs, ThroughputLayout::Hylog];
+
 /// The `hylog-throughput` experiment.
 #[derive(Debug, Clone, Copy)]
 pub struct HylogThroughput;
@@ -116,6 +126,17 @@ pub struct HylogThroughputParams {
     /// Virtual seconds measured per run (after a tenth as long unmeasured).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=3600))]
     pub measure_seconds: u32,
+    /// Figure 8's numbers of users, on `--disks` drives.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,10,20,30", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub fig8_users: Vec<u32>,
+    /// Figure 8's numbers of drives, with `--users` users.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,15", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub fig8_disks: Vec<u32>,
+    /// Figure 8's utilisations (the paper's: one low, one high), each in
+    /// (0, 1). The high one's default, 0.9, leaves 15 drives' segments room
+    /// to clean at the default database size.
+    #[arg(long, value_delimiter = ',', default_value = "0.5,0.9", allow_negative_numbers = true)]
+    pub fig8_utilizations: Vec<f64>,
     /// Independent simulations run at once, one per thread (the figures are the same).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub jobs: u16,
@@ -139,6 +160,7 @@ pub struct HylogThroughputSettings {
     database_pages: u64,
     /// Every run and its figure: Figure 6's (drive-major, then layout, then
     /// utilisation), then Figure 7's (the adaptive run first), then Figure
+    /// 8's (utilisation, then layout, then users, then drives), then Figure
     /// 9's (RAID-0, then RAID-5, layouts in order).
     specs: Vec<(Figure, ArrayRunSpec)>,
     /// Figure 6's points too full for a log at this database size.
@@ -155,16 +177,24 @@ pub enum Figure {
     Fig7Adaptive,
     /// HyLog with a fixed hot share.
     Fig7Fixed,
+    /// Users swept.
+    Fig8Users,
+    /// Drives swept.
+    Fig8Disks,
     /// RAID-0 against RAID-5.
     Fig9,
 }
 
-/// A Figure 6 point not run: the database leaves its array too few free
-/// segments for a log (a larger `--warehouses` runs it).
+/// A Figure 6 or 8 point not run: the database leaves its array too few
+/// free segments for a log (a larger `--warehouses` runs it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SkippedPoint {
+    /// The figure.
+    pub figure: Figure,
     /// The drive.
     pub disk: String,
+    /// Drives of the array.
+    pub disks: u32,
     /// The layout.
     pub layout: String,
     /// Disk space utilisation.
@@ -179,13 +209,17 @@ impl HylogThroughputSettings {
     fn command_line(&self) -> String {
         let params = &self.params;
         let list = |values: &[f64]| values.iter().map(f64::to_string).collect::<Vec<_>>().join(",");
+        let counts = |values: &[u32]| values.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
         format!(
-            "proxima reproduce {NAME} --utilizations {} --detail-utilization {} --hot-fractions {} --warehouses {} \
-             --buffer-pool-mib {} --users {} --disks {} --rewrites {} --measure-seconds {} --jobs {} --model {} \
-             --seed {} --out {}",
+            "proxima reproduce {NAME} --utilizations {} --detail-utilization {} --hot-fractions {} --fig8-users {} \
+             --fig8-disks {} --fig8-utilizations {} --warehouses {} --buffer-pool-mib {} --users {} --disks {} \
+             --rewrites {} --measure-seconds {} --jobs {} --model {} --seed {} --out {}",
             list(&params.utilizations),
             params.detail_utilization,
             list(&params.hot_fractions),
+            counts(&params.fig8_users),
+            counts(&params.fig8_disks),
+            list(&params.fig8_utilizations),
             params.warehouses,
             params.buffer_pool_mib,
             params.users,
@@ -230,6 +264,24 @@ impl HylogThroughputSettings {
 
     fn tpcc_spec(&self) -> TpccSpec {
         tpcc_spec(&self.params, self.run.seed)
+    }
+
+    /// Adds `spec` to the runs of `figure`, or to the points not run if the
+    /// database leaves its array too few free segments for a log.
+    fn run_or_skip(&mut self, specs: &mut Vec<(Figure, ArrayRunSpec)>, figure: Figure, spec: ArrayRunSpec) {
+        if spec.leaves_room_to_clean() {
+            specs.push((figure, spec));
+        } else {
+            self.skipped.push(SkippedPoint {
+                figure,
+                disk: spec.model.name().to_string(),
+                disks: spec.disk_count,
+                layout: spec.layout.name().to_string(),
+                utilization: spec.utilization,
+                free_segments: spec.free_segments(),
+                segments_needed: spec.segments_needed(),
+            });
+        }
     }
 }
 
@@ -283,6 +335,25 @@ pub struct Fig7Row {
     pub hot_fraction: Option<f64>,
 }
 
+/// The JSON of one Figure 8 run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fig8Row {
+    /// `users` or `disks`: what the sweep varies.
+    pub sweep: String,
+    /// Closed-loop users.
+    pub users: u32,
+    /// Drives of the RAID-0.
+    pub disks: u32,
+    /// Disk space utilisation.
+    pub utilization: f64,
+    /// The layout.
+    pub layout: String,
+    /// Logical page requests per second.
+    pub requests_per_second: f64,
+    /// Throughput over Overwrite's at the same point.
+    pub vs_overwrite: f64,
+}
+
 /// The JSON of one Figure 9 run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fig9Row {
@@ -312,6 +383,15 @@ pub struct Shape {
     pub wolf_vs_lfs_min: f64,
     /// Overwrite on RAID-5 over Overwrite on RAID-0 (Figure 9).
     pub raid5_overwrite_vs_raid0: f64,
+    /// At every Figure 8 utilisation, LFS over Overwrite lower with the most
+    /// users than with the fewest (the paper: it drops with more users).
+    pub fig8_lfs_gain_falls_with_users: bool,
+    /// At the highest Figure 8 utilisation, LFS over Overwrite lower on the
+    /// most drives than on the fewest (the paper: it drops with more drives
+    /// where cleaning matters).
+    pub fig8_lfs_gain_falls_with_disks_at_high_u: bool,
+    /// The least HyLog / max(Overwrite, LFS) over Figure 8's points.
+    pub fig8_hylog_vs_better_min: f64,
 }
 
 /// The JSON headline.
@@ -325,6 +405,8 @@ pub struct Headline {
     pub adaptive_hot_fraction: Option<f64>,
     /// Figure 7.
     pub fig7: Vec<Fig7Row>,
+    /// Figure 8.
+    pub fig8: Vec<Fig8Row>,
     /// Figure 9.
     pub fig9: Vec<Fig9Row>,
     /// The figures' claims of shape.
@@ -340,7 +422,7 @@ pub struct Rows {
     pub runs: Vec<ArrayRun>,
     /// The figure of each run.
     pub figures: Vec<Figure>,
-    /// Figure 6's points not run.
+    /// Figure 6's and 8's points not run.
     pub skipped: Vec<SkippedPoint>,
     /// Pages of the database.
     pub database_pages: u64,
@@ -349,7 +431,7 @@ pub struct Rows {
 impl Experiment for HylogThroughput {
     const NAME: &'static str = NAME;
     const DESCRIPTION: &'static str =
-        "HyLog paper: Figures 6, 7 and 9 — TPC-C throughput of Overwrite, LFS, WOLF and HyLog on disk arrays";
+        "HyLog paper: Figures 6 to 9 — TPC-C throughput of Overwrite, LFS, WOLF and HyLog on disk arrays";
     const DEFAULT_MODEL: &'static str = DEFAULT_MODEL;
     type Params = HylogThroughputParams;
     type Settings = HylogThroughputSettings;
@@ -379,6 +461,9 @@ impl Experiment for HylogThroughput {
         if let Some(h) = params.hot_fractions.iter().find(|&&h| !(0.0..=1.0).contains(&h)) {
             return invalid("hot-fractions", format!("--hot-fractions {h} is not in [0, 1]"));
         }
+        if let Some(u) = params.fig8_utilizations.iter().find(|&&u| !(u > 0.0 && u < 1.0)) {
+            return invalid("fig8-utilizations", format!("--fig8-utilizations {u} is not in (0, 1)"));
+        }
         let drives =
             run.model.split(',').map(|name| drive(name.trim(), run.seed)).collect::<Result<Vec<Drive>, LabError>>()?;
         let database_pages = TpccWorkload::new(tpcc_spec(params, run.seed)).page_count();
@@ -391,31 +476,34 @@ impl Experiment for HylogThroughput {
             skipped: Vec::new(),
         };
         let mut specs = Vec::new();
-        for drive in &settings.drives {
+        for drive in &settings.drives.clone() {
             for layout in ThroughputLayout::ALL {
                 for &u in &params.utilizations {
                     let spec = settings.spec(drive, ArrayLevel::Raid0, params.disks, layout, u);
-                    if spec.leaves_room_to_clean() {
-                        specs.push((Figure::Fig6, spec));
-                    } else {
-                        settings.skipped.push(SkippedPoint {
-                            disk: drive.model.name().to_string(),
-                            layout: layout.name().to_string(),
-                            utilization: u,
-                            free_segments: spec.free_segments(),
-                            segments_needed: spec.segments_needed(),
-                        });
-                    }
+                    settings.run_or_skip(&mut specs, Figure::Fig6, spec);
                 }
             }
         }
-        let first = &settings.drives[0];
+        let first = &settings.drives[0].clone();
         let detail = params.detail_utilization;
         let adaptive = settings.spec(first, ArrayLevel::Raid0, params.disks, ThroughputLayout::Hylog, detail);
         specs.push((Figure::Fig7Adaptive, adaptive));
         for &h in &params.hot_fractions {
             let spec = settings.spec(first, ArrayLevel::Raid0, params.disks, ThroughputLayout::Hylog, detail);
             specs.push((Figure::Fig7Fixed, ArrayRunSpec { hot_fraction: Some(h), ..spec }));
+        }
+        for &u in &params.fig8_utilizations {
+            for layout in FIG8_LAYOUTS {
+                for &users in &params.fig8_users {
+                    let spec = settings.spec(first, ArrayLevel::Raid0, params.disks, layout, u);
+                    let spec = ArrayRunSpec { tpcc: TpccSpec { users, ..spec.tpcc }, ..spec };
+                    settings.run_or_skip(&mut specs, Figure::Fig8Users, spec);
+                }
+                for &disks in &params.fig8_disks {
+                    let spec = settings.spec(first, ArrayLevel::Raid0, disks, layout, u);
+                    settings.run_or_skip(&mut specs, Figure::Fig8Disks, spec);
+                }
+            }
         }
         for (level, disks) in [(ArrayLevel::Raid0, 2 * params.disks), (ArrayLevel::Raid5, 2 * params.disks + 1)] {
             for layout in ThroughputLayout::ALL {
@@ -465,6 +553,8 @@ impl Experiment for HylogThroughput {
             ("fig6.svg", Artifact::LineChart(fig6_chart(settings, &headline, false))),
             ("fig6_normalized.svg", Artifact::LineChart(fig6_chart(settings, &headline, true))),
             ("fig7.svg", Artifact::LineChart(fig7_chart(settings, &headline))),
+            ("fig8_users.svg", Artifact::LineChart(fig8_chart(settings, &headline, "users"))),
+            ("fig8_disks.svg", Artifact::LineChart(fig8_chart(settings, &headline, "disks"))),
             ("fig9.svg", Artifact::BarChart(fig9_chart(&headline))),
         ];
         let work = SimulatedWork {
@@ -530,19 +620,92 @@ fn headline(settings: &HylogThroughputSettings, rows: &Rows) -> Headline {
             requests_per_second: run.requests_per_second(),
         })
         .collect();
-    let shape = shape(settings, &rows6, &rows9);
+    let rows8 = fig8_rows(rows);
+    let shape = shape(settings, &rows6, &rows8, &rows9);
     Headline {
         rows: rows6,
         adaptive_h_fraction_of_best: fig7_runs[0].requests_per_second() / best_fixed,
         adaptive_hot_fraction: fig7_runs[0].hot_fraction,
         fig7: rows7,
+        fig8: rows8,
         fig9: rows9,
         shape,
         skipped: rows.skipped.clone(),
     }
 }
 
-fn shape(settings: &HylogThroughputSettings, rows6: &[Fig6Row], rows9: &[Fig9Row]) -> Shape {
+/// Figure 8's rows, each normalised by Overwrite's at the same point of the
+/// same sweep.
+fn fig8_rows(rows: &Rows) -> Vec<Fig8Row> {
+    let runs: Vec<(Figure, &ArrayRun)> = rows
+        .figures
+        .iter()
+        .zip(&rows.runs)
+        .filter(|(figure, _)| matches!(figure, Figure::Fig8Users | Figure::Fig8Disks))
+        .map(|(&figure, run)| (figure, run))
+        .collect();
+    let overwrite_of = |figure: Figure, run: &ArrayRun| {
+        runs.iter()
+            .find(|&&(other_figure, other)| {
+                other_figure == figure
+                    && other.layout == ThroughputLayout::Overwrite
+                    && (other.users, other.disk_count, other.utilization)
+                        == (run.users, run.disk_count, run.utilization)
+            })
+            .map_or(f64::NAN, |(_, other)| other.requests_per_second())
+    };
+    runs.iter()
+        .map(|&(figure, run)| Fig8Row {
+            sweep: if figure == Figure::Fig8Users { "users".into() } else { "disks".into() },
+            users: run.users,
+            disks: run.disk_count,
+            utilization: run.utilization,
+            layout: run.layout.name().to_string(),
+            requests_per_second: run.requests_per_second(),
+            vs_overwrite: run.requests_per_second() / overwrite_of(figure, run),
+        })
+        .collect()
+}
+
+/// Figure 8's claims: LFS's gain over Overwrite at the sweep's last point
+/// below its first (at every utilisation for users, at the highest for
+/// drives), and HyLog's least ratio to the better of the two.
+fn fig8_shape(params: &HylogThroughputParams, rows8: &[Fig8Row]) -> (bool, bool, f64) {
+    let gain = |sweep: &str, u: f64, at: u32| {
+        rows8
+            .iter()
+            .find(|row| {
+                let x = if sweep == "users" { row.users } else { row.disks };
+                row.sweep == sweep && row.layout == "lfs" && row.utilization == u && x == at
+            })
+            .map_or(f64::NAN, |row| row.vs_overwrite)
+    };
+    let falls = |sweep: &str, values: &[u32], u: f64| {
+        let (fewest, most) = (values.iter().min(), values.iter().max());
+        match (fewest, most) {
+            (Some(&fewest), Some(&most)) if most > fewest => gain(sweep, u, most) < gain(sweep, u, fewest),
+            _ => false,
+        }
+    };
+    let with_users = params.fig8_utilizations.iter().all(|&u| falls("users", &params.fig8_users, u));
+    let highest = params.fig8_utilizations.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let with_disks = falls("disks", &params.fig8_disks, highest);
+    let mut hylog_vs_better_min = f64::INFINITY;
+    for row in rows8.iter().filter(|row| row.layout == "hylog") {
+        let lfs = rows8
+            .iter()
+            .find(|other| {
+                other.layout == "lfs"
+                    && (other.sweep.as_str(), other.users, other.disks, other.utilization)
+                        == (row.sweep.as_str(), row.users, row.disks, row.utilization)
+            })
+            .map_or(f64::NAN, |other| other.vs_overwrite);
+        hylog_vs_better_min = hylog_vs_better_min.min(row.vs_overwrite / lfs.max(1.0));
+    }
+    (with_users, with_disks, hylog_vs_better_min)
+}
+
+fn shape(settings: &HylogThroughputSettings, rows6: &[Fig6Row], rows8: &[Fig8Row], rows9: &[Fig9Row]) -> Shape {
     let utilizations = &settings.params.utilizations;
     let lowest = utilizations.iter().copied().fold(f64::INFINITY, f64::min);
     // The fullest point each drive's log ran at.
@@ -582,6 +745,8 @@ fn shape(settings: &HylogThroughputSettings, rows6: &[Fig6Row], rows9: &[Fig9Row
             .find(|row| row.array == array && row.layout == "overwrite")
             .map_or(f64::NAN, |row| row.requests_per_second)
     };
+    let (fig8_lfs_gain_falls_with_users, fig8_lfs_gain_falls_with_disks_at_high_u, fig8_hylog_vs_better_min) =
+        fig8_shape(&settings.params, rows8);
     Shape {
         overwrite_spread,
         lfs_above_overwrite_at_low_u: disks.iter().all(|disk| at(disk, "lfs", lowest) > at(disk, "overwrite", lowest)),
@@ -592,6 +757,9 @@ fn shape(settings: &HylogThroughputSettings, rows6: &[Fig6Row], rows9: &[Fig9Row
         hylog_vs_better_min,
         wolf_vs_lfs_min,
         raid5_overwrite_vs_raid0: fig9_at("raid5") / fig9_at("raid0"),
+        fig8_lfs_gain_falls_with_users,
+        fig8_lfs_gain_falls_with_disks_at_high_u,
+        fig8_hylog_vs_better_min,
     }
 }
 
@@ -600,6 +768,7 @@ fn table(rows: &Rows) -> Table {
         "disk",
         "array",
         "disks",
+        "users",
         "layout",
         "fixed_h",
         "utilization",
@@ -618,6 +787,7 @@ fn table(rows: &Rows) -> Table {
             run.disk.clone(),
             format!("{:?}", run.level).to_lowercase(),
             run.disk_count.to_string(),
+            run.users.to_string(),
             run.layout.name().to_string(),
             optional(run.fixed_hot_fraction),
             run.utilization.to_string(),
@@ -686,6 +856,33 @@ fn fig7_chart(settings: &HylogThroughputSettings, headline: &Headline) -> LineCh
             Series { name: "fixed h".into(), points: fixed },
             Series { name: "HyLog's own choice".into(), points: vec![(chosen, adaptive.requests_per_second)] },
         ],
+    }
+}
+
+fn fig8_chart(settings: &HylogThroughputSettings, headline: &Headline, sweep: &str) -> LineChart {
+    let mut series = Vec::new();
+    for &u in &settings.params.fig8_utilizations {
+        for layout in [ThroughputLayout::Lfs, ThroughputLayout::Hylog] {
+            let points = headline
+                .fig8
+                .iter()
+                .filter(|row| row.sweep == sweep && row.layout == layout.name() && row.utilization == u)
+                .map(|row| (f64::from(if sweep == "users" { row.users } else { row.disks }), row.vs_overwrite))
+                .collect();
+            series.push(Series { name: format!("{} at u = {u}", layout.name()), points });
+        }
+    }
+    let params = &settings.params;
+    let disk = settings.drives[0].model.name();
+    LineChart {
+        title: if sweep == "users" {
+            format!("Throughput over Overwrite's by users, RAID-0 of {} {disk}", params.disks)
+        } else {
+            format!("Throughput over Overwrite's by drives, {} users, {disk}", params.users)
+        },
+        x_label: if sweep == "users" { "users".into() } else { "drives".into() },
+        y_label: "throughput / Overwrite's".into(),
+        series,
     }
 }
 
@@ -772,8 +969,14 @@ fn summary(settings: &HylogThroughputSettings, rows: &Rows, headline: &Headline,
             .iter()
             .map(|point| {
                 format!(
-                    "{} {} at u = {} ({} free segments, {} needed)",
-                    point.disk, point.layout, point.utilization, point.free_segments, point.segments_needed
+                    "{:?} {} of {} {} at u = {} ({} free segments, {} needed)",
+                    point.figure,
+                    point.disks,
+                    point.disk,
+                    point.layout,
+                    point.utilization,
+                    point.free_segments,
+                    point.segments_needed
                 )
             })
             .collect();
@@ -806,6 +1009,28 @@ fn summary(settings: &HylogThroughputSettings, rows: &Rows, headline: &Headline,
         headline.adaptive_h_fraction_of_best,
         verdict(headline.adaptive_h_fraction_of_best >= 1.0 - HYLOG_MARGIN)
     );
+    for sweep in ["users", "disks"] {
+        for &u in &params.fig8_utilizations {
+            let points: Vec<String> = headline
+                .fig8
+                .iter()
+                .filter(|row| row.sweep == sweep && row.layout != "overwrite" && row.utilization == u)
+                .map(|row| {
+                    let x = if sweep == "users" { row.users } else { row.disks };
+                    format!("{} {x}: {:.2}", row.layout, row.vs_overwrite)
+                })
+                .collect();
+            let _ = writeln!(text, "Figure 8 by {sweep} (u = {u}), over Overwrite: {}", points.join(", "));
+        }
+    }
+    let _ = writeln!(
+        text,
+        "Figure 8: LFS's gain falls with more users: {}; with more drives at the highest u: {}; HyLog's least ratio \
+         to the better of Overwrite and LFS {:.3}",
+        shape.fig8_lfs_gain_falls_with_users,
+        shape.fig8_lfs_gain_falls_with_disks_at_high_u,
+        shape.fig8_hylog_vs_better_min
+    );
     let fig9: Vec<String> = headline
         .fig9
         .iter()
@@ -824,7 +1049,7 @@ fn summary(settings: &HylogThroughputSettings, rows: &Rows, headline: &Headline,
 
 fn report(settings: &HylogThroughputSettings, rows: &Rows, headline: &Headline, summary: &str) -> String {
     let mut text = String::new();
-    let _ = writeln!(text, "# HyLog throughput: Figures 6, 7 and 9\n");
+    let _ = writeln!(text, "# HyLog throughput: Figures 6 to 9\n");
     let _ = writeln!(text, "```sh\n{}\n```\n", settings.command_line());
     let _ = writeln!(
         text,
@@ -846,12 +1071,15 @@ fn report(settings: &HylogThroughputSettings, rows: &Rows, headline: &Headline, 
     );
     let _ = writeln!(text, "## Summary (as printed)\n\n```text\n{summary}```\n");
     let _ = writeln!(text, "![Figure 6](fig6.svg)\n\n![Figure 6, normalised](fig6_normalized.svg)\n");
-    let _ = writeln!(text, "![Figure 7](fig7.svg)\n\n![Figure 9](fig9.svg)\n");
+    let _ = writeln!(text, "![Figure 7](fig7.svg)\n");
+    let _ = writeln!(text, "![Figure 8, users](fig8_users.svg)\n\n![Figure 8, drives](fig8_disks.svg)\n");
+    let _ = writeln!(text, "![Figure 9](fig9.svg)\n");
     let _ = writeln!(text, "## Every run\n\n{}", table(rows).to_markdown());
     let _ = writeln!(
         text,
         "The paper: Overwrite flat in u; HyLog equal to LFS at low u and 7.4 % above Overwrite at 97 %; WOLF 5 % \
-         above LFS at 98 %; HyLog's own h (35–45 %) reaching 96.4 % of the best fixed h; Overwrite on RAID-5 about \
+         above LFS at 98 %; HyLog's own h (35–45 %) reaching 96.4 % of the best fixed h; the gain of the logs over \
+         Overwrite falling with more users, and with more drives at high u; Overwrite on RAID-5 about \
          half of RAID-0, LFS and WOLF 6.5–10 % higher on RAID-5 (001:L495–L596). Measured: HyLog's least ratio \
          to the better of Overwrite and LFS {:.3}; its own h {:.3} of the best fixed.",
         headline.shape.hylog_vs_better_min, headline.adaptive_h_fraction_of_best
@@ -874,6 +1102,9 @@ mod tests {
             disks: 4,
             rewrites: 1.0,
             measure_seconds: 1,
+            fig8_users: vec![20],
+            fig8_disks: vec![4],
+            fig8_utilizations: vec![0.5],
             jobs: 1,
         }
     }
@@ -911,9 +1142,37 @@ mod tests {
             HylogThroughputParams { hot_fractions: vec![-0.1], ..params(2, vec![0.5]) },
             HylogThroughputParams { detail_utilization: 0.99, ..params(2, vec![0.5]) },
             HylogThroughputParams { rewrites: 0.01, ..params(2, vec![0.5]) },
+            HylogThroughputParams { fig8_utilizations: vec![1.0], ..params(2, vec![0.5]) },
         ] {
             assert!(matches!(settings_of(&bad), Err(LabError::InvalidParameter { .. })), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn figure_8_sweeps_users_on_the_array_and_drives_under_the_users() {
+        let sweeps = HylogThroughputParams {
+            fig8_users: vec![1, 30],
+            fig8_disks: vec![1, 15],
+            fig8_utilizations: vec![0.5, 0.9],
+            ..params(2, vec![0.5])
+        };
+        let settings = settings_of(&sweeps).expect("valid settings");
+        let of = |figure: Figure| -> Vec<(u32, u32, f64, ThroughputLayout)> {
+            let specs = settings.specs.iter().filter(|(kind, _)| *kind == figure);
+            specs.map(|(_, spec)| (spec.tpcc.users, spec.disk_count, spec.utilization, spec.layout)).collect()
+        };
+        let by_users = of(Figure::Fig8Users);
+        assert_eq!(by_users.len(), 2 * 3 * 2, "two utilisations, three layouts, two user counts");
+        assert!(by_users.iter().all(|&(users, disks, _, layout)| (users == 1 || users == 30)
+            && disks == 4
+            && layout != ThroughputLayout::Wolf));
+        let by_disks = of(Figure::Fig8Disks);
+        let skipped = settings.skipped.iter().filter(|point| point.figure == Figure::Fig8Disks).count();
+        assert_eq!(by_disks.len() + skipped, 2 * 3 * 2, "run or listed as too full");
+        assert!(by_disks.iter().all(|&(users, disks, _, _)| users == 20 && (disks == 1 || disks == 15)));
+        // Fifteen 1 MiB units make a 15 MiB segment: a two-warehouse
+        // database at u = 0.9 leaves the logs too few of them.
+        assert!(settings.skipped.iter().any(|point| point.disks == 15 && point.utilization == 0.9));
     }
 
     fn settings_of(params: &HylogThroughputParams) -> Result<HylogThroughputSettings, LabError> {

@@ -16,8 +16,8 @@
 //!   layout against proximal under 80/20 updates.
 //! - [`hylog_table3`]: `reproduce hylog-table3`, Table 3: TPC-B on
 //!   Overwrite and LFS without and with cleaning, on one drive.
-//! - [`hylog_throughput`]: `reproduce hylog-throughput`, Figures 6, 7 and
-//!   9: TPC-C throughput of every layout on disk arrays.
+//! - [`hylog_throughput`]: `reproduce hylog-throughput`, Figures 6 to 9:
+//!   TPC-C throughput of every layout on disk arrays.
 //! - [`tpcb_volume`]: TPC-B's closed loop on an engine volume over one
 //!   simulated drive.
 //! - [`tpcc_array`]: TPC-C's users on an engine volume over a disk array,

@@ -1,6 +1,6 @@
 //! TPC-C users on an engine volume over a simulated disk array, in virtual
 //! time: the measurement behind `reproduce hylog-throughput` (the HyLog
-//! paper's Figures 6, 7 and 9).
+//! paper's Figures 6 to 9).
 //!
 //! **The engine decides, the drives time.** The paper's closed system keeps
 //! 20 users' requests in flight on 4 disks at once; the engine issues a
@@ -310,6 +310,8 @@ pub struct ArrayRun {
     pub level: ArrayLevel,
     /// Drives of the array.
     pub disk_count: u32,
+    /// Closed-loop users.
+    pub users: u32,
     /// The layout.
     pub layout: ThroughputLayout,
     /// The run's fixed hot share (HyLog's Figure 7 runs).
@@ -531,6 +533,7 @@ impl<'a, D: BlockDevice> Run<'a, D> {
             disk: spec.model.name().to_string(),
             level: spec.level,
             disk_count: spec.disk_count,
+            users: spec.tpcc.users,
             layout: spec.layout,
             fixed_hot_fraction: spec.hot_fraction,
             utilization: spec.utilization,
