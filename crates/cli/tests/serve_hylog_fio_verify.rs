@@ -3,7 +3,10 @@
 //! skewed random writes (Zipf 1.1, three times the export's blocks) fill the
 //! staging area again and again, so measurement intervals end and the hot
 //! set is chosen; the cold blocks' destages write them back at their frame
-//! homes, the hot ones at the log head. fio verifies every block, the server
+//! homes, the hot ones at the log head. The extent fills 96 % of the data
+//! device: there a log's cleaning costs more than overwriting the cold
+//! blocks in place, so HyLog's model splits the blocks (half full, logging
+//! every block is cheaper, and HyLog does). fio verifies every block, the server
 //! reports the blocks written back home, and the volume checks clean once
 //! stopped.
 
@@ -13,7 +16,7 @@ use service_support::{fio, fio_totals, last_json_line, run, Volume};
 
 #[test]
 fn skewed_random_writes_go_home_or_to_the_log_and_verify() {
-    let mut volume = Volume::create(&["--layout", "hylog", "--data-size", "96M", "--flash-size", "16M"]);
+    let mut volume = Volume::create(&["--layout", "hylog", "--data-size", "50M", "--flash-size", "16M"]);
     volume.create_extent("lun0", "48M");
     volume.start_server();
     let work = volume.temporary.path();
