@@ -39,6 +39,7 @@ fn small_params() -> HylogThroughputParams {
         fig8_users: vec![4, 20],
         fig8_disks: vec![2, 4],
         fig8_utilizations: vec![0.5],
+        seeds: 1,
         jobs: 2,
     }
 }
@@ -153,5 +154,41 @@ fn users_share_the_drives_and_a_run_repeats_itself() {
         assert!(four.1 > 1.5 * one.1 && four.0 > 1.3 * one.0, "seed {seed}: {one:?} → {four:?}");
         assert!(sixteen.1 >= four.1, "seed {seed}: more users, busier drives: {four:?} → {sixteen:?}");
         assert_eq!(overwrite_run(4, seed), four, "seed {seed}: the same spec, the same figures");
+    }
+}
+
+#[test]
+fn a_point_pools_the_runs_of_its_seeds() {
+    let directory = tempfile::tempdir().unwrap();
+    let settings = RunSettings { out_dir: directory.path().to_path_buf(), seed: 1, model: "atlas10k".into() };
+    let params = HylogThroughputParams {
+        utilizations: vec![0.5],
+        detail_utilization: 0.5,
+        hot_fractions: vec![1.0],
+        warehouses: 1,
+        buffer_pool_mib: 4,
+        users: 4,
+        disks: 2,
+        rewrites: 1.0,
+        measure_seconds: 1,
+        fig8_users: vec![4],
+        fig8_disks: vec![2],
+        seeds: 2,
+        ..small_params()
+    };
+    let outcome = run::<HylogThroughput>(&settings, &params, &mut NoProgress).expect("it runs");
+    let json = serde_json::to_value(&outcome.headline).unwrap();
+    for row in json["rows"].as_array().expect("rows") {
+        let by_seed: Vec<f64> = row["requests_per_second_by_seed"].as_array().unwrap().iter().map(number).collect();
+        assert_eq!(by_seed.len(), 2, "{row}");
+        // Equal measured times: the pooled rate is the two runs' mean.
+        let pooled = number(&row["requests_per_second"]);
+        assert!((pooled - (by_seed[0] + by_seed[1]) / 2.0).abs() < 1e-6, "{row}");
+    }
+    let first_seed = run::<HylogThroughput>(&settings, &HylogThroughputParams { seeds: 1, ..params }, &mut NoProgress)
+        .expect("it runs");
+    let single = serde_json::to_value(&first_seed.headline).unwrap();
+    for (pooled, alone) in json["rows"].as_array().unwrap().iter().zip(single["rows"].as_array().unwrap()) {
+        assert_eq!(pooled["requests_per_second_by_seed"][0], alone["requests_per_second"], "seed 1 runs as alone");
     }
 }

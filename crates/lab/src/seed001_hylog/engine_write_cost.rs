@@ -177,16 +177,44 @@ pub fn write_cost_between(before: &EngineStats, after: &EngineStats, segment_blo
     // log head directly.
     let user_blocks =
         (after.destaged_blocks + after.direct_blocks_written) - (before.destaged_blocks + before.direct_blocks_written);
-    let cleaning_blocks_read = after.cleaning_blocks_read - before.cleaning_blocks_read;
-    let cleaning_blocks_written = after.cleaning_blocks_written - before.cleaning_blocks_written;
-    let segments_cleaned = after.segments_cleaned - before.segments_cleaned;
-    let moved = (user_blocks + cleaning_blocks_read + cleaning_blocks_written) as f64;
-    WriteCostMeasurement {
+    WriteCostMeasurement::from_counts(
         user_blocks,
-        cleaning_blocks_read,
-        cleaning_blocks_written,
-        segments_cleaned,
-        write_cost: moved / user_blocks.max(1) as f64,
-        cleaning_utilization: cleaning_blocks_written as f64 / (segments_cleaned.max(1) * segment_blocks) as f64,
+        after.cleaning_blocks_read - before.cleaning_blocks_read,
+        after.cleaning_blocks_written - before.cleaning_blocks_written,
+        after.segments_cleaned - before.segments_cleaned,
+        segment_blocks,
+    )
+}
+
+impl WriteCostMeasurement {
+    /// The measurement of these counts, in segments of `segment_blocks`.
+    fn from_counts(
+        user_blocks: u64,
+        cleaning_blocks_read: u64,
+        cleaning_blocks_written: u64,
+        segments_cleaned: u64,
+        segment_blocks: u64,
+    ) -> Self {
+        let moved = (user_blocks + cleaning_blocks_read + cleaning_blocks_written) as f64;
+        Self {
+            user_blocks,
+            cleaning_blocks_read,
+            cleaning_blocks_written,
+            segments_cleaned,
+            write_cost: moved / user_blocks.max(1) as f64,
+            cleaning_utilization: cleaning_blocks_written as f64 / (segments_cleaned.max(1) * segment_blocks) as f64,
+        }
+    }
+
+    /// Several measurements as one: their counts summed.
+    pub fn pooled(measurements: &[Self], segment_blocks: u64) -> Self {
+        let sum = |count: fn(&Self) -> u64| measurements.iter().map(count).sum::<u64>();
+        Self::from_counts(
+            sum(|m| m.user_blocks),
+            sum(|m| m.cleaning_blocks_read),
+            sum(|m| m.cleaning_blocks_written),
+            sum(|m| m.segments_cleaned),
+            segment_blocks,
+        )
     }
 }

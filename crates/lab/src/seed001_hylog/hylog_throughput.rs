@@ -137,6 +137,11 @@ pub struct HylogThroughputParams {
     /// to clean at the default database size.
     #[arg(long, value_delimiter = ',', default_value = "0.5,0.9", allow_negative_numbers = true)]
     pub fig8_utilizations: Vec<f64>,
+    /// Runs pooled per point, seeds `--seed` to `--seed` + N − 1: a point's
+    /// rates are all its runs' requests over their summed measured time,
+    /// and the rows give each run's throughput beside them.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub seeds: u32,
     /// Independent simulations run at once, one per thread (the figures are the same).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub jobs: u16,
@@ -213,7 +218,7 @@ impl HylogThroughputSettings {
         format!(
             "proxima reproduce {NAME} --utilizations {} --detail-utilization {} --hot-fractions {} --fig8-users {} \
              --fig8-disks {} --fig8-utilizations {} --warehouses {} --buffer-pool-mib {} --users {} --disks {} \
-             --rewrites {} --measure-seconds {} --jobs {} --model {} --seed {} --out {}",
+             --rewrites {} --measure-seconds {} --seeds {} --jobs {} --model {} --seed {} --out {}",
             list(&params.utilizations),
             params.detail_utilization,
             list(&params.hot_fractions),
@@ -226,6 +231,7 @@ impl HylogThroughputSettings {
             params.disks,
             params.rewrites,
             params.measure_seconds,
+            params.seeds,
             params.jobs,
             self.run.model,
             self.run.seed,
@@ -322,6 +328,8 @@ pub struct Fig6Row {
     pub write_cost: f64,
     /// HyLog's hot share at the end of the run.
     pub hot_fraction: Option<f64>,
+    /// Each pooled run's throughput, by seed (one with `--seeds 1`).
+    pub requests_per_second_by_seed: Vec<f64>,
 }
 
 /// The JSON of one Figure 7 run.
@@ -418,8 +426,10 @@ pub struct Headline {
 /// What a run measures: one [`ArrayRun`] per spec, in order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rows {
-    /// Every run.
+    /// Every point: its runs under each seed, pooled.
     pub runs: Vec<ArrayRun>,
+    /// Each point's runs' throughputs, by seed.
+    pub by_seed: Vec<Vec<f64>>,
     /// The figure of each run.
     pub figures: Vec<Figure>,
     /// Figure 6's and 8's points not run.
@@ -520,26 +530,47 @@ impl Experiment for HylogThroughput {
     fn measure(settings: &HylogThroughputSettings, progress: &mut dyn Progress) -> Result<Rows, LabError> {
         // The costliest runs (the fullest logs) first, so that none runs
         // alone at the end; the rows keep the specs' order.
-        let mut order: Vec<usize> = (0..settings.specs.len()).collect();
+        // Each point once per seed.
+        let seeded: Vec<(usize, ArrayRunSpec)> = settings
+            .specs
+            .iter()
+            .enumerate()
+            .flat_map(|(index, (_, spec))| {
+                (0..u64::from(settings.params.seeds)).map(move |offset| {
+                    let seed = spec.seed + offset;
+                    (index, ArrayRunSpec { seed, tpcc: TpccSpec { seed, ..spec.tpcc }, ..spec.clone() })
+                })
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..seeded.len()).collect();
         order.sort_by(|&a, &b| {
             let cost =
                 |spec: &ArrayRunSpec| if spec.layout == ThroughputLayout::Overwrite { 0.0 } else { spec.utilization };
-            cost(&settings.specs[b].1).total_cmp(&cost(&settings.specs[a].1))
+            cost(&seeded[b].1).total_cmp(&cost(&seeded[a].1))
         });
         let tasks: Vec<Task<'_, ArrayRun>> = order
             .iter()
-            .map(|&index| -> Task<'_, ArrayRun> {
-                let spec = &settings.specs[index].1;
+            .map(|&task| -> Task<'_, ArrayRun> {
+                let spec = &seeded[task].1;
                 Box::new(move |progress| run_array(spec, progress))
             })
             .collect();
         let finished = run_all(usize::from(settings.params.jobs), tasks, progress)?;
-        let mut runs: Vec<Option<ArrayRun>> = vec![None; settings.specs.len()];
-        for (index, run) in order.into_iter().zip(finished) {
-            runs[index] = Some(run);
+        let mut runs: Vec<Option<ArrayRun>> = vec![None; seeded.len()];
+        for (task, run) in order.into_iter().zip(finished) {
+            runs[task] = Some(run);
         }
+        let runs: Vec<ArrayRun> = runs.into_iter().map(|run| run.expect("every run ran")).collect();
+        // The seeds of a point are adjacent, in seed order.
+        let per_point = usize::try_from(settings.params.seeds).expect("a small count");
+        let points: Vec<&[ArrayRun]> = runs.chunks(per_point).collect();
         Ok(Rows {
-            runs: runs.into_iter().map(|run| run.expect("every run ran")).collect(),
+            runs: points
+                .iter()
+                .zip(&settings.specs)
+                .map(|(runs, (_, spec))| ArrayRun::pooled(runs, spec.segment_blocks()))
+                .collect(),
+            by_seed: points.iter().map(|runs| runs.iter().map(ArrayRun::requests_per_second).collect()).collect(),
             figures: settings.specs.iter().map(|&(figure, _)| figure).collect(),
             skipped: settings.skipped.clone(),
             database_pages: settings.database_pages,
@@ -575,6 +606,13 @@ fn headline(settings: &HylogThroughputSettings, rows: &Rows) -> Headline {
     let of = |wanted: &[Figure]| -> Vec<&ArrayRun> {
         rows.figures.iter().zip(&rows.runs).filter(|(figure, _)| wanted.contains(figure)).map(|(_, run)| run).collect()
     };
+    let fig6_by_seed: Vec<&Vec<f64>> = rows
+        .figures
+        .iter()
+        .zip(&rows.by_seed)
+        .filter(|(figure, _)| **figure == Figure::Fig6)
+        .map(|(_, by)| by)
+        .collect();
     let fig6_runs = of(&[Figure::Fig6]);
     let overwrite_of = |run: &ArrayRun| {
         fig6_runs
@@ -588,7 +626,8 @@ fn headline(settings: &HylogThroughputSettings, rows: &Rows) -> Headline {
     };
     let rows6: Vec<Fig6Row> = fig6_runs
         .iter()
-        .map(|run| Fig6Row {
+        .zip(fig6_by_seed)
+        .map(|(run, by_seed)| Fig6Row {
             disk: run.disk.clone(),
             layout: run.layout.name().to_string(),
             utilization: run.utilization,
@@ -596,6 +635,7 @@ fn headline(settings: &HylogThroughputSettings, rows: &Rows) -> Headline {
             vs_overwrite: run.requests_per_second() / overwrite_of(run),
             write_cost: if run.layout == ThroughputLayout::Overwrite { 1.0 } else { run.cleaning.write_cost },
             hot_fraction: run.hot_fraction,
+            requests_per_second_by_seed: by_seed.clone(),
         })
         .collect();
     let fig7_runs = of(&[Figure::Fig7Adaptive, Figure::Fig7Fixed]);
@@ -923,8 +963,12 @@ fn summary(settings: &HylogThroughputSettings, rows: &Rows, headline: &Headline,
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "{NAME} (seed {}): {} warehouses, {} pages ({:.0} MB), {} MiB pool, {} users, RAID-0 of {}; {} s measured",
+        "{NAME} (seed {}{}): {} warehouses, {} pages ({:.0} MB), {} MiB pool, {} users, RAID-0 of {}; {} s measured",
         settings.run.seed,
+        match params.seeds {
+            1 => String::new(),
+            seeds => format!(" to {}, each point's runs pooled", settings.run.seed + u64::from(seeds) - 1),
+        },
         params.warehouses,
         rows.database_pages,
         rows.database_pages as f64 * PAGE_BYTES as f64 / 1e6,
@@ -1105,6 +1149,7 @@ mod tests {
             fig8_users: vec![20],
             fig8_disks: vec![4],
             fig8_utilizations: vec![0.5],
+            seeds: 1,
             jobs: 1,
         }
     }

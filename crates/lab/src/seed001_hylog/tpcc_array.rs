@@ -343,6 +343,31 @@ impl ArrayRun {
     pub fn requests_per_second(&self) -> f64 {
         self.requests as f64 / (self.measured_ns.max(1) as f64 / 1e9)
     }
+
+    /// Runs of one spec under different seeds as one run over their summed
+    /// measured time: counts summed, so its rates are those of all the
+    /// requests over all the time; the drives' busy share and HyLog's last
+    /// hot share are means.
+    pub fn pooled(runs: &[ArrayRun], segment_blocks: u64) -> ArrayRun {
+        let first = runs.first().expect("at least one run to pool").clone();
+        let sum = |count: fn(&ArrayRun) -> u64| runs.iter().map(count).sum::<u64>();
+        let measured_ns = sum(|run| run.measured_ns);
+        let busy = runs.iter().map(|run| run.disk_busy_share * run.measured_ns as f64).sum::<f64>();
+        let hot: Vec<f64> = runs.iter().filter_map(|run| run.hot_fraction).collect();
+        let cleaning: Vec<WriteCostMeasurement> = runs.iter().map(|run| run.cleaning).collect();
+        ArrayRun {
+            requests: sum(|run| run.requests),
+            measured_ns,
+            page_reads: sum(|run| run.page_reads),
+            page_writes: sum(|run| run.page_writes),
+            disk_requests: sum(|run| run.disk_requests),
+            disk_busy_share: busy / measured_ns.max(1) as f64,
+            cleaning: WriteCostMeasurement::pooled(&cleaning, segment_blocks),
+            hot_fraction: (!hot.is_empty()).then(|| hot.iter().sum::<f64>() / hot.len() as f64),
+            warmup_page_writes: sum(|run| run.warmup_page_writes),
+            ..first
+        }
+    }
 }
 
 /// Runs one spec (see the module documentation), reporting progress.
@@ -627,5 +652,56 @@ impl<'a, D: BlockDevice> Run<'a, D> {
         if self.measuring {
             self.completed_requests += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(requests: u64, seconds: u64, busy: f64, cleaned: (u64, u64, u64, u64), hot: Option<f64>) -> ArrayRun {
+        let (user, read, written, segments) = cleaned;
+        ArrayRun {
+            disk: "atlas10k".into(),
+            level: ArrayLevel::Raid0,
+            disk_count: 4,
+            users: 20,
+            layout: ThroughputLayout::Hylog,
+            fixed_hot_fraction: None,
+            utilization: 0.9,
+            requests,
+            measured_ns: seconds * 1_000_000_000,
+            page_reads: requests / 2,
+            page_writes: requests / 4,
+            disk_requests: requests,
+            disk_busy_share: busy,
+            cleaning: WriteCostMeasurement::pooled(
+                &[WriteCostMeasurement {
+                    user_blocks: user,
+                    cleaning_blocks_read: read,
+                    cleaning_blocks_written: written,
+                    segments_cleaned: segments,
+                    write_cost: 0.0,
+                    cleaning_utilization: 0.0,
+                }],
+                100,
+            ),
+            hot_fraction: hot,
+            warmup_page_writes: 1000,
+        }
+    }
+
+    #[test]
+    fn pooled_runs_are_one_run_over_their_summed_time() {
+        let runs = [run(1000, 1, 0.5, (100, 50, 40, 1), Some(0.2)), run(3000, 1, 0.9, (300, 0, 0, 0), None)];
+        let pooled = ArrayRun::pooled(&runs, 100);
+        assert_eq!(pooled.requests_per_second(), 2000.0, "all requests over all the time");
+        assert!((pooled.disk_busy_share - 0.7).abs() < 1e-12);
+        assert_eq!(pooled.hot_fraction, Some(0.2), "the mean of the runs that chose");
+        assert_eq!((pooled.page_reads, pooled.warmup_page_writes), (2000, 2000));
+        // (400 user + 50 read + 40 written) / 400 user blocks; 40 of 100 live.
+        assert!((pooled.cleaning.write_cost - 490.0 / 400.0).abs() < 1e-12);
+        assert!((pooled.cleaning.cleaning_utilization - 0.4).abs() < 1e-12);
+        assert_eq!(ArrayRun::pooled(&runs[..1], 100), runs[0], "one run pools to itself");
     }
 }
