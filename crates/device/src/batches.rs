@@ -6,16 +6,17 @@ use std::collections::BTreeMap;
 
 use crate::{BatchTicket, BlockDevice, DeviceError, IoCompletion};
 
-/// Completions of batches executed synchronously at submission, kept until waited for.
-#[derive(Debug, Default)]
-pub(crate) struct CompletedBatches {
+/// Completions of batches executed synchronously at submission, kept until
+/// waited for: the ticket bookkeeping of a device that answers at once.
+#[derive(Debug, Clone, Default)]
+pub struct CompletedBatches {
     pending: BTreeMap<u64, Vec<IoCompletion>>,
     next_ticket: u64,
 }
 
 impl CompletedBatches {
     /// Keeps `completions` under a new ticket.
-    pub(crate) fn insert(&mut self, completions: Vec<IoCompletion>) -> BatchTicket {
+    pub fn insert(&mut self, completions: Vec<IoCompletion>) -> BatchTicket {
         let ticket = self.next_ticket;
         self.next_ticket += 1;
         self.pending.insert(ticket, completions);
@@ -23,7 +24,7 @@ impl CompletedBatches {
     }
 
     /// Removes and returns the completions of `ticket`.
-    pub(crate) fn take(&mut self, ticket: BatchTicket, device: &str) -> Result<Vec<IoCompletion>, DeviceError> {
+    pub fn take(&mut self, ticket: BatchTicket, device: &str) -> Result<Vec<IoCompletion>, DeviceError> {
         self.pending
             .remove(&ticket.0)
             .ok_or_else(|| DeviceError::UnknownTicket { device: device.to_string(), ticket: ticket.0 })

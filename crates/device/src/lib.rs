@@ -32,6 +32,7 @@ mod simulated;
 mod stats;
 mod stripe;
 
+pub use batches::CompletedBatches;
 pub use crash::{CrashDevice, CrashImage, CrashPoint, CrashReport, PendingWrites, Tear, TornWrite};
 pub use fault::{Fault, FaultDevice, FaultOp, FaultPlan, FaultRule, FaultTrigger, InjectedFault};
 pub use file::{FileDevice, FileIo, FileKind, FileOptions, TrimMethod, TrimPolicy, DEFAULT_BLOCK_SIZE_BYTES};

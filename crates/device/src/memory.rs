@@ -1,9 +1,9 @@
 //! A device in memory: the reference implementation of the [`BlockDevice`]
 //! contract, used by tests and as the base under wrappers.
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
+use crate::batches::CompletedBatches;
 use crate::{
     validate_request, validate_span, BatchTicket, BlockDevice, DeviceError, DeviceInfo, IoCompletion, IoOp, IoRequest,
 };
@@ -14,8 +14,7 @@ use crate::{
 pub struct MemoryDevice {
     info: DeviceInfo,
     data: Vec<u8>,
-    pending: BTreeMap<u64, Vec<IoCompletion>>,
-    next_ticket: u64,
+    batches: CompletedBatches,
     opened: Instant,
 }
 
@@ -33,8 +32,7 @@ impl MemoryDevice {
                 stores_payload: true,
             },
             data: vec![0; length],
-            pending: BTreeMap::new(),
-            next_ticket: 0,
+            batches: CompletedBatches::default(),
             opened: Instant::now(),
         }
     }
@@ -93,16 +91,11 @@ impl BlockDevice for MemoryDevice {
                 IoCompletion { result, submitted_ns, completed_ns: self.now_ns() }
             })
             .collect();
-        let ticket = self.next_ticket;
-        self.next_ticket += 1;
-        self.pending.insert(ticket, completions);
-        Ok(BatchTicket(ticket))
+        Ok(self.batches.insert(completions))
     }
 
     fn wait(&mut self, ticket: BatchTicket) -> Result<Vec<IoCompletion>, DeviceError> {
-        self.pending
-            .remove(&ticket.0)
-            .ok_or_else(|| DeviceError::UnknownTicket { device: self.info.name.clone(), ticket: ticket.0 })
+        self.batches.take(ticket, &self.info.name)
     }
 
     fn flush(&mut self) -> Result<(), DeviceError> {

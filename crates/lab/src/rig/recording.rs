@@ -16,11 +16,11 @@
 //! the simulated drives have no discard, and a write completes once timed.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use proxima_device::{
-    validate_request, BatchTicket, BlockDevice, DeviceError, DeviceInfo, IoCompletion, IoOp, IoRequest,
+    validate_request, BatchTicket, BlockDevice, CompletedBatches, DeviceError, DeviceInfo, IoCompletion, IoOp,
+    IoRequest,
 };
 
 /// One request a recording device was asked to serve.
@@ -58,7 +58,7 @@ impl IoRecorder {
 
     /// A device numbered `index` in the recorded requests.
     pub fn device(&self, index: usize, info: DeviceInfo) -> RecordingDevice {
-        RecordingDevice { recorder: self.clone(), index, info, pending: BTreeMap::new(), next_ticket: 0 }
+        RecordingDevice { recorder: self.clone(), index, info, batches: CompletedBatches::default() }
     }
 
     /// Sets the time the devices report (submission and completion alike).
@@ -98,8 +98,7 @@ pub struct RecordingDevice {
     recorder: IoRecorder,
     index: usize,
     info: DeviceInfo,
-    pending: BTreeMap<u64, Vec<IoCompletion>>,
-    next_ticket: u64,
+    batches: CompletedBatches,
 }
 
 impl RecordingDevice {
@@ -135,17 +134,11 @@ impl BlockDevice for RecordingDevice {
             .iter()
             .map(|request| IoCompletion { result: self.answer(request), submitted_ns: now_ns, completed_ns: now_ns })
             .collect();
-        let ticket = self.next_ticket;
-        self.next_ticket += 1;
-        self.pending.insert(ticket, completions);
-        Ok(BatchTicket(ticket))
+        Ok(self.batches.insert(completions))
     }
 
     fn wait(&mut self, ticket: BatchTicket) -> Result<Vec<IoCompletion>, DeviceError> {
-        let completions = self
-            .pending
-            .remove(&ticket.0)
-            .ok_or_else(|| DeviceError::UnknownTicket { device: self.info.name.clone(), ticket: ticket.0 })?;
+        let completions = self.batches.take(ticket, &self.info.name)?;
         self.recorder.close_round();
         Ok(completions)
     }
