@@ -65,8 +65,9 @@ pub struct HotChoice {
 pub struct Hylog {
     /// Writes of each block staged in the current interval.
     interval_writes: HashMap<(u64, u64), u32>,
-    /// The counts of the interval before (none before the first ends).
-    previous_writes: HashMap<(u64, u64), u32>,
+    /// The counts of the interval before, hottest first (none before the
+    /// first ends).
+    previous_ranking: Vec<((u64, u64), u32)>,
     /// Staged writes in the current interval.
     writes_in_interval: u64,
     /// The blocks chosen hot at the end of the last interval.
@@ -112,7 +113,7 @@ impl Hylog {
         // The hottest `k` are those at or above the chosen threshold (none
         // listed when every block is hot).
         let listed = if self.all_hot { 0 } else { hottest };
-        self.hot = written.into_iter().take(listed).map(|(block, _)| block).collect();
+        self.hot = written.iter().take(listed).map(|&(block, _)| block).collect();
         let (hot_blocks, cost) =
             if self.all_hot { (facts.data_blocks_used, lfs_cost) } else { (self.hot.len() as u64, cost) };
         self.last_choice = Some(HotChoice {
@@ -120,7 +121,7 @@ impl Hylog {
             hot_fraction: hot_blocks as f64 / facts.data_blocks_used.max(1) as f64,
             cost,
         });
-        self.previous_writes = current;
+        self.previous_ranking = written;
         self.writes_in_interval = 0;
     }
 
@@ -139,12 +140,10 @@ impl Hylog {
     ) -> (usize, f64) {
         let counts: Vec<u32> = written.iter().map(|&(_, count)| count).collect();
         let (used, utilization, efficiency) = (facts.data_blocks_used, facts.utilization(), facts.segment_efficiency);
-        if self.previous_writes.is_empty() {
+        if self.previous_ranking.is_empty() {
             return best_hot_count(&counts, used, utilization, efficiency);
         }
-        let mut ranked: Vec<((u64, u64), u32)> =
-            self.previous_writes.iter().map(|(&block, &count)| (block, count)).collect();
-        ranked.sort_unstable_by(hottest_first);
+        let ranked = &self.previous_ranking;
         let ranking: Vec<u32> = ranked.iter().map(|&(_, count)| count).collect();
         let later: Vec<u32> = ranked.iter().map(|(block, _)| current.get(block).copied().unwrap_or(0)).collect();
         let later_total: u64 = counts.iter().map(|&count| u64::from(count)).sum();
