@@ -18,6 +18,8 @@
 //!   Overwrite and LFS without and with cleaning, on one drive.
 //! - [`hylog_throughput`]: `reproduce hylog-throughput`, Figures 6 to 9:
 //!   TPC-C throughput of every layout on disk arrays.
+//! - [`database`]: a database's pages on an engine extent: the serial load
+//!   and the buffer pool's page I/O.
 //! - [`tpcb_volume`]: TPC-B's closed loop on an engine volume over one
 //!   simulated drive.
 //! - [`tpcc_array`]: TPC-C's users on an engine volume over a disk array,
@@ -28,6 +30,7 @@
 
 pub mod cleaning_figures;
 pub mod cost_model;
+pub mod database;
 pub mod engine_write_cost;
 pub mod hylog_cleaning;
 pub mod hylog_model;

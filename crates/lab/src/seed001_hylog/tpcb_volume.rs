@@ -31,13 +31,13 @@ use proxima_disk::{DiskModel, FlashDevice, HardDisk, Simulation};
 use proxima_engine::{CleaningSettings, EngineStats, Layout, Volume, VolumeOptions};
 use proxima_workload::synthetic::seeded_stream;
 use proxima_workload::tpcb::{TpcbSpec, TpcbWorkload};
-use proxima_workload::Operation;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::progress::Progress;
 use crate::rig::lab_volume::flash_block_count;
 use crate::rig::testbed::{staging_flash_params, FlashDisk, BLOCK_SIZE_BYTES};
+use crate::seed001_hylog::database;
 use crate::seed001_hylog::engine_write_cost::{write_cost_between, WriteCostMeasurement};
 use crate::LabError;
 
@@ -50,9 +50,6 @@ const DRIVE_QUEUE_DEPTH: usize = 8;
 /// The seed's stream the warm-up's pages come from ([`TpcbWorkload`] draws
 /// the transactions' from stream 0).
 const WARMUP_STREAM: u64 = 1;
-
-/// Blocks of the database's writes while it is loaded.
-const LOAD_CHUNK_BLOCKS: u64 = 4096;
 
 /// How the database is laid out on the drive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -251,13 +248,7 @@ fn build(spec: &TpcbRunSpec) -> Result<(TpcbVolume, SimulationHandle, u64), LabE
     let mut volume = Volume::format(StatsDevice::new(data), FlashDisk::new(flash), 1, options)?;
     let pages = spec.database_pages();
     let id = volume.create_extent("database", pages * BLOCK_SIZE_BYTES)?;
-    let mut first = 0;
-    while first < pages {
-        let count = LOAD_CHUNK_BLOCKS.min(pages - first);
-        volume.write_blocks_synthetic(id, first, count, false)?;
-        first += count;
-    }
-    volume.flush()?;
+    database::load(&mut volume, id, pages)?;
     Ok((volume, handle, id))
 }
 
@@ -289,12 +280,7 @@ pub fn run_tpcb(spec: &TpcbRunSpec, progress: &mut dyn Progress) -> Result<TpcbR
     let mut transact = |volume: &mut TpcbVolume, workload: &mut TpcbWorkload, count: u64| -> Result<(), LabError> {
         for done in 1..=count {
             for io in workload.next_transaction() {
-                match io.operation {
-                    Operation::Read => {
-                        volume.read_blocks_synthetic(id, io.page, 1)?;
-                    }
-                    _ => volume.write_blocks_synthetic(id, io.page, 1, false)?,
-                }
+                database::apply(volume, id, &io)?;
             }
             if spec.cpu_ns > 0 {
                 let until = handle.now_ns() + spec.cpu_ns;

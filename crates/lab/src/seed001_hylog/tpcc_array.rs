@@ -52,7 +52,6 @@ use proxima_disk::{
 };
 use proxima_engine::{CleaningSettings, EngineStats, Layout, Volume, VolumeOptions};
 use proxima_workload::tpcc::{TpccSpec, TpccWorkload};
-use proxima_workload::Operation;
 use serde::{Deserialize, Serialize};
 
 use crate::progress::Progress;
@@ -60,6 +59,7 @@ use crate::rig::lab_volume::flash_block_count;
 use crate::rig::recording::{IoRecorder, RecordedIo, RecordingDevice};
 use crate::rig::testbed::{staging_flash_params, BLOCK_SIZE_BYTES};
 use crate::seed001_hylog::cost_model::ArrayLevel;
+use crate::seed001_hylog::database;
 use crate::seed001_hylog::engine_write_cost::{write_cost_between, WriteCostMeasurement};
 use crate::LabError;
 
@@ -69,9 +69,6 @@ const SECTORS_PER_BLOCK: u64 = BLOCK_SIZE_BYTES / 512;
 /// Requests a drive holds and orders (more than the users, so that C-LOOK
 /// sees every request a drive has).
 const DRIVE_QUEUE_DEPTH: usize = 64;
-
-/// Blocks of the database's writes while it is loaded.
-const LOAD_CHUNK_BLOCKS: u64 = 4096;
 
 /// Segments of the NV segment buffer (on flash): one per log stream.
 const SEGMENT_BUFFER_SEGMENTS: u64 = LOG_STREAMS;
@@ -469,13 +466,7 @@ impl<'a, D: BlockDevice> Run<'a, D> {
         };
         let mut volume = Volume::format(data, flash, 1, options)?;
         let extent_id = volume.create_extent("database", spec.database_pages * BLOCK_SIZE_BYTES)?;
-        let mut first = 0;
-        while first < spec.database_pages {
-            let count = LOAD_CHUNK_BLOCKS.min(spec.database_pages - first);
-            volume.write_blocks_synthetic(extent_id, first, count, false)?;
-            first += count;
-        }
-        volume.flush()?;
+        database::load(&mut volume, extent_id, spec.database_pages)?;
         recorder.take_rounds();
         let mut simulation = Simulation::new(spec.seed);
         let mut devices = Vec::new();
@@ -599,13 +590,8 @@ impl<'a, D: BlockDevice> Run<'a, D> {
     /// page I/O through the engine, which records it.
     fn apply_next_step(&mut self, user: usize) -> Result<(), LabError> {
         let step = self.workload.next_step(u32::try_from(user).expect("users fit u32"));
-        for io in step.ios {
-            match io.operation {
-                Operation::Read => {
-                    self.volume.read_blocks_synthetic(self.extent_id, io.page, 1)?;
-                }
-                _ => self.volume.write_blocks_synthetic(self.extent_id, io.page, 1, false)?,
-            }
+        for io in &step.ios {
+            database::apply(&mut self.volume, self.extent_id, io)?;
         }
         Ok(())
     }
