@@ -77,7 +77,7 @@ fn has_the_papers_shape(seed: u64) {
     let (_, lfs_high_row) = at("lfs", 0.9);
     assert!(lfs_low > overwrite_low, "seed {seed}: LFS ahead with room to clean: {json}");
     // Whether LFS's throughput falls from 0.5 to 0.9 is within one 5 s
-    // window's spread at this scale (one seed in ten says otherwise); what
+    // window's spread at this scale (one of twelve seeds tried reversed it); what
     // makes it fall at scale, its cleaning's cost, is not.
     assert!(
         number(&lfs_high_row["write_cost"]) > number(&lfs_low_row["write_cost"]),
