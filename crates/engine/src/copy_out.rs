@@ -19,6 +19,7 @@ use proxima_device::BlockDevice;
 use crate::codec::{CopyOutRecord, LogRecord, SnapshotState};
 use crate::error::{DeviceRole, Result};
 use crate::io::{block_bytes, coalesce, read_pieces};
+use crate::layouts::LayoutStrategy;
 use crate::map::{Location, Segment};
 use crate::staging::Payload;
 use crate::tree::PersistentTree;
@@ -213,6 +214,12 @@ impl CopyOuts {
     }
 }
 
+/// Whether a free block may take a copy: never a frame — not one with
+/// copies (a copy is no frame), not one a staged block goes back to.
+fn may_hold_copy(table: &CopyOuts, layout: &dyn LayoutStrategy, block: u64) -> bool {
+    table.last_watermark(block).is_none() && !layout.is_frame_home(block)
+}
+
 /// Whether `ids` (ascending) has one in `(after, up_to]`: the snapshots that
 /// read a copy with watermark `up_to` whose frame's previous one is `after`.
 fn any_in(ids: &[u64], after: u64, up_to: u64) -> bool {
@@ -305,31 +312,40 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         frames.sort_unstable();
         let mut copies = Vec::with_capacity(frames.len());
         for _ in &frames {
-            // Never a frame: not one with copies (a copy is no frame), not one
-            // a staged block goes back to.
-            let (table, layout) = (&self.copy_outs, &self.layout);
-            let is_frame = |block| table.last_watermark(block).is_some() || layout.is_frame_home(block);
-            let Some(copy) = self.data_space.allocate_below(self.copy_out_cursor, |block| !is_frame(block)) else {
+            let (table, layout) = (&self.copy_outs, self.layout.as_ref());
+            let accept = |block| may_hold_copy(table, layout, block);
+            let Some(copy) = self.data_space.allocate_below(self.copy_out_cursor, accept) else {
                 break;
             };
-            // Only the snapshots reading it hold a copy.
-            self.data_space.hold_for_snapshots(copy);
             self.copy_out_cursor = copy.saturating_sub(1);
             copies.push(copy);
         }
         frames.truncate(copies.len());
-        if frames.is_empty() {
-            return Ok(Vec::new());
-        }
         // Copies in frame order, so a snapshot read in frame order reads them
         // in ascending order too.
         copies.sort_unstable();
+        self.write_copies(&frames, &copies)
+    }
+
+    /// Writes the versions of `frames` (`(frame, watermark)`, ascending) to
+    /// `copies` (just allocated, one per frame, in its order), enters them in the
+    /// table and hands them to the snapshots; returns the `(frame, copy,
+    /// watermark)` entries made, for the caller to log.
+    fn write_copies(&mut self, frames: &[(u64, u64)], copies: &[u64]) -> Result<Vec<(u64, u64, u64)>> {
+        debug_assert_eq!(frames.len(), copies.len());
+        if frames.is_empty() {
+            return Ok(Vec::new());
+        }
+        for &copy in copies {
+            // Only the snapshots reading it hold a copy.
+            self.data_space.hold_for_snapshots(copy);
+        }
         let frame_blocks: Vec<u64> = frames.iter().map(|&(frame, _)| frame).collect();
         let bytes = read_pieces(&mut self.data, DeviceRole::Data, &runs_of(&frame_blocks))?;
         let stores = self.data_stores_payload();
         let mut pieces = Vec::new();
         let mut at = 0;
-        for (first, count) in runs_of(&copies) {
+        for (first, count) in runs_of(copies) {
             let piece = if stores { bytes[block_bytes(at)..block_bytes(at + count)].to_vec() } else { Vec::new() };
             pieces.push((first, count, piece));
             at += count;
@@ -337,7 +353,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.write_data_pieces(pieces)?;
         self.log.data_unflushed = true;
         let mut made = Vec::with_capacity(frames.len());
-        for (&(frame, watermark), &copy) in frames.iter().zip(&copies) {
+        for (&(frame, watermark), &copy) in frames.iter().zip(copies) {
             made.push((frame, copy, watermark));
             if let Some(checksums) = &mut self.checksums {
                 let crc = checksums.data.get(frame);
@@ -349,34 +365,153 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         Ok(made)
     }
 
-    /// Before an overwrite of `frames` (live blocks) — in place, or staged
-    /// to go back to them — copies out those a live snapshot reads, and logs
-    /// each copy (its checksum record, then its entry) ahead of the records
-    /// of the overwrite. Returns `(copied, wanted)`: the copies made, of
-    /// those needed (fewer when the data device has no room for all).
-    pub(crate) fn copy_out_before_overwrite(&mut self, frames: &[u64]) -> Result<(usize, usize)> {
-        let Some(youngest) = self.youngest_live_snapshot_id() else { return Ok((0, 0)) };
-        let needed: Vec<(u64, u64)> = frames
-            .iter()
-            .filter(|&&frame| {
-                self.data_space.held_by_snapshot(frame) && self.copy_outs.needs_copy(frame, Some(youngest))
-            })
-            .map(|&frame| (frame, youngest))
-            .collect();
-        let wanted = needed.len();
-        if wanted == 0 {
-            return Ok((0, 0));
-        }
-        let made = self.copy_out(needed)?;
-        let copied = made.len();
-        for (frame, copy, watermark) in made {
+    /// Logs copies made: each one's checksum record, then its entry, ahead
+    /// of the records of whatever overwrites the frames.
+    fn log_copies(&mut self, made: &[(u64, u64, u64)]) -> Result<()> {
+        for &(frame, copy, watermark) in made {
             if let Some(checksums) = &self.checksums {
                 let records = LogRecord::checksums(copy, &[checksums.data.get(copy)]);
                 self.push_records(records)?;
             }
             self.push_record(LogRecord::CopyOut { frame, copy, watermark })?;
         }
-        Ok((copied, wanted))
+        Ok(())
+    }
+
+    /// Before an overwrite of `frames` (live blocks) — in place, or staged
+    /// to go back to them — copies out those a live snapshot reads, and logs
+    /// each copy (its checksum record, then its entry) ahead of the records
+    /// of the overwrite. Returns `(copied, wanted)`: the copies made, of
+    /// those needed (fewer when the data device has no room for all).
+    pub(crate) fn copy_out_before_overwrite(&mut self, frames: &[u64]) -> Result<(usize, usize)> {
+        let needed = self.frames_to_copy(frames.iter().copied());
+        let wanted = needed.len();
+        if wanted == 0 {
+            return Ok((0, 0));
+        }
+        let made = self.copy_out(needed)?;
+        self.log_copies(&made)?;
+        Ok((made.len(), wanted))
+    }
+
+    /// Of `frames` (live blocks about to be overwritten), those a live
+    /// snapshot reads, each with the watermark its copy gets (the youngest
+    /// live snapshot), in the order given.
+    fn frames_to_copy(&self, frames: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
+        let Some(youngest) = self.youngest_live_snapshot_id() else { return Vec::new() };
+        frames
+            .filter(|&frame| {
+                self.data_space.held_by_snapshot(frame) && self.copy_outs.needs_copy(frame, Some(youngest))
+            })
+            .map(|frame| (frame, youngest))
+            .collect()
+    }
+
+    /// A staged overwrite of `[logical, logical + frames.len())` of extent
+    /// `id` leaves its older versions at `frames` (`None`: not on the data
+    /// device): with the proximal layout's copy-out, notes those a live
+    /// snapshot reads (and no clone shares), to be copied out beside
+    /// themselves when the blocks are destaged
+    /// ([`copy_out_before_destage`](Self::copy_out_before_destage)), so the
+    /// new versions can take their places. In memory only: after a restart
+    /// the blocks are destaged copy-on-write.
+    pub(crate) fn note_copies_for_destage(&mut self, id: u64, logical: u64, frames: &[Option<u64>]) {
+        let unshared = frames.iter().enumerate().filter_map(|(offset, frame)| {
+            frame.filter(|&frame| self.refcount(frame) == 0).map(|frame| (offset, frame))
+        });
+        let noted: Vec<(u64, (u64, u64))> = unshared
+            .filter_map(|(offset, frame)| {
+                let (_, watermark) = *self.frames_to_copy(std::iter::once(frame)).first()?;
+                Some((logical + offset as u64, (frame, watermark)))
+            })
+            .collect();
+        for (logical_block, copy) in noted {
+            self.pending_copies.insert((id, logical_block), copy);
+        }
+    }
+
+    /// Before a destage moves `runs` (`(extent, first logical block, block
+    /// count)`), copies out the older versions noted for their blocks that
+    /// snapshots still read at their places, each to a free block of its own
+    /// allocation range (else of the nearest range with one, within the
+    /// proximal span) — the paper's copy-out pipelined with the overwrite:
+    /// the disk reads the old version and writes it nearby before it comes
+    /// round to write the new one. Each copied place leaves the summary
+    /// (every snapshot holding it reads the copy) and becomes allocatable at
+    /// the next CP, which the caller commits before placing the blocks, so
+    /// the copies and their entries are durable before a place is
+    /// overwritten. Returns the copies made. A noted version no longer
+    /// needed (its snapshot deleted, its place taken back) is dropped; one
+    /// with no room nearby stays where it is, and its block goes elsewhere.
+    pub(crate) fn copy_out_before_destage(&mut self, runs: &[(u64, u64, u64)]) -> Result<usize> {
+        if self.pending_copies.is_empty() {
+            return Ok(0);
+        }
+        let live: Vec<u64> =
+            self.snapshots.iter().filter(|(_, record)| record.state == SnapshotState::Live).map(|(id, _)| id).collect();
+        // Notes whose snapshot is gone are of no use to any destage.
+        self.pending_copies.retain(|_, &mut (_, watermark)| live.binary_search(&watermark).is_ok());
+        let mut wanted: Vec<(u64, u64)> = Vec::new();
+        for &(id, first, count) in runs {
+            let noted: Vec<(u64, u64)> =
+                self.pending_copies.range((id, first)..(id, first + count)).map(|(key, _)| *key).collect();
+            for key in noted {
+                let (frame, watermark) = self.pending_copies.remove(&key).expect("just listed");
+                // Still the version its snapshot reads: the place left the
+                // live tree for the summary and stayed there (it leaves only
+                // once every holder, the watermark's snapshot too, is gone).
+                if self.data_space.in_summary(frame) && self.copy_outs.needs_copy(frame, Some(watermark)) {
+                    wanted.push((frame, watermark));
+                }
+            }
+        }
+        wanted.sort_unstable();
+        wanted.dedup_by_key(|&mut (frame, _)| frame);
+        let mut frames = Vec::with_capacity(wanted.len());
+        let mut copies = Vec::with_capacity(wanted.len());
+        for (frame, watermark) in wanted {
+            if let Some(copy) = self.allocate_copy_near(frame) {
+                frames.push((frame, watermark));
+                copies.push(copy);
+            }
+        }
+        let made = self.write_copies(&frames, &copies)?;
+        self.log_copies(&made)?;
+        for &(frame, _, _) in &made {
+            // Every snapshot holding the place reads the copy now.
+            self.data_space.release_from_summary(frame);
+        }
+        Ok(made.len())
+    }
+
+    /// A free block for the copy of `frame`: in its allocation range, at or
+    /// after it first, else in the nearest range with one within the
+    /// proximal span.
+    fn allocate_copy_near(&mut self, frame: u64) -> Option<u64> {
+        let range_blocks = self.options.allocation_range_blocks;
+        let block_count = self.data_space.block_count();
+        let home_range = frame / range_blocks;
+        let last_range = (block_count - 1) / range_blocks;
+        let span = self.options.proximal_span_ranges;
+        let nearest_first = (0..=span).flat_map(|distance| {
+            let below = home_range.checked_sub(distance);
+            let above = (distance > 0).then(|| home_range + distance).filter(|&range| range <= last_range);
+            below.into_iter().chain(above)
+        });
+        for range in nearest_first {
+            let (start, end) = (range * range_blocks, ((range + 1) * range_blocks).min(block_count));
+            if self.data_space.allocatable_in(start, end) == 0 {
+                continue;
+            }
+            let hint = frame.clamp(start, end - 1);
+            let (table, layout) = (&self.copy_outs, self.layout.as_ref());
+            if let Some(copy) =
+                self.data_space.allocate_accepted_within(hint, start, end, |block| may_hold_copy(table, layout, block))
+            {
+                return Some(copy);
+            }
+        }
+        None
     }
 }
 

@@ -313,6 +313,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             if selection.is_empty() {
                 return Ok(DestageSummary::default());
             }
+            if volume.copy_out_before_destaging(&selection)? > 0 {
+                // The copies' places are overwritten only after a durable CP.
+                volume.commit()?;
+            }
             volume.destage_selected(selection, StagingRelease::AtNextCheckpoint, &mut NoDestageObserver)
         })
     }
@@ -437,10 +441,26 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         if selection.is_empty() {
             return Ok(DestageSummary::default());
         }
+        self.copy_out_before_destaging(&selection)?;
         // Blocks the staged writes freed become allocatable once a CP is
         // durable: commit first, so staged blocks can return to their holes.
         self.commit()?;
         self.destage_selected(selection, release, observer)
+    }
+
+    /// With the proximal layout's copy-out, copies out the older versions
+    /// snapshots read at the places `selection`'s blocks go back to
+    /// ([`copy_out_before_destage`](Self::copy_out_before_destage)); the
+    /// caller commits before placing them. Returns the copies made.
+    fn copy_out_before_destaging(&mut self, selection: &[(u64, Vec<FlashRun>)]) -> Result<usize> {
+        if !self.options.proximal_copy_out {
+            return Ok(0);
+        }
+        let runs: Vec<(u64, u64, u64)> = selection
+            .iter()
+            .flat_map(|(id, runs)| runs.iter().map(move |run| (*id, run.logical_block, run.block_count)))
+            .collect();
+        self.copy_out_before_destage(&runs)
     }
 
     /// Moves `selection` (staged runs per extent, as

@@ -723,6 +723,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 volume.snapshot_caches.scan = None;
             }
             volume.adopt_snapshot_tree(snapshot_id, &record)?;
+            // The staged overwrites the notes were for are gone.
+            volume.pending_copies.clear();
             volume.commit()
         })
     }

@@ -345,7 +345,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// to their (written) flash blocks and logs a staged record for each;
     /// with a layout that copies out, first copies out the frames they
     /// overwrite that snapshots read (one that finds no room stays where it
-    /// is, and its block is destaged next to it).
+    /// is, and its block is destaged next to it); with the proximal layout's
+    /// copy-out, notes them to be copied out when the blocks are destaged.
     fn map_staged_blocks(&mut self, id: u64, logical: u64, blocks: &[u64], payload: Payload<'_>) -> Result<()> {
         if self.layout.copies_out() && self.youngest_live_snapshot_id().is_some() {
             let frames: Vec<u64> = map::segments(self.extents.map(id), logical, blocks.len() as u64)
@@ -357,6 +358,14 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 .flatten()
                 .collect();
             self.copy_out_before_overwrite(&frames)?;
+        } else if self.options.proximal_copy_out && self.youngest_live_snapshot_id().is_some() {
+            let frames: Vec<Option<u64>> = (logical..logical + blocks.len() as u64)
+                .map(|block| match map::lookup(self.extents.map(id), block) {
+                    Some(Location::Data(frame)) => Some(frame),
+                    _ => None,
+                })
+                .collect();
+            self.note_copies_for_destage(id, logical, &frames);
         }
         for (index, &block) in blocks.iter().enumerate() {
             let logical_block = logical + index as u64;

@@ -6,7 +6,7 @@
 //! `health.rs` — and the work in executors: `staging.rs` (writes),
 //! `destage.rs`, `read.rs`, `checkpoint.rs`, `room.rs` (admission).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use proxima_device::BlockDevice;
 use serde::Serialize;
@@ -139,6 +139,14 @@ pub struct VolumeOptions {
     pub segment_blocks: u64,
     /// The segment cleaner of the log-structured layouts.
     pub cleaning: CleaningSettings,
+    /// Proximal layout only: a destaged block whose older version a snapshot
+    /// still reads at the block's place first copies that version out
+    /// beside it (in its allocation range, or the nearest with room), then
+    /// takes the place: the paper's copy-out pipelined with the overwrite
+    /// (Section 1). The live data keeps its places and the snapshots'
+    /// versions lie near them. Off: the new version goes to free space near
+    /// its neighbours, copy-on-write (docs/layouts.md).
+    pub proximal_copy_out: bool,
 }
 
 impl Default for VolumeOptions {
@@ -166,6 +174,7 @@ impl Default for VolumeOptions {
             delete_log: DeleteLogMode::None,
             segment_blocks: 0,
             cleaning: CleaningSettings::default(),
+            proximal_copy_out: false,
         }
     }
 }
@@ -204,6 +213,8 @@ impl VolumeOptions {
             "hylog_hot_fraction must lie in [0, 1]"
         } else if self.hylog_hot_fraction.is_some() && self.layout != Layout::Hylog {
             "hylog_hot_fraction applies to the hylog layout only"
+        } else if self.proximal_copy_out && self.layout != Layout::Proximal {
+            "proximal_copy_out applies to the proximal layout only"
         } else {
             return Ok(());
         };
@@ -412,8 +423,13 @@ pub struct Volume<D: BlockDevice, F: BlockDevice> {
     pub(crate) content_changes: ContentChanges,
     /// The snapshot table.
     pub(crate) snapshots: PersistentTree<SnapshotRecord>,
-    /// Where the in-place layout copied out frame blocks snapshots hold.
+    /// Where the in-place layout (and the proximal layout's destage, with
+    /// its copy-out) copied out blocks snapshots hold.
     pub(crate) copy_outs: CopyOuts,
+    /// The proximal layout's copy-out: per staged block (`(extent, logical
+    /// block)`), the older version's place and the watermark its copy will
+    /// get, copied out when the block is destaged (memory only).
+    pub(crate) pending_copies: BTreeMap<(u64, u64), (u64, u64)>,
     /// Where the next copy-out's search for a free block starts, going down
     /// from the top of the data device (the frame array's snapshot reserve).
     pub(crate) copy_out_cursor: u64,
@@ -561,6 +577,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             content_changes: ContentChanges::default(),
             snapshots: PersistentTree::new(0),
             copy_outs: CopyOuts::new(),
+            pending_copies: BTreeMap::new(),
             copy_out_cursor: u64::MAX,
             delete_log: DeleteLog::new(DeleteLogMode::None, data_space.block_count()),
             data_space,
@@ -967,6 +984,15 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     pub fn block_location(&self, id: u64, logical_block: u64) -> Result<Option<Location>> {
         let map = self.extents.find_map(id).ok_or_else(|| EngineError::NoSuchExtent(format!("#{id}")))?;
         Ok(map::lookup(map, logical_block))
+    }
+
+    /// Every copy snapshots read instead of a data block, as `(block,
+    /// copy)` in block order (docs/layouts.md, "Copy-out of snapshot blocks").
+    pub fn copy_out_places(&self) -> Vec<(u64, u64)> {
+        let mut places: Vec<(u64, u64)> =
+            self.copy_outs.tree().iter().map(|(copy, record)| (record.frame, copy)).collect();
+        places.sort_unstable();
+        places
     }
 
     /// Size in bytes of extent `id`.

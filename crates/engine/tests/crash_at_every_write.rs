@@ -127,6 +127,8 @@ struct Recording {
     log_blocks_written: u64,
     /// Hot sets the layout chose (`hylog`).
     hot_set_choices: u64,
+    /// Blocks copied out for snapshots.
+    copied_out_blocks: u64,
 }
 
 /// Which operations a recorded workload draws.
@@ -206,6 +208,7 @@ fn record_workload_of(seed: u64, options: &VolumeOptions, mix: Mix) -> Recording
     let retained_hot_blocks = volume.stats().retained_hot_blocks;
     let log_blocks_written = volume.stats().log_blocks_written;
     let hot_set_choices = volume.stats().hot_set_choices;
+    let copied_out_blocks = volume.stats().copied_out_blocks;
     let (data, flash) = volume.into_devices();
     let order = order.borrow().clone();
     Recording {
@@ -219,6 +222,7 @@ fn record_workload_of(seed: u64, options: &VolumeOptions, mix: Mix) -> Recording
         retained_hot_blocks,
         log_blocks_written,
         hot_set_choices,
+        copied_out_blocks,
     }
 }
 
@@ -577,6 +581,24 @@ fn crashes_during_destage_recover_to_an_acknowledged_state() {
     // drained a few windows at a time, so crashes fall inside partial steps.
     let stepped = VolumeOptions { destage_step_blocks: 4, allocation_range_blocks: 8, ..options };
     crash_every_point("proximal, 16-block staging, 4-block steps", seeds_from_environment(4), &stepped);
+}
+
+#[test]
+fn crashes_during_the_proximal_copy_out_recover() {
+    // Destages copy the versions the base snapshot reads out beside their
+    // places before taking them back: crashes fall between the copies, their
+    // records, the CP after them and the destage.
+    let options = VolumeOptions {
+        staging_capacity_blocks: 16,
+        allocation_range_blocks: 32,
+        range_reserve_fraction: 0.25,
+        proximal_copy_out: true,
+        ..options()
+    };
+    assert!(record_workload(0, &options).copied_out_blocks > 0, "the workload's destages copy out");
+    crash_every_point("proximal, copy-out", seeds_from_environment(4), &options);
+    let stepped = VolumeOptions { destage_step_blocks: 4, allocation_range_blocks: 8, ..options };
+    crash_every_point("proximal, copy-out, 4-block steps", seeds_from_environment(4), &stepped);
 }
 
 #[test]

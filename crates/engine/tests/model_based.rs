@@ -676,6 +676,21 @@ fn a_tiny_staging_area_destaging_during_writes_behaves_like_the_model() {
 }
 
 #[test]
+fn the_proximal_copy_out_behaves_like_the_model() {
+    // Destages copy out what snapshots read at the places their blocks go
+    // back to, between any snapshot, clone, restore, deletion and crash.
+    let options = VolumeOptions {
+        staging_capacity_blocks: 24,
+        allocation_range_blocks: 16,
+        proximal_span_ranges: 4,
+        range_reserve_fraction: 0.25,
+        proximal_copy_out: true,
+        ..options()
+    };
+    run_configuration("proximal, copy-out", cases_from_environment(3), memory_data, options);
+}
+
+#[test]
 fn the_in_place_layout_behaves_like_the_model() {
     let cached = VolumeOptions { layout: Layout::InPlace, staging_capacity_blocks: 40, ..options() };
     run_configuration("in-place", cases_from_environment(3), memory_data, cached);
