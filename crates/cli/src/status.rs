@@ -97,6 +97,9 @@ fn print_report(directory: &std::path::Path, report: &Value, venue: Venue) {
         report["delete_log_blocks"],
         report["reclaimed_blocks_last_checkpoint"]
     );
+    if report["copy_out"].as_bool() == Some(true) {
+        println!("  copy-out            on: destage copies what snapshots read out beside its place, then takes it");
+    }
     if report["read_realloc"].as_bool() == Some(true) {
         println!(
             "  read reallocation   on: {} rewritten since open ({} found no contiguous room)",

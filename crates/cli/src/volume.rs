@@ -70,6 +70,12 @@ struct CreateArgs {
     /// each (reallocate-on-read): on or off.
     #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "off", action = clap::ArgAction::Set)]
     read_realloc: bool,
+    /// Proximal layout: a destaged block whose older version a snapshot
+    /// reads at the block's place copies that version out beside it and
+    /// takes the place back, so live data keeps its layout (docs/layouts.md):
+    /// on or off.
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "off", action = clap::ArgAction::Set)]
+    copy_out: bool,
     /// How frees reach the activemap: at once (none), through a tree log
     /// (tlog) or a batched free log (bflog); see docs/wafl.md.
     #[arg(long, value_name = "none|tlog|bflog", value_parser = parse_delete_log, default_value = "none")]
@@ -121,6 +127,9 @@ fn unused_flag(args: &CreateArgs, is_block_device: impl Fn(&Path) -> bool) -> Op
     }
     let disk_count = if args.data_paths.is_empty() { args.disk_count.unwrap_or(1) } else { args.data_paths.len() };
     let raid = args.raid.unwrap_or(if disk_count == 1 { RaidChoice::None } else { RaidChoice::Raid5 });
+    if args.copy_out && args.layout != Layout::Proximal {
+        return Some(format!("--copy-out on applies to the proximal layout only, not {}", args.layout.name()));
+    }
     if args.stripe_unit.is_some() && raid == RaidChoice::None {
         return Some("--stripe-unit does not apply without RAID (one data disk, or --raid none)".to_owned());
     }
@@ -166,6 +175,7 @@ fn run_create(args: &CreateArgs) -> ExitCode {
         force: args.force,
         preallocate: args.preallocate,
         read_realloc: args.read_realloc,
+        copy_out: args.copy_out,
         delete_log: args.delete_log,
     };
     let message = format!("creating volume {}", args.directory.display());
@@ -183,6 +193,7 @@ fn run_create(args: &CreateArgs) -> ExitCode {
 
 fn print_created(directory: &std::path::Path, config: &VolumeConfig) {
     let realloc = if config.read_realloc { ", reallocate-on-read" } else { "" };
+    let realloc = if config.copy_out { format!("{realloc}, copy-out") } else { realloc.to_owned() };
     let realloc = format!("{realloc}, delete log {}", config.delete_log);
     println!(
         "created volume {} ({} layout, {} I/O{realloc})",

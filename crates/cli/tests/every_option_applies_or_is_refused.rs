@@ -354,6 +354,19 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
         ),
         (
             "volume create",
+            "--copy-out",
+            differs(
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M"],
+                &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M", "--copy-out", "on"],
+            ),
+        ),
+        (
+            "volume create",
+            "--copy-out",
+            refused(&["volume", "create", "{vol}", "--layout", "in-place", "--copy-out", "on"]),
+        ),
+        (
+            "volume create",
             "--delete-log",
             differs(
                 &["volume", "create", "{vol}", "--data-size", "64M", "--flash-size", "8M"],

@@ -102,6 +102,11 @@ pub struct VolumeConfig {
     /// (reallocate-on-read, docs/read-realloc.md).
     #[serde(default)]
     pub read_realloc: bool,
+    /// Whether destage copies out what snapshots read at the places its
+    /// blocks go back to, so live data keeps its layout (the proximal
+    /// layout's copy-out, docs/layouts.md).
+    #[serde(default)]
+    pub copy_out: bool,
     /// The delete log the volume was formatted with: `none`, `tlog` or
     /// `bflog` (docs/wafl.md). The superblock keeps the same choice; this
     /// field gives it to the format.
@@ -161,6 +166,13 @@ impl VolumeConfig {
         if Layout::parse(&self.layout).is_none() {
             return Err(invalid(file, "layout", &format!("{:?} is not {}", self.layout, Layout::names_listed())));
         }
+        if self.copy_out && self.layout != Layout::Proximal.name() {
+            return Err(invalid(
+                file,
+                "copy_out",
+                &format!("applies to the proximal layout only, not {}", self.layout),
+            ));
+        }
         if DeleteLogMode::parse(&self.delete_log).is_none() {
             return Err(invalid(file, "delete_log", &format!("{:?} is not none, tlog or bflog", self.delete_log)));
         }
@@ -188,6 +200,7 @@ impl VolumeConfig {
         VolumeOptions {
             layout: Layout::parse(&self.layout).expect("validated"),
             read_realloc: if self.read_realloc { ReadRealloc::ON } else { ReadRealloc::OFF },
+            proximal_copy_out: self.copy_out,
             delete_log: DeleteLogMode::parse(&self.delete_log).expect("validated"),
             ..VolumeOptions::default()
         }
@@ -257,6 +270,7 @@ mod tests {
             flash: DeviceEntry { path: "flash.img".into(), size_bytes: 64 << 20 },
             label_generation: 1,
             read_realloc: false,
+            copy_out: false,
             delete_log: "none".into(),
         }
     }

@@ -69,6 +69,9 @@ pub struct CreateSpec {
     pub preallocate: bool,
     /// Whether reads reallocate the scattered spans they read.
     pub read_realloc: bool,
+    /// Whether destage copies out what snapshots read at the places its
+    /// blocks go back to (proximal layout only).
+    pub copy_out: bool,
     /// The delete log of the new volume.
     pub delete_log: DeleteLogMode,
 }
@@ -88,6 +91,7 @@ impl Default for CreateSpec {
             force: false,
             preallocate: false,
             read_realloc: false,
+            copy_out: false,
             delete_log: DeleteLogMode::None,
         }
     }
@@ -279,6 +283,7 @@ fn create_locked(
         flash,
         label_generation: 1,
         read_realloc: spec.read_realloc,
+        copy_out: spec.copy_out,
         delete_log: spec.delete_log.name().to_owned(),
     };
     config.validate(&VolumeConfig::path_in(directory))?;

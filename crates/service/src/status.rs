@@ -98,6 +98,9 @@ pub struct StatusReport {
     pub repaired_blocks_since_open: u64,
     /// Whether reads reallocate the scattered spans they read.
     pub read_realloc: bool,
+    /// Whether destage copies out what snapshots read at the places its
+    /// blocks go back to (the proximal layout's copy-out).
+    pub copy_out: bool,
     /// Bytes reads rewrote contiguously since open (reallocate-on-read).
     pub reallocated_bytes_since_open: u64,
     /// Bytes reads would have rewritten but found no contiguous room for.
@@ -192,6 +195,7 @@ pub fn status(volume: &ServiceVolume, config: &VolumeConfig) -> StatusReport {
         checksum_mismatches_since_open: stats.checksum_mismatches,
         repaired_blocks_since_open: stats.repaired_blocks,
         read_realloc: config.read_realloc,
+        copy_out: config.copy_out,
         reallocated_bytes_since_open: stats.reallocated_blocks * BLOCK_BYTES,
         reallocation_skipped_bytes_since_open: stats.reallocation_skipped_blocks * BLOCK_BYTES,
         delete_log: volume.delete_log_mode().name().to_owned(),
