@@ -18,6 +18,7 @@ fn lfs_ages_cleans_and_reads_on_the_lab_volume() {
         snapshot_reserve_blocks_per_extent: 0,
         range_reserve_fraction: 0.0,
         update_skew: proxima_workload::srarw::UpdateSkew::Uniform,
+        proximal_copy_out: false,
     };
     let mut volume = LabVolume::create(&spec, &mut NoProgress).expect("the volume is created and filled");
     let aging = volume.age(&mut NoProgress).expect("the volume ages");

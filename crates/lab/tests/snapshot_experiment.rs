@@ -16,7 +16,7 @@ use proxima_workload::srarw::{EXTENT_BLOCKS, UPDATES_PER_EXTENT};
 use serde_json::Value;
 
 const TINY_SCALE: f64 = 0.0001;
-const LAYOUTS: [&str; 4] = ["proximal", "in_place", "in_place_cached", "write_anywhere"];
+const LAYOUTS: [&str; 5] = ["proximal", "proximal_copy_out", "in_place", "in_place_cached", "write_anywhere"];
 
 fn settings(directory: &std::path::Path, seed: u64) -> RunSettings {
     RunSettings { out_dir: directory.to_path_buf(), seed, model: "nearline7200".into() }
@@ -114,6 +114,11 @@ fn snapshots_are_taken_kept_and_deleted_on_schedule_and_the_oldest_kept_is_what_
         assert_eq!(reads.block_count, extents * EXTENT_BLOCKS, "{context}: every extent of the snapshot read");
         assert_eq!(reads.request_count, run.run.reads.aged.request_count, "{context}: in the same requests");
         assert_ne!(*reads, run.run.reads.aged, "{context}: the snapshot, not the live extents, was read");
+        if run.layout_key == "proximal_copy_out" {
+            // Destage copies out what the snapshots read and puts every
+            // block back in its place: the live extents keep the fresh layout.
+            assert_eq!(run.run.reads.aged.run_count, run.run.reads.fresh.run_count, "{context}: live in place");
+        }
         let fresh_snapshot_kept = oldest_kept.after_updates == 0;
         assert_eq!(fresh_snapshot_kept, run.interval == Interval::Rare, "{context}");
         if fresh_snapshot_kept && matches!(run.layout_key.as_str(), "proximal" | "write_anywhere") {

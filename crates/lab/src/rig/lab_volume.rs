@@ -159,6 +159,9 @@ pub struct RunSpec {
     pub range_reserve_fraction: f64,
     /// Which blocks the aging updates (uniform in the paper's runs).
     pub update_skew: UpdateSkew,
+    /// The proximal layout's copy-out of what snapshots read at the places
+    /// destaged blocks go back to (`VolumeOptions::proximal_copy_out`).
+    pub proximal_copy_out: bool,
 }
 
 impl RunSpec {
@@ -696,6 +699,7 @@ fn volume_options(spec: &RunSpec, staging_blocks: u64) -> VolumeOptions {
         write_intents: false,
         // The log-structured layouts write a full stripe at a time.
         segment_blocks: spec.shape.stripe_unit_bytes / BLOCK_SIZE_BYTES * DATA_DISK_COUNT as u64,
+        proximal_copy_out: spec.proximal_copy_out,
         ..VolumeOptions::default()
     }
 }

@@ -78,6 +78,7 @@ impl LayoutSettings {
             snapshot_reserve_blocks_per_extent: 0,
             range_reserve_fraction: 0.0,
             update_skew: UpdateSkew::Uniform,
+            proximal_copy_out: false,
         }
     }
 

@@ -77,6 +77,7 @@ use crate::seed000_proximal::layout::{
 };
 use crate::seed000_proximal::paper;
 use crate::seed000_proximal::srarw::{Candidate, CANDIDATES};
+
 use crate::seed000_proximal::table3::{fresh_and_aged_reads, read_age_and_read, AgedReads};
 use crate::LabError;
 
@@ -137,6 +138,17 @@ impl ReservePlacement {
     }
 }
 
+/// The compared configurations, in the order of the report: those of
+/// `proximal-srarw`, and after `proximal` the same layout copying out what
+/// snapshots read at the places its destaged blocks go back to.
+const SNAPSHOT_CANDIDATES: [Candidate; 5] = [
+    CANDIDATES[0],
+    Candidate { key: "proximal_copy_out", proximal_copy_out: true, ..CANDIDATES[0] },
+    CANDIDATES[1],
+    CANDIDATES[2],
+    CANDIDATES[3],
+];
+
 /// The settings of a run.
 #[derive(Debug, Clone)]
 pub struct SnapshotSettings {
@@ -165,6 +177,7 @@ impl SnapshotSettings {
         RunSpec {
             snapshot_reserve_blocks_per_extent: reserve,
             range_reserve_fraction,
+            proximal_copy_out: candidate.proximal_copy_out,
             ..self.layout.run_spec(candidate.layout, candidate.staging_percent)
         }
     }
@@ -359,7 +372,7 @@ pub struct Headline {
 
 impl SnapshotRun {
     fn candidate(&self) -> Candidate {
-        *CANDIDATES.iter().find(|candidate| candidate.key == self.layout_key).expect("a compared layout")
+        *SNAPSHOT_CANDIDATES.iter().find(|candidate| candidate.key == self.layout_key).expect("a compared layout")
     }
 
     /// MB/s per data disk of the oldest kept snapshot's reads after aging.
@@ -385,6 +398,14 @@ impl SnapshotRun {
     fn disk_ios_per_update(&self) -> f64 {
         let aging = &self.run.aging;
         ratio((aging.member_read_count + aging.member_write_count) as f64, aging.update_count as f64)
+    }
+
+    fn disk_reads_per_update(&self) -> f64 {
+        ratio(self.run.aging.member_read_count as f64, self.run.aging.update_count as f64)
+    }
+
+    fn disk_writes_per_update(&self) -> f64 {
+        ratio(self.run.aging.member_write_count as f64, self.run.aging.update_count as f64)
     }
 
     fn add_to(&self, simulated: &mut SimulatedWork) {
@@ -418,7 +439,7 @@ impl Experiment for ProximalSnapshots {
     }
 
     fn measure(settings: &SnapshotSettings, progress: &mut dyn Progress) -> Result<Rows, LabError> {
-        let tasks = CANDIDATES
+        let tasks = SNAPSHOT_CANDIDATES
             .iter()
             .flat_map(|&candidate| INTERVALS.map(|interval| (candidate, interval)))
             .map(|(candidate, interval)| -> Task<'_, SnapshotRun> {
@@ -535,7 +556,6 @@ fn table(runs: &[SnapshotRun], absent: &str) -> Table {
     for run in runs {
         let row = run.headline_row();
         let aging = &run.run.aging;
-        let per_update = |count: u64| format!("{:.3}", ratio(count as f64, aging.update_count as f64));
         let snapshots = run.snapshots.as_ref();
         let updates_behind = snapshots.map(|snapshots| {
             let extents = run.run.extent_count.max(1);
@@ -552,8 +572,8 @@ fn table(runs: &[SnapshotRun], absent: &str) -> Table {
             format!("{:.1}", row.random_update_iops),
             format!("{:.3}", row.disk_ios_per_update),
             format!("{:.3}", ios_over_none(runs, run)),
-            per_update(aging.member_read_count),
-            per_update(aging.member_write_count),
+            format!("{:.3}", run.disk_reads_per_update()),
+            format!("{:.3}", run.disk_writes_per_update()),
             format!("{:.2}", run.run.reads.fresh.mb_s_per_disk()),
             format!("{:.2}", run.run.reads.aged.mb_s_per_disk()),
             format!("{:.3}", row.live_aged_to_fresh),
@@ -668,14 +688,14 @@ fn render_summary(runs: &[SnapshotRun], settings: &SnapshotSettings, cost_line: 
     );
     let _ = writeln!(
         text,
-        "{:<16} {:>9} {:>6} {:>6} {:>11} {:>12} {:>7} {:>10} {:>13}",
+        "{:<18} {:>9} {:>6} {:>6} {:>11} {:>12} {:>7} {:>10} {:>13}",
         "layout", "interval", "every", "taken", "updates/s", "disk I/Os/u", "× none", "live a/f", "snapshot a/f"
     );
     for run in runs {
         let row = run.headline_row();
         let _ = writeln!(
             text,
-            "{:<16} {:>9} {:>6} {:>6} {:>11.1} {:>12.2} {:>7.2} {:>10.3} {:>13}",
+            "{:<18} {:>9} {:>6} {:>6} {:>11.1} {:>12.2} {:>7.2} {:>10.3} {:>13}",
             row.layout,
             row.interval,
             row.snapshot_every.map_or_else(|| ABSENT.to_string(), |every| every.to_string()),
@@ -774,7 +794,21 @@ fn statements(runs: &[SnapshotRun]) -> Table {
              RAID and copy-on-write are employed.\" (about {})",
             paper::PROXIMAL_SNAPSHOT_IOS_PER_UPDATE
         ),
-        format!("`proximal`: {}", ios("proximal")),
+        format!("`proximal`: {}; `proximal_copy_out`: {}", ios("proximal"), ios("proximal_copy_out")),
+    ]);
+    table.push_row(vec![
+        "\"we can combine copy-out and RMW operations and leverage proximal I/O; we can pipeline them such that \
+         we write out the just-read old version of the data within the effective span of proximal I/O in time \
+         before the disk spins around to write the new version of the block.\""
+            .to_string(),
+        format!(
+            "`proximal_copy_out`: {}; reads / writes per update, frequent: {}",
+            ios("proximal_copy_out"),
+            find(runs, "proximal_copy_out", Interval::Frequent).map_or_else(
+                || ABSENT.to_string(),
+                |run| format!("{:.2} / {:.2}", run.disk_reads_per_update(), run.disk_writes_per_update())
+            )
+        ),
     ]);
     table.push_row(vec![
         "\"A write-anywhere file layout, for example, lends itself to keeping snapshots with very little \
@@ -785,7 +819,11 @@ fn statements(runs: &[SnapshotRun]) -> Table {
     table.push_row(vec![
         "\"Proximal I/O can access both the current data as well as the snapshots with similar efficiency.\""
             .to_string(),
-        format!("`proximal`, aged over fresh — {}", live_and_snapshot(runs, "proximal")),
+        format!(
+            "aged over fresh — `proximal`: {}. `proximal_copy_out`: {}",
+            live_and_snapshot(runs, "proximal"),
+            live_and_snapshot(runs, "proximal_copy_out")
+        ),
     ]);
     table.push_row(vec![
         "\"Systems that do not place logically related data near each other are likely to perform differently \
@@ -815,7 +853,10 @@ fn render_report(runs: &[SnapshotRun], settings: &SnapshotSettings, extent_count
          extents written serially, every extent read (fresh), {UPDATES_PER_EXTENT} random 4 KiB updates per \
          extent, every extent read again (live, aged), and every extent of the oldest snapshot still kept read \
          the same way (snapshot, aged); the updates, arm positions and read orders are the same for every run \
-         (same seed). `proximal` stages small writes in a 1 % flash staging area; `in_place` is a frame array \
+         (same seed). `proximal` stages small writes in a 1 % flash staging area; `proximal_copy_out` is the \
+         same, and a destaged block whose older version a snapshot reads at the block's place first copies that \
+         version out to a free block of the same allocation range (or the nearest with one), then takes the \
+         place back; `in_place` is a frame array \
          without flash (each update written at once to its frame); `in_place_cached` the frame array with the \
          same flash as its write cache; `write_anywhere` writes every update at once into the first free blocks \
          after a rolling cursor.\n"

@@ -56,14 +56,21 @@ pub(crate) struct Candidate {
     pub(crate) layout: Layout,
     /// Its staging area (or the frame array's cache), percent of capacity.
     pub(crate) staging_percent: f64,
+    /// The proximal layout's copy-out of what snapshots read (`proximal-snapshots`).
+    pub(crate) proximal_copy_out: bool,
 }
 
 /// The compared configurations, in the order of the report.
 pub(crate) const CANDIDATES: [Candidate; 4] = [
-    Candidate { key: "proximal", layout: Layout::Proximal, staging_percent: STAGING_PERCENT },
-    Candidate { key: "in_place", layout: Layout::InPlace, staging_percent: 0.0 },
-    Candidate { key: "in_place_cached", layout: Layout::InPlace, staging_percent: STAGING_PERCENT },
-    Candidate { key: "write_anywhere", layout: Layout::WriteAnywhere, staging_percent: 0.0 },
+    Candidate { key: "proximal", layout: Layout::Proximal, staging_percent: STAGING_PERCENT, proximal_copy_out: false },
+    Candidate { key: "in_place", layout: Layout::InPlace, staging_percent: 0.0, proximal_copy_out: false },
+    Candidate {
+        key: "in_place_cached",
+        layout: Layout::InPlace,
+        staging_percent: STAGING_PERCENT,
+        proximal_copy_out: false,
+    },
+    Candidate { key: "write_anywhere", layout: Layout::WriteAnywhere, staging_percent: 0.0, proximal_copy_out: false },
 ];
 
 /// The keys the JSON headline carries (the cached frame array is in the report only).

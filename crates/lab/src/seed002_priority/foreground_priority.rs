@@ -248,6 +248,7 @@ impl Experiment for ForegroundPriority {
             snapshot_reserve_blocks_per_extent: 0,
             range_reserve_fraction: 0.0,
             update_skew: UpdateSkew::Uniform,
+            proximal_copy_out: false,
         };
         let mut volume = LabVolume::create(&spec, progress)?;
         let staging_blocks = volume.staging_blocks();
