@@ -15,7 +15,7 @@ use proxima_lab::seed000_proximal::snapshots::{
 use proxima_workload::srarw::{EXTENT_BLOCKS, UPDATES_PER_EXTENT};
 use serde_json::Value;
 
-const TINY_SCALE: f64 = 0.0001;
+const TINY_SCALE: f64 = 0.00004;
 const LAYOUTS: [&str; 5] = ["proximal", "proximal_copy_out", "in_place", "in_place_cached", "write_anywhere"];
 
 fn settings(directory: &std::path::Path, seed: u64) -> RunSettings {
