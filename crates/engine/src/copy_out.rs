@@ -505,10 +505,14 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             }
             let hint = frame.clamp(start, end - 1);
             let (table, layout) = (&self.copy_outs, self.layout.as_ref());
-            if let Some(copy) =
-                self.data_space.allocate_accepted_within(hint, start, end, |block| may_hold_copy(table, layout, block))
-            {
-                return Some(copy);
+            let accept = |block| may_hold_copy(table, layout, block);
+            // At or after the hint, else from the range's start.
+            let copy = self
+                .data_space
+                .allocate_run(hint, 1, end - hint, accept)
+                .or_else(|| self.data_space.allocate_run(start, 1, hint - start, accept));
+            if copy.is_some() {
+                return copy;
             }
         }
         None

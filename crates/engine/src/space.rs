@@ -252,38 +252,6 @@ impl SpaceMap {
         found
     }
 
-    /// Allocates one block inside `[start, end)` that `accept`s: the first
-    /// allocatable one at or after `hint`, else the first after `start`.
-    /// `None`, and nothing allocated, if the range has none.
-    pub fn allocate_accepted_within(
-        &mut self,
-        hint: u64,
-        start: u64,
-        end: u64,
-        accept: impl Fn(u64) -> bool,
-    ) -> Option<u64> {
-        assert!(start <= hint && hint < end, "the hint lies inside the range");
-        let mut found = None;
-        for (from, to) in [(hint, end), (start, hint)] {
-            self.for_each_allocatable_word(from, to, |first_bit, mut free| {
-                while free != 0 {
-                    let block = first_bit + u64::from(free.trailing_zeros());
-                    if accept(block) {
-                        found = Some(block);
-                        return false;
-                    }
-                    free &= free - 1;
-                }
-                true
-            });
-            if let Some(block) = found {
-                self.take(block);
-                return Some(block);
-            }
-        }
-        None
-    }
-
     /// Allocates up to `max_count` consecutive blocks inside `[start, end)`: the
     /// first allocatable block at or after `hint`, else the first after
     /// `start` (wrapping inside the range). `None` if the range has none.
