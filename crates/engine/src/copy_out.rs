@@ -12,7 +12,7 @@
 //! (below the table: the copy on first write, before an overwrite is staged
 //! or written in place; the frame's release; restore).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use proxima_device::BlockDevice;
 
@@ -66,6 +66,12 @@ impl CopyOuts {
             let copy = self.resolve(frame, snapshot_id);
             (copy != frame).then_some((frame, copy))
         })
+    }
+
+    /// Every copy as `(frame, copy)`, in frame order (each frame's copies by
+    /// watermark).
+    pub(crate) fn places(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.by_frame.iter().flat_map(|(&frame, copies)| copies.iter().map(move |&(_, copy)| (frame, copy)))
     }
 
     /// The persistent entries (for the CP that persists them).
@@ -336,10 +342,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         if frames.is_empty() {
             return Ok(Vec::new());
         }
-        for &copy in copies {
-            // Only the snapshots reading it hold a copy.
-            self.data_space.hold_for_snapshots(copy);
-        }
         let frame_blocks: Vec<u64> = frames.iter().map(|&(frame, _)| frame).collect();
         let bytes = read_pieces(&mut self.data, DeviceRole::Data, &runs_of(&frame_blocks))?;
         let stores = self.data_stores_payload();
@@ -359,10 +361,23 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 let crc = checksums.data.get(frame);
                 checksums.data.set(copy, crc);
             }
-            self.copy_outs.insert(frame, copy, watermark);
+            self.enter_copy(frame, copy, watermark);
         }
         self.stats.copied_out_blocks += made.len() as u64;
         Ok(made)
+    }
+
+    /// Enters the copy of `frame` at `copy` (just allocated) for the
+    /// snapshots up to `watermark`, at run time and in replay alike: only
+    /// snapshots hold the copy, and a frame the live tree has already left
+    /// (a copy made at destage, after the staged overwrite freed it) leaves
+    /// the summary, every snapshot holding it reading the copy now.
+    pub(crate) fn enter_copy(&mut self, frame: u64, copy: u64, watermark: u64) {
+        self.data_space.hold_for_snapshots(copy);
+        self.copy_outs.insert(frame, copy, watermark);
+        if self.data_space.in_summary(frame) {
+            self.data_space.release_from_summary(frame);
+        }
     }
 
     /// Logs copies made: each one's checksum record, then its entry, ahead
@@ -399,34 +414,28 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// live snapshot), in the order given.
     fn frames_to_copy(&self, frames: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
         let Some(youngest) = self.youngest_live_snapshot_id() else { return Vec::new() };
-        frames
-            .filter(|&frame| {
-                self.data_space.held_by_snapshot(frame) && self.copy_outs.needs_copy(frame, Some(youngest))
-            })
-            .map(|frame| (frame, youngest))
-            .collect()
+        frames.filter(|&frame| self.snapshot_reads_frame(frame, youngest)).map(|frame| (frame, youngest)).collect()
     }
 
-    /// A staged overwrite of `[logical, logical + frames.len())` of extent
-    /// `id` leaves its older versions at `frames` (`None`: not on the data
-    /// device): with the proximal layout's copy-out, notes those a live
-    /// snapshot reads (and no clone shares), to be copied out beside
-    /// themselves when the blocks are destaged
-    /// ([`copy_out_before_destage`](Self::copy_out_before_destage)), so the
-    /// new versions can take their places. In memory only: after a restart
-    /// the blocks are destaged copy-on-write.
-    pub(crate) fn note_copies_for_destage(&mut self, id: u64, logical: u64, frames: &[Option<u64>]) {
-        let unshared = frames.iter().enumerate().filter_map(|(offset, frame)| {
-            frame.filter(|&frame| self.refcount(frame) == 0).map(|frame| (offset, frame))
-        });
-        let noted: Vec<(u64, (u64, u64))> = unshared
-            .filter_map(|(offset, frame)| {
-                let (_, watermark) = *self.frames_to_copy(std::iter::once(frame)).first()?;
-                Some((logical + offset as u64, (frame, watermark)))
-            })
-            .collect();
-        for (logical_block, copy) in noted {
-            self.pending_copies.insert((id, logical_block), copy);
+    /// Whether a live snapshot reads `frame` (a live block), with
+    /// `youngest` the youngest live snapshot, and no copy serves it yet.
+    fn snapshot_reads_frame(&self, frame: u64, youngest: u64) -> bool {
+        self.data_space.held_by_snapshot(frame) && self.copy_outs.needs_copy(frame, Some(youngest))
+    }
+
+    /// A staged overwrite of extent `id` leaves the older versions of its
+    /// blocks at `frames` (`(logical block, data block)`): with the proximal
+    /// layout's copy-out, notes those a live snapshot reads (and no clone
+    /// shares), to be copied out beside themselves when the blocks are
+    /// destaged ([`copy_out_before_destage`](Self::copy_out_before_destage)),
+    /// so the new versions can take their places. In memory only: after a
+    /// restart the blocks are destaged copy-on-write.
+    pub(crate) fn note_copies_for_destage(&mut self, id: u64, frames: &[(u64, u64)]) {
+        let Some(youngest) = self.youngest_live_snapshot_id() else { return };
+        for &(logical_block, frame) in frames {
+            if self.refcount(frame) == 0 && self.snapshot_reads_frame(frame, youngest) {
+                self.pending_copies.insert((id, logical_block), (frame, youngest));
+            }
         }
     }
 
@@ -440,7 +449,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// (every snapshot holding it reads the copy) and becomes allocatable at
     /// the next CP, which the caller commits before placing the blocks, so
     /// the copies and their entries are durable before a place is
-    /// overwritten. Returns the copies made. A noted version no longer
+    /// overwritten; the destage then puts each block in its own place
+    /// (`copied_homes`). Returns the copies made. A noted version no longer
     /// needed (its snapshot deleted, its place taken back) is dropped; one
     /// with no room nearby stays where it is, and its block goes elsewhere.
     pub(crate) fn copy_out_before_destage(&mut self, runs: &[(u64, u64, u64)]) -> Result<usize> {
@@ -452,6 +462,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         // Notes whose snapshot is gone are of no use to any destage.
         self.pending_copies.retain(|_, &mut (_, watermark)| live.binary_search(&watermark).is_ok());
         let mut wanted: Vec<(u64, u64)> = Vec::new();
+        let mut homes: Vec<((u64, u64), u64)> = Vec::new();
         for &(id, first, count) in runs {
             let noted: Vec<(u64, u64)> =
                 self.pending_copies.range((id, first)..(id, first + count)).map(|(key, _)| *key).collect();
@@ -462,6 +473,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 // once every holder, the watermark's snapshot too, is gone).
                 if self.data_space.in_summary(frame) && self.copy_outs.needs_copy(frame, Some(watermark)) {
                     wanted.push((frame, watermark));
+                    homes.push((key, frame));
                 }
             }
         }
@@ -477,10 +489,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
         let made = self.write_copies(&frames, &copies)?;
         self.log_copies(&made)?;
-        for &(frame, _, _) in &made {
-            // Every snapshot holding the place reads the copy now.
-            self.data_space.release_from_summary(frame);
-        }
+        // The destage sends each block to the place emptied for it.
+        let copied: HashSet<u64> = made.iter().map(|&(frame, _, _)| frame).collect();
+        self.copied_homes.extend(homes.into_iter().filter(|(_, frame)| copied.contains(frame)));
         Ok(made.len())
     }
 

@@ -505,6 +505,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 summary.data_request_count += batch.data_request_count;
             }
         }
+        // Places copied out for blocks this destage did not move are theirs
+        // no longer: a later destage finds them by their neighbours.
+        self.copied_homes.clear();
         self.stats.destage_count += 1;
         self.stats.destaged_blocks += summary.user_blocks;
         if release == StagingRelease::AtOnce {
@@ -883,6 +886,12 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut home = None;
         let (hint, count) = match self.layout.destage_rule() {
             DestageRule::NearNeighbours => {
+                // A place the copy-out just emptied for this block is its own.
+                if let Some(frame) = self.copied_homes.remove(&(id, logical)) {
+                    if let Some(run) = self.data_space.allocate_within(frame, frame, frame + 1, 1) {
+                        return Ok(run);
+                    }
+                }
                 if let Some(run) = self.allocate_continuation(id, logical, count) {
                     return Ok(run);
                 }

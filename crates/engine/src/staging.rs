@@ -348,24 +348,25 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// is, and its block is destaged next to it); with the proximal layout's
     /// copy-out, notes them to be copied out when the blocks are destaged.
     fn map_staged_blocks(&mut self, id: u64, logical: u64, blocks: &[u64], payload: Payload<'_>) -> Result<()> {
-        if self.layout.copies_out() && self.youngest_live_snapshot_id().is_some() {
-            let frames: Vec<u64> = map::segments(self.extents.map(id), logical, blocks.len() as u64)
+        let copies_out = self.layout.copies_out() || self.options.proximal_copy_out;
+        if copies_out && self.youngest_live_snapshot_id().is_some() {
+            // `(logical block, data block)` of every block overwritten.
+            let frames: Vec<(u64, u64)> = map::segments(self.extents.map(id), logical, blocks.len() as u64)
                 .iter()
                 .filter_map(|segment| match segment.location {
-                    Some(Location::Data(first)) => Some(first..first + segment.block_count),
+                    Some(Location::Data(first)) => Some(
+                        (0..segment.block_count).map(move |offset| (segment.logical_block + offset, first + offset)),
+                    ),
                     _ => None,
                 })
                 .flatten()
                 .collect();
-            self.copy_out_before_overwrite(&frames)?;
-        } else if self.options.proximal_copy_out && self.youngest_live_snapshot_id().is_some() {
-            let frames: Vec<Option<u64>> = (logical..logical + blocks.len() as u64)
-                .map(|block| match map::lookup(self.extents.map(id), block) {
-                    Some(Location::Data(frame)) => Some(frame),
-                    _ => None,
-                })
-                .collect();
-            self.note_copies_for_destage(id, logical, &frames);
+            if self.layout.copies_out() {
+                let frame_blocks: Vec<u64> = frames.iter().map(|&(_, frame)| frame).collect();
+                self.copy_out_before_overwrite(&frame_blocks)?;
+            } else {
+                self.note_copies_for_destage(id, &frames);
+            }
         }
         for (index, &block) in blocks.iter().enumerate() {
             let logical_block = logical + index as u64;

@@ -430,6 +430,11 @@ pub struct Volume<D: BlockDevice, F: BlockDevice> {
     /// block)`), the older version's place and the watermark its copy will
     /// get, copied out when the block is destaged (memory only).
     pub(crate) pending_copies: BTreeMap<(u64, u64), (u64, u64)>,
+    /// The places the copy-out of the destage under way emptied, per block
+    /// (`(extent, logical block)`): each block goes back to its own, not
+    /// where a neighbour's run would continue (which, next to an
+    /// allocation range's free tail, is not always the same).
+    pub(crate) copied_homes: HashMap<(u64, u64), u64>,
     /// Where the next copy-out's search for a free block starts, going down
     /// from the top of the data device (the frame array's snapshot reserve).
     pub(crate) copy_out_cursor: u64,
@@ -578,6 +583,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             snapshots: PersistentTree::new(0),
             copy_outs: CopyOuts::new(),
             pending_copies: BTreeMap::new(),
+            copied_homes: HashMap::new(),
             copy_out_cursor: u64::MAX,
             delete_log: DeleteLog::new(DeleteLogMode::None, data_space.block_count()),
             data_space,
@@ -989,10 +995,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Every copy snapshots read instead of a data block, as `(block,
     /// copy)` in block order (docs/layouts.md, "Copy-out of snapshot blocks").
     pub fn copy_out_places(&self) -> Vec<(u64, u64)> {
-        let mut places: Vec<(u64, u64)> =
-            self.copy_outs.tree().iter().map(|(copy, record)| (record.frame, copy)).collect();
-        places.sort_unstable();
-        places
+        self.copy_outs.places().collect()
     }
 
     /// Size in bytes of extent `id`.

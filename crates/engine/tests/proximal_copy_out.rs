@@ -6,10 +6,10 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
 use common::{assert_clean, pattern, BLOCK};
-use proxima_device::MemoryDevice;
+use proxima_device::{seeds_for_test, MemoryDevice};
 use proxima_engine::{Layout, Location, Volume, VolumeOptions};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -46,19 +46,23 @@ fn locations(volume: &Volume<MemoryDevice, MemoryDevice>, id: u64) -> Vec<Option
     (0..EXTENT_BLOCKS).map(|block| volume.block_location(id, block).unwrap()).collect()
 }
 
-/// `count` random 1-block updates of both extents, applied to `contents`.
+/// `count` random 1-block updates of both extents, each of a block not
+/// updated before in the call (the first overwrite since the last snapshot,
+/// which the copy-out is about), applied to `contents`; returns `count`.
 fn update(volume: &mut Volume<MemoryDevice, MemoryDevice>, contents: &mut [Vec<u8>], count: u64, seed: u64) -> u64 {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut distinct = BTreeMap::new();
-    for _ in 0..count {
+    let mut updated = BTreeSet::new();
+    while (updated.len() as u64) < count {
         let extent = rng.gen_range(0..2usize);
         let block = rng.gen_range(0..EXTENT_BLOCKS) as usize;
+        if !updated.insert((extent, block)) {
+            continue;
+        }
         let bytes = pattern(rng.gen(), BLOCK);
         volume.write(extent as u64 + 1, (block * BLOCK) as u64, &bytes, false).unwrap();
         contents[extent][block * BLOCK..(block + 1) * BLOCK].copy_from_slice(&bytes);
-        distinct.insert((extent, block), ());
     }
-    distinct.len() as u64
+    count
 }
 
 fn read_all(volume: &mut Volume<MemoryDevice, MemoryDevice>, snapshot: Option<&str>, extent: usize) -> Vec<u8> {
@@ -71,14 +75,23 @@ fn read_all(volume: &mut Volume<MemoryDevice, MemoryDevice>, snapshot: Option<&s
 
 #[test]
 fn destaged_blocks_take_their_places_back_and_the_snapshot_versions_stay_in_their_ranges() {
+    let rerun = "cargo test --release -p proxima-engine --test proximal_copy_out";
+    for seed in seeds_for_test([1], "PROXIMA_COPY_OUT_SEED", rerun) {
+        two_generations_go_home(seed);
+    }
+}
+
+/// Two generations of random updates, each under a snapshot taken before
+/// it, drawn from `seed`.
+fn two_generations_go_home(seed: u64) {
     let (mut volume, mut contents) = filled(options(true));
     let places: Vec<_> = (1..=2).map(|id| locations(&volume, id)).collect();
     let old = contents.clone();
     volume.create_snapshot("old").unwrap();
-    let distinct = update(&mut volume, &mut contents, 300, 1);
+    let distinct = update(&mut volume, &mut contents, 300, seed);
     volume.destage().unwrap();
     for id in 1..=2 {
-        assert_eq!(locations(&volume, id), places[id as usize - 1], "extent {id} keeps its places");
+        assert_eq!(locations(&volume, id), places[id as usize - 1], "seed {seed}: extent {id} keeps its places");
     }
     assert_eq!(volume.stats().copied_out_blocks, distinct, "one copy per distinct block a snapshot reads");
     for extent in 0..2 {
@@ -91,10 +104,10 @@ fn destaged_blocks_take_their_places_back_and_the_snapshot_versions_stay_in_thei
     // younger snapshot reads; each snapshot reads its own copies.
     let middle = contents.clone();
     volume.create_snapshot("middle").unwrap();
-    let again = update(&mut volume, &mut contents, 300, 2);
+    let again = update(&mut volume, &mut contents, 300, seed.wrapping_add(1));
     volume.destage().unwrap();
     for id in 1..=2 {
-        assert_eq!(locations(&volume, id), places[id as usize - 1], "extent {id} keeps its places again");
+        assert_eq!(locations(&volume, id), places[id as usize - 1], "seed {seed}: extent {id} keeps its places again");
     }
     assert_eq!(volume.stats().copied_out_blocks, distinct + again);
     for extent in 0..2 {

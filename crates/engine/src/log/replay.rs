@@ -255,14 +255,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 if !self.data_space.allocate_exact(copy) {
                     return Err(corrupt(copy, "copy-out record", "names a copy block already in use"));
                 }
-                self.data_space.hold_for_snapshots(copy);
-                self.copy_outs.insert(frame, copy, watermark);
-                if self.data_space.in_summary(frame) {
-                    // A copy made at destage (the proximal layout's
-                    // copy-out) of a place the staged overwrite had already
-                    // left: every snapshot holding it reads the copy.
-                    self.data_space.release_from_summary(frame);
-                }
+                self.enter_copy(frame, copy, watermark);
             }
         }
         Ok(Replayed::Applied)
