@@ -158,7 +158,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.check_range(id, offset_bytes, buffer.len() as u64)?;
         let segments = request_segments(self.extents.map(id), offset_bytes, buffer.len() as u64);
         let data_payload = self.data_payload;
-        fill_from_segments(&segments, offset_bytes, buffer, data_payload, &mut self.exclusive_source())?;
+        let gaps = self.options.read_gaps();
+        fill_from_segments(&segments, offset_bytes, buffer, data_payload, gaps, &mut self.exclusive_source())?;
         if !self.options.read_realloc.enabled {
             return Ok(());
         }
@@ -302,7 +303,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
         let segments = request_segments(self.extents.map(id), offset_bytes, buffer.len() as u64);
         let mut source = SharedSource { data: &self.data, flash: &self.flash, checksums: self.checksums.as_ref() };
-        fill_from_segments(&segments, offset_bytes, buffer, self.data_payload, &mut source)
+        let gaps = self.options.read_gaps();
+        fill_from_segments(&segments, offset_bytes, buffer, self.data_payload, gaps, &mut source)
     }
 
     /// Reads the blocks of `segments` (contiguous; holes as zeroes),
@@ -313,7 +315,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut out = vec![0; usize::try_from(total * BLOCK_BYTES).expect("a read fits in memory")];
         let offset_bytes = first.logical_block * BLOCK_BYTES;
         let data_payload = self.data_payload;
-        fill_from_segments(segments, offset_bytes, &mut out, data_payload, &mut self.exclusive_source())?;
+        let gaps = self.options.read_gaps();
+        fill_from_segments(segments, offset_bytes, &mut out, data_payload, gaps, &mut self.exclusive_source())?;
         Ok(out)
     }
 
@@ -352,26 +355,31 @@ fn segment_bytes(segment: &Segment, offset_bytes: u64, request_end: u64) -> Opti
 /// extent laid out in one run whose random updates are staged on flash, or
 /// were trimmed — are read as one span ([`data_spans`]), blocks between them
 /// included, and the staged blocks and holes in between are then written
-/// over it: one data
-/// request instead of one per piece (after random-write aging a 1 MiB read
-/// has dozens of such pieces). Only the span's mapped blocks are verified.
-/// Whole blocks are read straight into `buffer`, in requests of at most
-/// [`MAX_REQUEST_BLOCKS`]; a partly covered block at either end goes through
-/// one block on the stack, verified there.
+/// over it: one data request instead of one per piece (after random-write
+/// aging a 1 MiB read has dozens of such pieces). Spans a gap apart that
+/// `gaps` reads through are read together as one run ([`data_reads`]) into a
+/// window, each span copied from it to its place. Only the spans' mapped
+/// blocks are verified. Whole blocks of a lone span are read straight
+/// into `buffer`, in requests of at most [`MAX_REQUEST_BLOCKS`]; a partly
+/// covered block at either end goes through one block on the stack, verified
+/// there.
 pub(crate) fn fill_from_segments(
     segments: &[Segment],
     offset_bytes: u64,
     buffer: &mut [u8],
     data_payload: bool,
+    gaps: ReadGaps,
     source: &mut impl BlockSource,
 ) -> Result<()> {
     if data_payload {
-        for span in data_spans(segments) {
-            read_segment_bytes(&span.segment, offset_bytes, buffer, source)?;
-            for segment in &segments[span.segments] {
-                if let Some(Location::Data(_)) = segment.location {
-                    verify_whole_blocks(segment, offset_bytes, buffer, source)?;
-                }
+        for read in data_reads(data_spans(segments), gaps) {
+            if let [span] = read.spans.as_slice() {
+                fill_span(segments, span, offset_bytes, buffer, source)?;
+                continue;
+            }
+            let mut window = WindowSource::read(source, read.block, read.block_count)?;
+            for span in &read.spans {
+                fill_span(segments, span, offset_bytes, buffer, &mut window)?;
             }
         }
     }
@@ -391,6 +399,58 @@ pub(crate) fn fill_from_segments(
         }
     }
     Ok(())
+}
+
+/// Reads `span` into its place in `buffer` and verifies its data segments.
+fn fill_span(
+    segments: &[Segment],
+    span: &DataSpan,
+    offset_bytes: u64,
+    buffer: &mut [u8],
+    source: &mut impl BlockSource,
+) -> Result<()> {
+    read_segment_bytes(&span.segment, offset_bytes, buffer, source)?;
+    for segment in &segments[span.segments.clone()] {
+        if let Some(Location::Data(_)) = segment.location {
+            verify_whole_blocks(segment, offset_bytes, buffer, source)?;
+        }
+    }
+    Ok(())
+}
+
+/// Data-device blocks read in one run, served to the spans the run covers;
+/// verification goes to the source the window was read from.
+struct WindowSource<'a, S> {
+    first_block: u64,
+    blocks: Vec<u8>,
+    source: &'a mut S,
+}
+
+impl<'a, S: BlockSource> WindowSource<'a, S> {
+    /// Reads `block_count` data-device blocks from `first_block`, in requests
+    /// of at most [`MAX_REQUEST_BLOCKS`].
+    fn read(source: &'a mut S, first_block: u64, block_count: u64) -> Result<Self> {
+        let mut blocks = vec![0; block_bytes(block_count)];
+        for (index, chunk) in blocks.chunks_mut(block_bytes(MAX_REQUEST_BLOCKS)).enumerate() {
+            source.read(Location::Data(first_block + index as u64 * MAX_REQUEST_BLOCKS), chunk)?;
+        }
+        Ok(WindowSource { first_block, blocks, source })
+    }
+}
+
+impl<S: BlockSource> BlockSource for WindowSource<'_, S> {
+    fn read(&mut self, location: Location, destination: &mut [u8]) -> Result<()> {
+        let Location::Data(block) = location else {
+            return self.source.read(location, destination);
+        };
+        let from = block_bytes(block - self.first_block);
+        destination.copy_from_slice(&self.blocks[from..from + destination.len()]);
+        Ok(())
+    }
+
+    fn verify(&mut self, location: Location, blocks: &mut [u8]) -> Result<()> {
+        self.source.verify(location, blocks)
+    }
 }
 
 /// One data-device read of a request: the data segments
@@ -448,6 +508,66 @@ pub(crate) fn data_spans(segments: &[Segment]) -> Vec<DataSpan> {
         index = last + 1;
     }
     spans
+}
+
+/// One data-device request of a read: the run `[block, block + block_count)`
+/// and the spans it serves, blocks between them read through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DataRead {
+    pub(crate) block: u64,
+    pub(crate) block_count: u64,
+    pub(crate) spans: Vec<DataSpan>,
+}
+
+/// How a read treats the gaps between the data-device places it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReadGaps {
+    /// Gaps of at most this many blocks are read through (0: none).
+    pub(crate) gap_blocks: u64,
+    /// Only gaps within one aligned unit of this many blocks are read
+    /// through (the allocation range: a RAID stripe unit in the paper's
+    /// arrays, so a gap never reaches onto another disk).
+    pub(crate) unit_blocks: u64,
+}
+
+impl ReadGaps {
+    /// Whether a request ending before block `end` takes a piece starting at
+    /// block `start`: one that continues or overlaps it, or one a gap away
+    /// whose gap `[end, start)` lies within one unit.
+    fn reads_through(self, end: u64, start: u64) -> bool {
+        let gap_in_one_unit = end / self.unit_blocks == start / self.unit_blocks;
+        self.gap_blocks > 0 && (start <= end || (start <= end + self.gap_blocks && gap_in_one_unit))
+    }
+}
+
+/// The data-device requests that read `spans`: with no gap read through,
+/// one per span, in the spans' order; otherwise the spans in the order of
+/// their places, each joining the request before it when the gap between
+/// them is one `gaps` reads through, the blocks between read and discarded.
+/// A gap read through costs its transfer; a request of its own costs a
+/// positioning, which on a disk is about half a revolution: a gap of up to
+/// half a track on the same disk is cheaper read through (docs/layouts.md,
+/// "Reading through gaps").
+pub(crate) fn data_reads(mut spans: Vec<DataSpan>, gaps: ReadGaps) -> Vec<DataRead> {
+    let place = |span: &DataSpan| match span.segment.location {
+        Some(Location::Data(block)) => block,
+        _ => unreachable!("a span is on the data device"),
+    };
+    if gaps.gap_blocks > 0 {
+        spans.sort_by_key(place);
+    }
+    let mut reads: Vec<DataRead> = Vec::new();
+    for span in spans {
+        let (block, block_count) = (place(&span), span.segment.block_count);
+        match reads.last_mut() {
+            Some(read) if gaps.reads_through(read.block + read.block_count, block) => {
+                read.block_count = read.block_count.max(block + block_count - read.block);
+                read.spans.push(span);
+            }
+            _ => reads.push(DataRead { block, block_count, spans: vec![span] }),
+        }
+    }
+    reads
 }
 
 /// Verifies the blocks of a mapped segment that lie wholly inside the
@@ -522,4 +642,79 @@ pub(crate) fn map_block_status(map: &ExtentMap, offset_bytes: u64, length_bytes:
         }
     }
     statuses
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(logical_block: u64, block_count: u64, place: u64) -> Segment {
+        Segment { logical_block, block_count, location: Some(Location::Data(place)) }
+    }
+
+    fn staged(logical_block: u64, block_count: u64) -> Segment {
+        Segment { logical_block, block_count, location: Some(Location::Flash(9_000 + logical_block)) }
+    }
+
+    fn runs(reads: &[DataRead]) -> Vec<(u64, u64)> {
+        reads.iter().map(|read| (read.block, read.block_count)).collect()
+    }
+
+    /// A frame at 100.. with blocks 2 and 5 moved to 120 and 110, block 7 staged.
+    fn scattered() -> Vec<Segment> {
+        vec![
+            data(0, 2, 100),
+            data(2, 1, 120),
+            data(3, 2, 103),
+            data(5, 1, 110),
+            data(6, 1, 106),
+            staged(7, 1),
+            data(8, 2, 108),
+        ]
+    }
+
+    #[test]
+    fn without_gaps_each_span_is_a_request_in_logical_order() {
+        let gaps = ReadGaps { gap_blocks: 0, unit_blocks: 64 };
+        let reads = data_reads(data_spans(&scattered()), gaps);
+        // The staged block is read through; each moved block breaks the run.
+        assert_eq!(runs(&reads), vec![(100, 2), (120, 1), (103, 2), (110, 1), (106, 4)]);
+        assert!(reads.iter().all(|read| read.spans.len() == 1));
+    }
+
+    #[test]
+    fn gaps_within_the_limit_are_read_through_in_the_order_of_places() {
+        let reads = data_reads(data_spans(&scattered()), ReadGaps { gap_blocks: 10, unit_blocks: 64 });
+        assert_eq!(runs(&reads), vec![(100, 21)]);
+        let places: Vec<u64> = reads[0]
+            .spans
+            .iter()
+            .map(|span| match span.segment.location {
+                Some(Location::Data(block)) => block,
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(places, vec![100, 103, 106, 110, 120]);
+        // With a limit of 3 the gaps of one block are read through, not the
+        // nine blocks before 120.
+        let reads = data_reads(data_spans(&scattered()), ReadGaps { gap_blocks: 3, unit_blocks: 64 });
+        assert_eq!(runs(&reads), vec![(100, 11), (120, 1)]);
+    }
+
+    #[test]
+    fn a_gap_across_a_unit_boundary_is_not_read_through() {
+        // Units of 8 blocks: 96..104 is unit 12, 104..112 unit 13. The gap
+        // 102..105 crosses into unit 13; 104..105 lies within it.
+        let segments = vec![data(0, 2, 100), data(2, 1, 105)];
+        let reads = data_reads(data_spans(&segments), ReadGaps { gap_blocks: 10, unit_blocks: 8 });
+        assert_eq!(runs(&reads), vec![(100, 2), (105, 1)]);
+        let segments = vec![data(0, 2, 100), data(2, 2, 102), data(4, 1, 105)];
+        let reads = data_reads(data_spans(&segments), ReadGaps { gap_blocks: 10, unit_blocks: 8 });
+        assert_eq!(runs(&reads), vec![(100, 6)]);
+        // A piece that continues the request joins it across the boundary;
+        // a gap after it, within its unit, is read through.
+        let segments = vec![data(0, 4, 100), data(4, 1, 110), data(5, 4, 104)];
+        let reads = data_reads(data_spans(&segments), ReadGaps { gap_blocks: 10, unit_blocks: 8 });
+        assert_eq!(runs(&reads), vec![(100, 11)]);
+    }
 }

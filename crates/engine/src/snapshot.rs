@@ -661,7 +661,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     fn read_snapshot_range(&mut self, snapshot_id: u64, id: u64, offset_bytes: u64, buffer: &mut [u8]) -> Result<()> {
         let segments = self.segments_as_of(snapshot_id, id, offset_bytes, buffer.len() as u64);
         let data_payload = self.data_payload;
-        fill_from_segments(&segments, offset_bytes, buffer, data_payload, &mut self.exclusive_source())
+        let gaps = self.options.read_gaps();
+        fill_from_segments(&segments, offset_bytes, buffer, data_payload, gaps, &mut self.exclusive_source())
     }
 
     /// Restores one extent's contents (and size) to those of a snapshot by

@@ -9,7 +9,7 @@ use crate::codec::BLOCK_SIZE;
 use crate::error::{DeviceRole, EngineError, Result};
 use crate::io::{coalesce, device_error, MAX_REQUEST_BLOCKS};
 use crate::map::{self, Location};
-use crate::read::data_spans;
+use crate::read::{data_reads, data_spans};
 use crate::staging::Payload;
 use crate::volume::Volume;
 
@@ -97,8 +97,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
 
     /// Reads the requests `(first_block, block_count)` of extent `id`, queued
     /// together, without returning data: each request's data-device reads are
-    /// the spans a real read issues ([`data_spans`]: a run split by staged
-    /// blocks is read through), its staged pieces are read from flash, those
+    /// those a real read issues ([`data_spans`]: a run split by staged
+    /// blocks is read through; [`data_reads`]: spans whose places lie within
+    /// the volume's read gap are one request), its staged pieces are read from flash, those
     /// that continue the previous one physically merged into one device
     /// request (as a block layer merges the requests in its queue), in one
     /// batch per device; then each request reallocates the span it read if
@@ -157,12 +158,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                     None => report.hole_block_count += segment.block_count,
                 }
             }
-            // The device reads are the real read's spans, merged where one
+            // The device reads are the real read's, merged where one
             // continues the last (as a block layer merges queued requests).
-            for span in data_spans(segments) {
-                if let Some(Location::Data(block)) = span.segment.location {
-                    coalesce(&mut data_pieces, block, span.segment.block_count);
-                }
+            for read in data_reads(data_spans(segments), self.options.read_gaps()) {
+                coalesce(&mut data_pieces, read.block, read.block_count);
             }
         }
         report.data_run_count = data_runs.len() as u64;

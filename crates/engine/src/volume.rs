@@ -147,6 +147,12 @@ pub struct VolumeOptions {
     /// versions lie near them. Off: the new version goes to free space near
     /// its neighbours, copy-on-write (docs/layouts.md).
     pub proximal_copy_out: bool,
+    /// A read reads through gaps of at most this many blocks between the
+    /// data-device places it needs, within an allocation range, in one
+    /// request, rather than positioning again for each (0: never). On a
+    /// disk, half a track: a gap costs its transfer, a request of its own
+    /// about half a revolution (docs/layouts.md, "Reading through gaps").
+    pub read_gap_blocks: u64,
 }
 
 impl Default for VolumeOptions {
@@ -175,6 +181,7 @@ impl Default for VolumeOptions {
             segment_blocks: 0,
             cleaning: CleaningSettings::default(),
             proximal_copy_out: false,
+            read_gap_blocks: 0,
         }
     }
 }
@@ -188,6 +195,12 @@ impl VolumeOptions {
             proximal_span_ranges: self.proximal_span_ranges,
             range_reserve_fraction: self.range_reserve_fraction,
         }
+    }
+
+    /// The gaps a read reads through: at most `read_gap_blocks`, within an
+    /// allocation range.
+    pub(crate) fn read_gaps(&self) -> crate::read::ReadGaps {
+        crate::read::ReadGaps { gap_blocks: self.read_gap_blocks, unit_blocks: self.allocation_range_blocks.max(1) }
     }
 
     /// Blocks per segment (the option, or its default).

@@ -10,9 +10,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-
-use common::{copy_of, pattern, BLOCK};
+use common::{copy_of, member_of, pattern, BLOCK};
 use proxima_device::{BlockDevice, MemoryDevice, RaidConfig, RaidDevice};
 use proxima_engine::codec::{decode_log_block, Superblock, BLOCK_SIZE};
 use proxima_engine::{DeviceRole, EngineError, FindingKind, FsckScope, Location, LogEnd, Volume, VolumeOptions};
@@ -150,25 +148,4 @@ fn a_flipped_bit_in_a_data_block_is_refused_without_redundancy_and_repaired_with
     assert_eq!(volume.read(id, 0, 512 * BLOCK as u64).unwrap(), pattern(1, 512 * BLOCK));
     assert_eq!(volume.stats().repaired_blocks, 1);
     assert!(volume.fsck().unwrap().is_clean(), "repaired on the member");
-}
-
-/// The member and member block holding an array block, found by writing a
-/// marker through the array and looking for it (no layout arithmetic here).
-fn member_of(raid: &mut RaidDevice<MemoryDevice>, block: u64) -> (usize, u64) {
-    let original = raid.read_blocks(block, 1).unwrap();
-    let mut marked = original.clone();
-    marked[..8].copy_from_slice(b"FINDME!!");
-    raid.write_blocks(block, &marked).unwrap();
-    let mut found = BTreeMap::new();
-    for member in 0..raid.member_count() {
-        let contents = raid.member_mut(member).contents().to_vec();
-        for (index, chunk) in contents.chunks(BLOCK).enumerate() {
-            if chunk[..8] == *b"FINDME!!" {
-                found.insert(member, index as u64);
-            }
-        }
-    }
-    raid.write_blocks(block, &original).unwrap();
-    assert_eq!(found.len(), 1, "one member holds the block");
-    found.into_iter().next().unwrap()
 }

@@ -685,6 +685,8 @@ fn the_proximal_copy_out_behaves_like_the_model() {
         proximal_span_ranges: 4,
         range_reserve_fraction: 0.25,
         proximal_copy_out: true,
+        // Reads take the blocks between places a few apart in one request.
+        read_gap_blocks: 4,
         ..options()
     };
     run_configuration("proximal, copy-out", cases_from_environment(3), memory_data, options);
@@ -711,7 +713,8 @@ fn each_delete_log_behaves_like_the_model() {
 
 #[test]
 fn the_write_anywhere_layout_behaves_like_the_model() {
-    let options = VolumeOptions { layout: Layout::WriteAnywhere, ..options() };
+    // Reads take the blocks between places a few apart in one request.
+    let options = VolumeOptions { layout: Layout::WriteAnywhere, read_gap_blocks: 8, ..options() };
     run_configuration("write-anywhere", cases_from_environment(3), memory_data, options);
 }
 

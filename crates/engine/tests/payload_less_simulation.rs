@@ -8,7 +8,7 @@ mod common;
 
 use common::{assert_clean, NullDevice, Recorder};
 use proxima_device::{BlockDevice, MemoryDevice, RaidConfig, RaidDevice};
-use proxima_engine::{EngineError, Location, Volume, VolumeOptions};
+use proxima_engine::{EngineError, Layout, Location, Volume, VolumeOptions};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -22,8 +22,11 @@ fn payload_less() -> VolumeOptions {
 
 /// A payload-less volume whose data device records its batches.
 fn recorded_payload_less_volume() -> Volume<Recorder<NullDevice>, MemoryDevice> {
-    Volume::format(Recorder::new(NullDevice::new(DATA_BLOCKS)), MemoryDevice::new(4096, 8192), 1, payload_less())
-        .unwrap()
+    recorded_volume(payload_less())
+}
+
+fn recorded_volume(options: VolumeOptions) -> Volume<Recorder<NullDevice>, MemoryDevice> {
+    Volume::format(Recorder::new(NullDevice::new(DATA_BLOCKS)), MemoryDevice::new(4096, 8192), 1, options).unwrap()
 }
 
 /// Fills the extents with one synthetic write each, then applies seeded
@@ -109,34 +112,47 @@ fn synthetic_reads_report_runs_and_requests_and_the_volume_recovers_from_a_crash
 
 #[test]
 fn synthetic_reads_issue_the_data_reads_of_real_ones() {
-    let options = VolumeOptions { payload: true, data_checksums: false, ..payload_less() };
-    let mut real =
-        Volume::format(Recorder::new(MemoryDevice::new(4096, DATA_BLOCKS)), MemoryDevice::new(4096, 8192), 1, options)
-            .unwrap();
-    age(&mut real, 500, 9);
-    let mut synthetic = recorded_payload_less_volume();
-    age(&mut synthetic, 500, 9);
-    assert_eq!(placements(&real), placements(&synthetic));
-    for (first_block, block_count) in [(0, 974), (974, 974), (100, 3000)] {
-        let data_reads = |batches: &[Vec<common::RecordedRequest>]| -> Vec<(u64, u64)> {
-            let mut blocks: Vec<(u64, u64)> = batches
-                .iter()
-                .flatten()
-                .filter(|request| request.op == proxima_device::IoOp::Read)
-                .map(|request| (request.block, u64::from(request.block_count)))
-                .collect();
-            blocks.sort_unstable();
-            blocks
-        };
-        let before = real.data_device().batches.len();
-        let mut buffer = vec![0; usize::try_from(block_count * 4096).unwrap()];
-        real.read_into(1, first_block * 4096, &mut buffer).unwrap();
-        let real_reads = data_reads(&real.data_device().batches[before..]);
-        let before = synthetic.data_device().batches.len();
-        let report = synthetic.read_blocks_synthetic(1, first_block, block_count).unwrap();
-        let synthetic_reads = data_reads(&synthetic.data_device().batches[before..]);
-        assert_eq!(synthetic_reads, real_reads, "blocks {first_block}+{block_count}: {report:?}");
-        assert_eq!(report.data_request_count, real_reads.len() as u64);
+    // Proximal reads spans as they are; write-anywhere, whose updates move,
+    // reads through the gaps between them too.
+    for (layout, read_gap_blocks) in [(Layout::Proximal, 0), (Layout::WriteAnywhere, 16)] {
+        let synthetic_options = VolumeOptions { layout, read_gap_blocks, ..payload_less() };
+        let options = VolumeOptions { payload: true, data_checksums: false, ..synthetic_options.clone() };
+        let mut real = Volume::format(
+            Recorder::new(MemoryDevice::new(4096, DATA_BLOCKS)),
+            MemoryDevice::new(4096, 8192),
+            1,
+            options,
+        )
+        .unwrap();
+        age(&mut real, 500, 9);
+        let mut synthetic = recorded_volume(synthetic_options);
+        age(&mut synthetic, 500, 9);
+        assert_eq!(placements(&real), placements(&synthetic));
+        for (first_block, block_count) in [(0, 974), (974, 974), (100, 3000)] {
+            let data_reads = |batches: &[Vec<common::RecordedRequest>]| -> Vec<(u64, u64)> {
+                let mut blocks: Vec<(u64, u64)> = batches
+                    .iter()
+                    .flatten()
+                    .filter(|request| request.op == proxima_device::IoOp::Read)
+                    .map(|request| (request.block, u64::from(request.block_count)))
+                    .collect();
+                blocks.sort_unstable();
+                blocks
+            };
+            let before = real.data_device().batches.len();
+            let mut buffer = vec![0; usize::try_from(block_count * 4096).unwrap()];
+            real.read_into(1, first_block * 4096, &mut buffer).unwrap();
+            let real_reads = data_reads(&real.data_device().batches[before..]);
+            let before = synthetic.data_device().batches.len();
+            let report = synthetic.read_blocks_synthetic(1, first_block, block_count).unwrap();
+            let synthetic_reads = data_reads(&synthetic.data_device().batches[before..]);
+            let case = format!("{layout:?}, gap {read_gap_blocks}, blocks {first_block}+{block_count}");
+            assert_eq!(synthetic_reads, real_reads, "{case}: {report:?}");
+            assert_eq!(report.data_request_count, real_reads.len() as u64, "{case}");
+            if read_gap_blocks > 0 {
+                assert!(report.data_request_count < report.data_run_count, "{case}: gaps read through: {report:?}");
+            }
+        }
     }
 }
 

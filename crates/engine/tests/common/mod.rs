@@ -1,7 +1,7 @@
 //! Helpers shared by the engine's scenario tests.
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
-use proxima_device::{BlockDevice, MemoryDevice};
+use proxima_device::{BlockDevice, MemoryDevice, RaidDevice};
 use proxima_engine::{Volume, VolumeOptions};
 
 /// Bytes of a block.
@@ -155,4 +155,25 @@ impl BlockDevice for NullDevice {
     fn now_ns(&self) -> u64 {
         0
     }
+}
+
+/// The member and member block holding an array block, found by writing a
+/// marker through the array and looking for it (no layout arithmetic here).
+pub fn member_of(raid: &mut RaidDevice<MemoryDevice>, block: u64) -> (usize, u64) {
+    let original = raid.read_blocks(block, 1).unwrap();
+    let mut marked = original.clone();
+    marked[..8].copy_from_slice(b"FINDME!!");
+    raid.write_blocks(block, &marked).unwrap();
+    let mut found = std::collections::BTreeMap::new();
+    for member in 0..raid.member_count() {
+        let contents = raid.member_mut(member).contents().to_vec();
+        for (index, chunk) in contents.chunks(BLOCK).enumerate() {
+            if chunk[..8] == *b"FINDME!!" {
+                found.insert(member, index as u64);
+            }
+        }
+    }
+    raid.write_blocks(block, &original).unwrap();
+    assert_eq!(found.len(), 1, "one member holds the block");
+    found.into_iter().next().unwrap()
 }

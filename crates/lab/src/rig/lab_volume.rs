@@ -100,6 +100,18 @@ impl ArrayShape {
         ArrayShape { model, allocation_range_blocks: unit_bytes / BLOCK_SIZE_BYTES, stripe_unit_bytes: unit_bytes }
     }
 
+    /// The gap a read reads through rather than positioning again
+    /// (`VolumeOptions::read_gap_blocks`): half a track of the drive's middle
+    /// zone, where the windows lie, in blocks. Reading it through costs half
+    /// a revolution at most; a request of its own costs a positioning, about
+    /// half a revolution on average.
+    pub fn read_gap_blocks(&self) -> u64 {
+        let middle = self.model.sector_count() / 2;
+        let track = self.model.track_of(middle).expect("the middle sector is on a track");
+        let track_bytes = u64::from(track.sector_count) * u64::from(self.model.sector_size_bytes());
+        track_bytes / 2 / BLOCK_SIZE_BYTES
+    }
+
     /// Blocks of each drive used at `scale` (whole stripe units, at least enough
     /// for a few extents).
     pub fn window_blocks_per_disk(&self, scale: f64) -> Result<u64, LabError> {
@@ -700,6 +712,7 @@ fn volume_options(spec: &RunSpec, staging_blocks: u64) -> VolumeOptions {
         // The log-structured layouts write a full stripe at a time.
         segment_blocks: spec.shape.stripe_unit_bytes / BLOCK_SIZE_BYTES * DATA_DISK_COUNT as u64,
         proximal_copy_out: spec.proximal_copy_out,
+        read_gap_blocks: spec.shape.read_gap_blocks(),
         ..VolumeOptions::default()
     }
 }
