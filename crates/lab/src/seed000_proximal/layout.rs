@@ -133,7 +133,9 @@ pub fn report_header_filling(
         text,
         "A 4+1 RAID-4 of simulated `{}` drives ({:.0} RPM, revolution {:.3} ms, {} sectors; drive queue depth \
          8, metadata-only), stripe unit and allocation range {} KiB, {}, and a simulated flash device \
-         standing for the paper's Intel X25 SSD; all on one virtual clock, exact for the seed.\n",
+         standing for the paper's Intel X25 SSD; all on one virtual clock, exact for the seed. A read takes \
+         the blocks between places it needs up to {} blocks apart (half a track of the drive's middle zone) \
+         within an allocation range in one request (docs/layouts.md, \"Reading through gaps\").\n",
         model.name(),
         model.rpm(),
         model.revolution_ns() as f64 / 1e6,
@@ -142,7 +144,8 @@ pub fn report_header_filling(
         match crate::rig::lab_volume::ZONE_DATA_BLOCKS {
             Some(zone_blocks) => format!("zone checksums on every drive (one crc32c block per {zone_blocks} blocks)"),
             None => "no block checksums".to_string(),
-        }
+        },
+        settings.shape.read_gap_blocks(),
     );
     let _ = writeln!(text, "Command: `{command}`  ");
     let _ = writeln!(
