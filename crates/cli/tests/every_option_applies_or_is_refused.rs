@@ -260,23 +260,6 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
             ),
         ),
         (
-            "reproduce proximal-snapshots",
-            "--model",
-            differs(
-                &["reproduce", "proximal-snapshots", "--scale", "0.0001", "--out", "{tmp}/out"],
-                &[
-                    "reproduce",
-                    "proximal-snapshots",
-                    "--scale",
-                    "0.0001",
-                    "--out",
-                    "{tmp}/out",
-                    "--model",
-                    "cheetah15k5",
-                ],
-            ),
-        ),
-        (
             "reproduce wafl-delete",
             "--model",
             differs(
@@ -340,8 +323,8 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
             "reproduce realloc-on-read",
             "--model",
             differs(
-                &["reproduce", "realloc-on-read", "--scale", "0.0001", "--out", "{tmp}/out"],
                 &["reproduce", "realloc-on-read", "--scale", "0.0001", "--out", "{tmp}/out", "--model", "cheetah15k5"],
+                &["reproduce", "realloc-on-read", "--scale", "0.0001", "--out", "{tmp}/out", "--model", "nearline7200"],
             ),
         ),
         (
@@ -826,6 +809,11 @@ fn experiment(
     differing.chain(refused_ones).collect()
 }
 
+/// The base of the layout experiments' probes: the smaller of the two
+/// drives they are run on (146 GB against 1 TB), at the smallest scale that
+/// leaves it a few extents; `--model` is probed with the larger.
+const CHEETAH_BASE: Words = &["--model", "cheetah15k5", "--scale", "0.0001"];
+
 /// The `reproduce` experiments' probes, each experiment run cheaply with
 /// its base arguments (those that need two runs off the base are in
 /// [`probes`]).
@@ -842,36 +830,53 @@ fn experiment_probes() -> Vec<(&'static str, &'static str, Probe)> {
     // simulations it ran at once.
     probes.extend(experiment(
         "proximal-table2",
-        &["--scale", "0.0001"],
-        &[("--model", &["--model", "cheetah15k5"]), ("--scale", &["--scale", "0.00015"]), ("--jobs", &["--jobs", "2"])],
+        CHEETAH_BASE,
+        &[
+            ("--model", &["--model", "nearline7200"]),
+            ("--scale", &["--scale", "0.00015"]),
+            ("--jobs", &["--jobs", "2"]),
+        ],
         &[("--count", &["--count", "5"])],
     ));
     probes.extend(experiment(
         "proximal-table3",
-        &["--scale", "0.0001"],
-        &[("--model", &["--model", "cheetah15k5"]), ("--scale", &["--scale", "0.00015"]), ("--jobs", &["--jobs", "2"])],
+        CHEETAH_BASE,
+        &[
+            ("--model", &["--model", "nearline7200"]),
+            ("--scale", &["--scale", "0.00015"]),
+            ("--jobs", &["--jobs", "2"]),
+        ],
         &[("--count", &["--count", "5"])],
     ));
     probes.extend(experiment(
         "proximal-srarw",
-        &["--scale", "0.0001"],
-        &[("--model", &["--model", "cheetah15k5"]), ("--scale", &["--scale", "0.00015"]), ("--jobs", &["--jobs", "2"])],
+        CHEETAH_BASE,
+        &[
+            ("--model", &["--model", "nearline7200"]),
+            ("--scale", &["--scale", "0.00015"]),
+            ("--jobs", &["--jobs", "2"]),
+        ],
         &[("--count", &["--count", "5"])],
     ));
     // hylog-proximal: four SRARW runs at the smallest scale.
     probes.extend(experiment(
         "hylog-proximal",
-        &["--scale", "0.0001"],
-        &[("--model", &["--model", "cheetah15k5"]), ("--scale", &["--scale", "0.00015"]), ("--jobs", &["--jobs", "2"])],
+        CHEETAH_BASE,
+        &[
+            ("--model", &["--model", "nearline7200"]),
+            ("--scale", &["--scale", "0.00015"]),
+            ("--jobs", &["--jobs", "2"]),
+        ],
         &[("--count", &["--count", "5"])],
     ));
-    // proximal-snapshots: twelve runs, so at the smallest scale that leaves
-    // room for a few extents beside the snapshot reserve.
+    // proximal-snapshots: fifteen runs, on the small drive at the smallest
+    // scale that leaves room for two extents beside the snapshot reserve.
     probes.extend(experiment(
         "proximal-snapshots",
-        &["--scale", "0.00004"],
+        CHEETAH_BASE,
         &[
-            ("--scale", &["--scale", "0.00005"]),
+            ("--model", &["--model", "nearline7200"]),
+            ("--scale", &["--scale", "0.00015"]),
             ("--jobs", &["--jobs", "2"]),
             ("--keep", &["--keep", "1"]),
             ("--reserve", &["--reserve", "end"]),
