@@ -320,22 +320,29 @@ fn run_case(with_prelude: bool, ops: &[Op]) -> Result<(), TestCaseError> {
 fn scans_keep_the_free_space_rules_and_subtraction_equals_addition() {
     let cases: u32 = std::env::var("PROXIMA_SCAN_CASES").ok().and_then(|value| value.parse().ok()).unwrap_or(1000);
     let rerun = "cargo test --release -p proxima-engine --test snapshot_scans";
-    for seed in seeds_for_test([20_261_124], "PROXIMA_SCAN_SEED", rerun) {
-        println!("snapshot scans: {cases} sequences, seed {seed} (PROXIMA_SCAN_CASES, PROXIMA_SCAN_SEED)");
-        let mut seed_bytes = [0u8; 32];
-        seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
-        let config = Config { cases, failure_persistence: None, ..Config::default() };
-        let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
-        let pending_before = PENDING_AT_END.with(std::cell::Cell::get);
-        let broken_before = BROKEN_SEEN.with(std::cell::Cell::get);
-        let sequences = (any::<bool>(), proptest::collection::vec(op_strategy(), 1..40));
-        if let Err(error) = runner.run(&sequences, |(with_prelude, ops)| run_case(with_prelude, &ops)) {
-            panic!("seed {seed}: {error}");
+    // The seeds side by side, one thread each (a panic in either fails the test).
+    std::thread::scope(|scope| {
+        for seed in seeds_for_test([20_261_124], "PROXIMA_SCAN_SEED", rerun) {
+            scope.spawn(move || sequences_of_one_seed(seed, cases));
         }
-        let pending = PENDING_AT_END.with(std::cell::Cell::get) - pending_before;
-        let broken = BROKEN_SEEN.with(std::cell::Cell::get) - broken_before;
-        println!("seed {seed}: {pending} sequences ended with a deletion pending, {broken} broke the 010 property");
-        assert!(pending > 0, "some sequences compare the scans on a pending deletion");
-        assert!(broken > 0, "some sequences break the 010 property");
+    });
+}
+
+fn sequences_of_one_seed(seed: u64, cases: u32) {
+    println!("snapshot scans: {cases} sequences, seed {seed} (PROXIMA_SCAN_CASES, PROXIMA_SCAN_SEED)");
+    let mut seed_bytes = [0u8; 32];
+    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let config = Config { cases, failure_persistence: None, ..Config::default() };
+    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
+    let pending_before = PENDING_AT_END.with(std::cell::Cell::get);
+    let broken_before = BROKEN_SEEN.with(std::cell::Cell::get);
+    let sequences = (any::<bool>(), proptest::collection::vec(op_strategy(), 1..40));
+    if let Err(error) = runner.run(&sequences, |(with_prelude, ops)| run_case(with_prelude, &ops)) {
+        panic!("seed {seed}: {error}");
     }
+    let pending = PENDING_AT_END.with(std::cell::Cell::get) - pending_before;
+    let broken = BROKEN_SEEN.with(std::cell::Cell::get) - broken_before;
+    println!("seed {seed}: {pending} sequences ended with a deletion pending, {broken} broke the 010 property");
+    assert!(pending > 0, "seed {seed}: some sequences compare the scans on a pending deletion");
+    assert!(broken > 0, "seed {seed}: some sequences break the 010 property");
 }
