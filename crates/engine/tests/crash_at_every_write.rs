@@ -658,15 +658,25 @@ fn log_structured_options(layout: Layout, policy: CleaningPolicy) -> VolumeOptio
     }
 }
 
+// The log-structured layouts in two tests, so that the harness runs them side by side.
 #[test]
-fn every_crash_point_of_the_log_structured_layout_and_its_cleaner_recovers() {
-    let configurations = [
+fn every_crash_point_of_lfs_and_its_cleaners_recovers() {
+    crash_every_point_of_log_structured(&[
         (Layout::Lfs, CleaningPolicy::Greedy),
         (Layout::Lfs, CleaningPolicy::HolePlugging),
+    ]);
+}
+
+#[test]
+fn every_crash_point_of_wolf_hylog_and_their_cleaners_recovers() {
+    crash_every_point_of_log_structured(&[
         (Layout::Wolf, CleaningPolicy::CostBenefit),
         (Layout::Hylog, CleaningPolicy::Adaptive),
-    ];
-    for (layout, policy) in configurations {
+    ]);
+}
+
+fn crash_every_point_of_log_structured(configurations: &[(Layout, CleaningPolicy)]) {
+    for &(layout, policy) in configurations {
         // Short measurement intervals: hylog chooses hot sets within the
         // workload, so crashes fall in destages that split hot from cold.
         let options = VolumeOptions { measurement_interval_writes: 8, ..log_structured_options(layout, policy) };
