@@ -84,7 +84,14 @@ fn reads_through_gaps_return_what_reads_without_them_return() {
 
 #[test]
 fn a_damaged_block_read_through_a_gap_is_repaired_from_parity() {
-    let (mut data, flash, _, after) = scattered(raid(), Layout::Proximal, 7);
+    let rerun = "cargo test --release -p proxima-engine --test reads_through_gaps";
+    for seed in seeds_for_test([7], "PROXIMA_READ_GAP_SEED", rerun) {
+        damaged_block_is_repaired(seed);
+    }
+}
+
+fn damaged_block_is_repaired(seed: u64) {
+    let (mut data, flash, _, after) = scattered(raid(), Layout::Proximal, seed);
     let volume = Volume::open(copy(&data), flash.clone(), options(Layout::Proximal, 16)).unwrap();
     let id = volume.extent_id("e").unwrap();
     // A block whose neighbour moved: its read joins the moved one's through a gap.
@@ -105,6 +112,6 @@ fn a_damaged_block_read_through_a_gap_is_repaired_from_parity() {
     let (member, member_block) = member_of(&mut data, damaged);
     data.member_mut(member).write_blocks(member_block, &block).unwrap();
     let mut volume = Volume::open(data, flash, options(Layout::Proximal, 16)).unwrap();
-    assert_eq!(volume.read(id, 0, EXTENT_BYTES).unwrap(), after);
-    assert_eq!(volume.stats().repaired_blocks, 1);
+    assert_eq!(volume.read(id, 0, EXTENT_BYTES).unwrap(), after, "seed {seed}");
+    assert_eq!(volume.stats().repaired_blocks, 1, "seed {seed}");
 }
