@@ -372,13 +372,15 @@ pub(crate) fn fill_from_segments(
     source: &mut impl BlockSource,
 ) -> Result<()> {
     if data_payload {
-        for read in data_reads(data_spans(segments), gaps) {
-            if let [span] = read.spans.as_slice() {
+        let mut spans = data_spans(segments);
+        for read in data_reads(&mut spans, gaps) {
+            let served = &spans[read.spans];
+            if let [span] = served {
                 fill_span(segments, span, offset_bytes, buffer, source)?;
                 continue;
             }
             let mut window = WindowSource::read(source, read.block, read.block_count)?;
-            for span in &read.spans {
+            for span in served {
                 fill_span(segments, span, offset_bytes, buffer, &mut window)?;
             }
         }
@@ -511,12 +513,13 @@ pub(crate) fn data_spans(segments: &[Segment]) -> Vec<DataSpan> {
 }
 
 /// One data-device request of a read: the run `[block, block + block_count)`
-/// and the spans it serves, blocks between them read through.
+/// and the spans it serves (indices into the spans [`data_reads`] ordered),
+/// blocks between them read through.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DataRead {
     pub(crate) block: u64,
     pub(crate) block_count: u64,
-    pub(crate) spans: Vec<DataSpan>,
+    pub(crate) spans: std::ops::Range<usize>,
 }
 
 /// How a read treats the gaps between the data-device places it needs.
@@ -541,14 +544,14 @@ impl ReadGaps {
 }
 
 /// The data-device requests that read `spans`: with no gap read through,
-/// one per span, in the spans' order; otherwise the spans in the order of
-/// their places, each joining the request before it when the gap between
+/// one per span, in the spans' order; otherwise the spans put in the order
+/// of their places, each joining the request before it when the gap between
 /// them is one `gaps` reads through, the blocks between read and discarded.
 /// A gap read through costs its transfer; a request of its own costs a
 /// positioning, which on a disk is about half a revolution: a gap of up to
 /// half a track on the same disk is cheaper read through (docs/layouts.md,
 /// "Reading through gaps").
-pub(crate) fn data_reads(mut spans: Vec<DataSpan>, gaps: ReadGaps) -> Vec<DataRead> {
+pub(crate) fn data_reads(spans: &mut [DataSpan], gaps: ReadGaps) -> Vec<DataRead> {
     let place = |span: &DataSpan| match span.segment.location {
         Some(Location::Data(block)) => block,
         _ => unreachable!("a span is on the data device"),
@@ -557,14 +560,14 @@ pub(crate) fn data_reads(mut spans: Vec<DataSpan>, gaps: ReadGaps) -> Vec<DataRe
         spans.sort_by_key(place);
     }
     let mut reads: Vec<DataRead> = Vec::new();
-    for span in spans {
-        let (block, block_count) = (place(&span), span.segment.block_count);
+    for (index, span) in spans.iter().enumerate() {
+        let (block, block_count) = (place(span), span.segment.block_count);
         match reads.last_mut() {
             Some(read) if gaps.reads_through(read.block + read.block_count, block) => {
                 read.block_count = read.block_count.max(block + block_count - read.block);
-                read.spans.push(span);
+                read.spans.end = index + 1;
             }
-            _ => reads.push(DataRead { block, block_count, spans: vec![span] }),
+            _ => reads.push(DataRead { block, block_count, spans: index..index + 1 }),
         }
     }
     reads
@@ -676,7 +679,7 @@ mod tests {
     #[test]
     fn without_gaps_each_span_is_a_request_in_logical_order() {
         let gaps = ReadGaps { gap_blocks: 0, unit_blocks: 64 };
-        let reads = data_reads(data_spans(&scattered()), gaps);
+        let reads = data_reads(&mut data_spans(&scattered()), gaps);
         // The staged block is read through; each moved block breaks the run.
         assert_eq!(runs(&reads), vec![(100, 2), (120, 1), (103, 2), (110, 1), (106, 4)]);
         assert!(reads.iter().all(|read| read.spans.len() == 1));
@@ -684,10 +687,11 @@ mod tests {
 
     #[test]
     fn gaps_within_the_limit_are_read_through_in_the_order_of_places() {
-        let reads = data_reads(data_spans(&scattered()), ReadGaps { gap_blocks: 10, unit_blocks: 64 });
+        let mut spans = data_spans(&scattered());
+        let reads = data_reads(&mut spans, ReadGaps { gap_blocks: 10, unit_blocks: 64 });
         assert_eq!(runs(&reads), vec![(100, 21)]);
-        let places: Vec<u64> = reads[0]
-            .spans
+        assert_eq!(reads[0].spans, 0..spans.len());
+        let places: Vec<u64> = spans
             .iter()
             .map(|span| match span.segment.location {
                 Some(Location::Data(block)) => block,
@@ -697,7 +701,7 @@ mod tests {
         assert_eq!(places, vec![100, 103, 106, 110, 120]);
         // With a limit of 3 the gaps of one block are read through, not the
         // nine blocks before 120.
-        let reads = data_reads(data_spans(&scattered()), ReadGaps { gap_blocks: 3, unit_blocks: 64 });
+        let reads = data_reads(&mut data_spans(&scattered()), ReadGaps { gap_blocks: 3, unit_blocks: 64 });
         assert_eq!(runs(&reads), vec![(100, 11), (120, 1)]);
     }
 
@@ -706,15 +710,15 @@ mod tests {
         // Units of 8 blocks: 96..104 is unit 12, 104..112 unit 13. The gap
         // 102..105 crosses into unit 13; 104..105 lies within it.
         let segments = vec![data(0, 2, 100), data(2, 1, 105)];
-        let reads = data_reads(data_spans(&segments), ReadGaps { gap_blocks: 10, unit_blocks: 8 });
+        let reads = data_reads(&mut data_spans(&segments), ReadGaps { gap_blocks: 10, unit_blocks: 8 });
         assert_eq!(runs(&reads), vec![(100, 2), (105, 1)]);
         let segments = vec![data(0, 2, 100), data(2, 2, 102), data(4, 1, 105)];
-        let reads = data_reads(data_spans(&segments), ReadGaps { gap_blocks: 10, unit_blocks: 8 });
+        let reads = data_reads(&mut data_spans(&segments), ReadGaps { gap_blocks: 10, unit_blocks: 8 });
         assert_eq!(runs(&reads), vec![(100, 6)]);
         // A piece that continues the request joins it across the boundary;
         // a gap after it, within its unit, is read through.
         let segments = vec![data(0, 4, 100), data(4, 1, 110), data(5, 4, 104)];
-        let reads = data_reads(data_spans(&segments), ReadGaps { gap_blocks: 10, unit_blocks: 8 });
+        let reads = data_reads(&mut data_spans(&segments), ReadGaps { gap_blocks: 10, unit_blocks: 8 });
         assert_eq!(runs(&reads), vec![(100, 11)]);
     }
 }

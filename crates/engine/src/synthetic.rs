@@ -160,7 +160,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             }
             // The device reads are the real read's, merged where one
             // continues the last (as a block layer merges queued requests).
-            for read in data_reads(data_spans(segments), self.options.read_gaps()) {
+            for read in data_reads(&mut data_spans(segments), self.options.read_gaps()) {
                 coalesce(&mut data_pieces, read.block, read.block_count);
             }
         }
