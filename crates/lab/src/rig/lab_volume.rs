@@ -115,23 +115,32 @@ impl ArrayShape {
     /// Blocks of each drive used at `scale` (whole stripe units, at least enough
     /// for a few extents).
     pub fn window_blocks_per_disk(&self, scale: f64) -> Result<u64, LabError> {
-        let unit_blocks = self.stripe_unit_bytes / BLOCK_SIZE_BYTES;
-        let drive_blocks = self.model.sector_count() / (BLOCK_SIZE_BYTES / 512);
         if !(scale > 0.0 && scale <= 1.0) {
             return Err(LabError::InvalidParameter {
                 parameter: "scale",
                 message: format!("{scale} is not in (0, 1]"),
             });
         }
-        let window = ((scale * drive_blocks as f64) as u64) / unit_blocks * unit_blocks;
+        let window = self.window_at(scale);
         let extents = extent_count_for(self.capacity_blocks(window));
         if extents < 2 {
+            let smallest = smallest_scale(|scale| extent_count_for(self.capacity_blocks(self.window_at(scale))) >= 2);
             return Err(LabError::InvalidParameter {
                 parameter: "scale",
-                message: format!("{scale} leaves room for {extents} extents of 16 MiB; at least 2 are needed"),
+                message: format!(
+                    "{scale} leaves room for {extents} extents of 16 MiB; at least 2 are needed{}",
+                    smallest_scale_hint(smallest)
+                ),
             });
         }
         Ok(window)
+    }
+
+    /// Blocks of each drive used at `scale` (whole stripe units), unchecked.
+    fn window_at(&self, scale: f64) -> u64 {
+        let unit_blocks = self.stripe_unit_bytes / BLOCK_SIZE_BYTES;
+        let drive_blocks = self.model.sector_count() / (BLOCK_SIZE_BYTES / 512);
+        ((scale * drive_blocks as f64) as u64) / unit_blocks * unit_blocks
     }
 
     /// The array's capacity in blocks with `window` blocks of each drive (less
@@ -183,16 +192,55 @@ impl RunSpec {
         let window = self.shape.window_blocks_per_disk(self.scale)?;
         let capacity_blocks = self.shape.capacity_blocks(window);
         let shares = EXTENT_BLOCKS + self.snapshot_reserve_blocks_per_extent;
-        let extent_count = extent_count_for(capacity_blocks * EXTENT_BLOCKS / shares);
+        let extents_at = |capacity_blocks: u64| extent_count_for(capacity_blocks * EXTENT_BLOCKS / shares);
+        let extent_count = extents_at(capacity_blocks);
         if extent_count < 2 {
+            let shape = &self.shape;
+            let smallest = smallest_scale(|scale| extents_at(shape.capacity_blocks(shape.window_at(scale))) >= 2);
             let message = format!(
                 "{} leaves room for {extent_count} extents of 16 MiB with a snapshot reserve of {} blocks per \
-                 extent; at least 2 are needed",
-                self.scale, self.snapshot_reserve_blocks_per_extent
+                 extent; at least 2 are needed{}",
+                self.scale,
+                self.snapshot_reserve_blocks_per_extent,
+                smallest_scale_hint(smallest)
             );
             return Err(LabError::InvalidParameter { parameter: "scale", message });
         }
         Ok(extent_count)
+    }
+}
+
+/// The smallest scale, rounded up to two significant digits, at which `fits`
+/// holds (`fits` grows with the scale), or `None` when not even the whole
+/// drive does.
+fn smallest_scale(fits: impl Fn(f64) -> bool) -> Option<f64> {
+    if !fits(1.0) {
+        return None;
+    }
+    let (mut low, mut high) = (0.0, 1.0);
+    for _ in 0..60 {
+        let middle = (low + high) / 2.0;
+        if fits(middle) {
+            high = middle;
+        } else {
+            low = middle;
+        }
+    }
+    // Two significant digits, rounded up, still fitting.
+    let step = 10f64.powf(high.log10().floor() - 1.0);
+    let rounded = ((high / step).ceil() * step).min(1.0);
+    Some(if fits(rounded) { rounded } else { high })
+}
+
+/// What an error about too small a scale adds: the smallest that would do.
+fn smallest_scale_hint(smallest: Option<f64>) -> String {
+    match smallest {
+        Some(scale) => {
+            // Two significant digits, as `smallest_scale` rounds it.
+            let decimals = (1.0 - scale.log10().floor()).max(0.0) as usize;
+            format!(" (--scale {scale:.decimals$} or more)")
+        }
+        None => " (not even at --scale 1: the drive is too small)".to_string(),
     }
 }
 
@@ -756,5 +804,24 @@ mod tests {
         assert!(shape.window_blocks_per_disk(0.0).is_err());
         assert!(shape.window_blocks_per_disk(1.5).is_err());
         assert!(shape.window_blocks_per_disk(1e-6).is_err());
+    }
+
+    #[test]
+    fn too_small_a_scale_names_the_smallest_that_fits() {
+        let shape = ArrayShape::for_model("atlas10k").unwrap();
+        let Err(LabError::InvalidParameter { parameter: "scale", message }) = shape.window_blocks_per_disk(0.0005)
+        else {
+            panic!("0.0005 of a 9 GB drive leaves no room for two extents");
+        };
+        let named: f64 = message
+            .split("--scale ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|number| number.parse().ok())
+            .unwrap_or_else(|| panic!("the message names a scale: {message}"));
+        assert!(shape.window_blocks_per_disk(named).is_ok(), "{named} fits");
+        assert!(shape.window_blocks_per_disk(named * 0.9).is_err(), "{named} is within 10 % of the smallest");
+        assert_eq!(smallest_scale(|_| false), None);
+        assert_eq!(smallest_scale(|scale| scale >= 0.123_456), Some(0.13));
     }
 }
