@@ -880,8 +880,14 @@ fn experiment_probes() -> Vec<(&'static str, &'static str, Probe)> {
             ("--jobs", &["--jobs", "2"]),
             ("--keep", &["--keep", "1"]),
             ("--reserve", &["--reserve", "end"]),
+            ("--range-reserve", &["--range-reserve", "100"]),
         ],
-        &[("--count", &["--count", "5"]), ("--keep", &["--keep", "0"])],
+        &[
+            ("--count", &["--count", "5"]),
+            ("--keep", &["--keep", "0"]),
+            ("--range-reserve", &["--reserve", "end", "--range-reserve", "10"]),
+            ("--range-reserve", &["--range-reserve", "100000"]),
+        ],
     ));
     // foreground-priority: the smallest array for two virtual seconds.
     probes.extend(experiment(

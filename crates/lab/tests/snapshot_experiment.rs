@@ -23,7 +23,12 @@ fn settings(directory: &std::path::Path, seed: u64) -> RunSettings {
 }
 
 fn params(keep: u64, jobs: u16) -> SnapshotParams {
-    SnapshotParams { layout: LayoutParams { scale: TINY_SCALE, jobs }, keep, reserve: ReservePlacement::Ranges }
+    SnapshotParams {
+        layout: LayoutParams { scale: TINY_SCALE, jobs },
+        keep,
+        reserve: ReservePlacement::Ranges,
+        range_reserve: None,
+    }
 }
 
 fn keys(value: &Value) -> Vec<String> {

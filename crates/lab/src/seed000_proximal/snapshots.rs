@@ -45,7 +45,10 @@
 //! range free at first write, which the paper proposes for "future updates
 //! and write-anywhere-style snapshots" (Section 4) and which keeps room for new
 //! versions near the old ones; `end` fills each range and leaves the reserve
-//! as empty ranges after the extents.
+//! as empty ranges after the extents. `--range-reserve N` keeps only `N`
+//! blocks per extent of it in the ranges and the rest after the extents, for
+//! the trade the paper names: room for new versions near the old ones
+//! against "a corresponding fraction of serial bandwidth".
 //!
 //! For the `none` rows the snapshot figures are absent: `null` in the JSON
 //! headline, an empty cell in the CSV, `—` in the report's tables, no bar in
@@ -107,11 +110,21 @@ pub struct SnapshotParams {
     /// Where the space the kept snapshots need is set aside.
     #[arg(long, value_enum, default_value_t = ReservePlacement::Ranges)]
     pub reserve: ReservePlacement,
+    /// With `--reserve ranges`: blocks per extent of the reserve left free
+    /// inside the allocation ranges at first write, the rest lying as empty
+    /// ranges after the extents [default: the whole reserve].
+    #[arg(long, value_name = "BLOCKS")]
+    pub range_reserve: Option<u64>,
 }
 
 impl Default for SnapshotParams {
     fn default() -> SnapshotParams {
-        SnapshotParams { layout: LayoutParams::default(), keep: DEFAULT_KEEP, reserve: ReservePlacement::Ranges }
+        SnapshotParams {
+            layout: LayoutParams::default(),
+            keep: DEFAULT_KEEP,
+            reserve: ReservePlacement::Ranges,
+            range_reserve: None,
+        }
     }
 }
 
@@ -158,22 +171,51 @@ pub struct SnapshotSettings {
     pub keep: u64,
     /// Where the snapshot reserve lies.
     pub reserve: ReservePlacement,
+    /// Blocks per extent of the reserve left free inside the allocation
+    /// ranges at first write (all of it by default with `--reserve ranges`,
+    /// none with `--reserve end`).
+    pub range_reserve_blocks: u64,
 }
 
 impl SnapshotSettings {
+    /// The settings of `params` on `layout`, the in-range share resolved and
+    /// checked against the reserve.
+    pub fn new(layout: LayoutSettings, params: &SnapshotParams) -> Result<SnapshotSettings, LabError> {
+        let mut settings =
+            SnapshotSettings { layout, keep: params.keep, reserve: params.reserve, range_reserve_blocks: 0 };
+        let reserve = settings.reserve_blocks_per_extent();
+        settings.range_reserve_blocks = match (params.reserve, params.range_reserve) {
+            (ReservePlacement::Ranges, None) => reserve,
+            (ReservePlacement::Ranges, Some(blocks)) if blocks <= reserve => blocks,
+            (ReservePlacement::Ranges, Some(blocks)) => {
+                let message = format!("{blocks} blocks per extent is more than the reserve's {reserve}");
+                return Err(LabError::InvalidParameter { parameter: "range-reserve", message });
+            }
+            (ReservePlacement::End, None) => 0,
+            (ReservePlacement::End, Some(_)) => {
+                let message = "applies to `--reserve ranges` only: `--reserve end` leaves no reserve in the ranges";
+                return Err(LabError::InvalidParameter { parameter: "range-reserve", message: message.to_string() });
+            }
+        };
+        Ok(settings)
+    }
+
     /// The command that regenerates the experiment.
     pub fn command_line(&self) -> String {
-        format!("{} --keep {} --reserve {}", self.layout.command_line(NAME), self.keep, self.reserve.name())
+        let mut line =
+            format!("{} --keep {} --reserve {}", self.layout.command_line(NAME), self.keep, self.reserve.name());
+        if self.reserve == ReservePlacement::Ranges && self.range_reserve_blocks != self.reserve_blocks_per_extent() {
+            let _ = write!(line, " --range-reserve {}", self.range_reserve_blocks);
+        }
+        line
     }
 
     /// The run of `candidate`: its layout and staging area, the extents that
     /// leave room for the snapshot reserve, and the reserve where it lies.
     pub(crate) fn run_spec(&self, candidate: Candidate) -> RunSpec {
         let reserve = self.reserve_blocks_per_extent();
-        let range_reserve_fraction = match self.reserve {
-            ReservePlacement::Ranges => reserve as f64 / (EXTENT_BLOCKS + reserve) as f64,
-            ReservePlacement::End => 0.0,
-        };
+        let in_ranges = self.range_reserve_blocks;
+        let range_reserve_fraction = in_ranges as f64 / (EXTENT_BLOCKS + in_ranges) as f64;
         RunSpec {
             snapshot_reserve_blocks_per_extent: reserve,
             range_reserve_fraction,
@@ -432,7 +474,7 @@ impl Experiment for ProximalSnapshots {
             return Err(LabError::InvalidParameter { parameter: "keep", message });
         }
         let layout = LayoutSettings::new(run, &params.layout)?;
-        let settings = SnapshotSettings { layout, keep: params.keep, reserve: params.reserve };
+        let settings = SnapshotSettings::new(layout, params)?;
         // The reserve leaves fewer extents: the scale must still leave room for some.
         settings.run_spec(CANDIDATES[0]).extent_count()?;
         Ok(settings)
@@ -466,11 +508,13 @@ impl Experiment for ProximalSnapshots {
     }
 
     fn describe(params: &SnapshotParams) -> String {
+        let in_ranges = params.range_reserve.map(|blocks| format!(" ({blocks} blocks per extent in them)"));
         format!(
-            "{}, keeping {} snapshot(s), snapshot reserve: {}",
+            "{}, keeping {} snapshot(s), snapshot reserve: {}{}",
             params.layout.describe(),
             params.keep,
-            params.reserve.name()
+            params.reserve.name(),
+            in_ranges.unwrap_or_default()
         )
     }
 }
@@ -892,11 +936,20 @@ fn render_report(runs: &[SnapshotRun], settings: &SnapshotSettings, extent_count
         match settings.reserve {
             ReservePlacement::Ranges => format!(
                 "The reserve lies in every allocation range (`--reserve ranges`): first writes leave {:.1} % of \
-                 each range free, as the paper proposes \"to provide extra space for future updates and \
-                 write-anywhere-style snapshots at the cost of a corresponding fraction of serial bandwidth\" \
-                 (Section 4; its prototype did not explore it); write-anywhere, which does not allocate by \
-                 ranges, finds it as free space ahead of its cursor.",
-                settings.run_spec(CANDIDATES[0]).range_reserve_fraction * 100.0
+                 each range free ({} blocks per extent{}), as the paper proposes \"to provide extra space for \
+                 future updates and write-anywhere-style snapshots at the cost of a corresponding fraction of \
+                 serial bandwidth\" (Section 4; its prototype did not explore it); write-anywhere, which does not \
+                 allocate by ranges, finds it as free space ahead of its cursor.",
+                settings.run_spec(CANDIDATES[0]).range_reserve_fraction * 100.0,
+                settings.range_reserve_blocks,
+                if settings.range_reserve_blocks == reserve {
+                    String::new()
+                } else {
+                    format!(
+                        ", `--range-reserve`; the other {} lie as empty ranges after the extents",
+                        reserve - settings.range_reserve_blocks
+                    )
+                }
             ),
             ReservePlacement::End => "The reserve lies after the extents (`--reserve end`): first writes fill \
                  every range, and the reserve is left as empty ranges."
@@ -965,6 +1018,28 @@ mod tests {
         assert_eq!(plan.taken_count(1001), 11);
         assert_eq!(plan.at_once_max(1000), 4, "three kept and the one just taken");
         assert_eq!(SnapshotPlan { every_updates: 500, keep: 3 }.at_once_max(1000), 2, "no more than taken");
+    }
+
+    #[test]
+    fn the_range_reserve_is_the_whole_reserve_by_default_and_at_most_that() {
+        let run = RunSettings { out_dir: "unused".into(), seed: 1, model: DEFAULT_MODEL.into() };
+        let settings = |reserve, range_reserve| {
+            ProximalSnapshots::settings(&run, &SnapshotParams { reserve, range_reserve, ..SnapshotParams::default() })
+        };
+        let whole = settings(ReservePlacement::Ranges, None).unwrap();
+        assert_eq!(whole.range_reserve_blocks, whole.reserve_blocks_per_extent());
+        assert!(!whole.command_line().contains("--range-reserve"), "the default is not spelled out");
+        let share = |settings: &SnapshotSettings| settings.run_spec(CANDIDATES[0]).range_reserve_fraction;
+        assert_eq!(share(&whole), 1500.0 / (4096.0 + 1500.0));
+        let part = settings(ReservePlacement::Ranges, Some(600)).unwrap();
+        assert_eq!(share(&part), 600.0 / (4096.0 + 600.0));
+        assert!(part.command_line().ends_with("--reserve ranges --range-reserve 600"));
+        let extents = |settings: &SnapshotSettings| settings.run_spec(CANDIDATES[0]).extent_count().unwrap();
+        assert_eq!(extents(&part), extents(&whole), "the same extents: the rest of the reserve lies after them");
+        assert_eq!(share(&settings(ReservePlacement::End, None).unwrap()), 0.0);
+        for refused in [settings(ReservePlacement::End, Some(10)), settings(ReservePlacement::Ranges, Some(1501))] {
+            assert!(matches!(refused, Err(LabError::InvalidParameter { parameter: "range-reserve", .. })));
+        }
     }
 
     #[test]
