@@ -188,12 +188,15 @@ impl SnapshotSettings {
             (ReservePlacement::Ranges, None) => reserve,
             (ReservePlacement::Ranges, Some(blocks)) if blocks <= reserve => blocks,
             (ReservePlacement::Ranges, Some(blocks)) => {
-                let message = format!("{blocks} blocks per extent is more than the reserve's {reserve}");
+                let message =
+                    format!("--range-reserve {blocks} is more than the reserve's {reserve} blocks per extent");
                 return Err(LabError::InvalidParameter { parameter: "range-reserve", message });
             }
             (ReservePlacement::End, None) => 0,
             (ReservePlacement::End, Some(_)) => {
-                let message = "applies to `--reserve ranges` only: `--reserve end` leaves no reserve in the ranges";
+                let message =
+                    "--range-reserve applies to `--reserve ranges` only: `--reserve end` leaves no reserve in \
+                               the ranges";
                 return Err(LabError::InvalidParameter { parameter: "range-reserve", message: message.to_string() });
             }
         };
