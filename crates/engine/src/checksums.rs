@@ -13,53 +13,36 @@
 //! Verification compares a block read with its entry; a mismatch is never
 //! returned as data.
 
-use crate::codec::{get_u32, put_u32, BlockKind, TreePointer, BODY_SIZE};
+use crate::codec::{BlockKind, TreePointer};
+use crate::entries::Entries;
 use crate::error::Result;
-use crate::io::in_memory;
 use crate::pages::{PageContent, PersistentPages};
 use crate::tree::NodeReader;
 
 /// Checksums in one table page.
-pub const CHECKSUMS_PER_PAGE: u64 = SLOTS_PER_PAGE as u64;
-const SLOTS_PER_PAGE: usize = BODY_SIZE / 4;
-
-type Page = [u32; SLOTS_PER_PAGE];
+pub const CHECKSUMS_PER_PAGE: u64 = Entries::<u32>::PER_PAGE;
 
 /// One crc32c per block of a device; pages never written read as zero.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChecksumArray {
-    block_count: u64,
-    pages: Vec<Option<Box<Page>>>,
+    entries: Entries<u32>,
 }
 
 impl ChecksumArray {
     /// A table of `block_count` zero entries.
     pub fn new(block_count: u64) -> Self {
-        Self { block_count, pages: vec![None; in_memory(block_count.div_ceil(CHECKSUMS_PER_PAGE))] }
+        Self { entries: Entries::new(block_count) }
     }
 
     /// The entry of `block`.
     pub fn get(&self, block: u64) -> u32 {
-        assert!(block < self.block_count, "block {block} beyond {} checksums", self.block_count);
-        let (page, slot) = locate(block);
-        self.pages[page].as_ref().map_or(0, |page| page[slot])
-    }
-
-    fn set(&mut self, block: u64, crc: u32) {
-        assert!(block < self.block_count, "block {block} beyond {} checksums", self.block_count);
-        let (page, slot) = locate(block);
-        self.pages[page].get_or_insert_with(|| Box::new([0; SLOTS_PER_PAGE]))[slot] = crc;
+        self.entries.get(block)
     }
 
     /// Heap bytes of the pages.
     pub fn memory_bytes(&self) -> usize {
-        self.pages.iter().flatten().count() * std::mem::size_of::<Page>()
-            + self.pages.len() * std::mem::size_of::<Option<Box<Page>>>()
+        self.entries.memory_bytes()
     }
-}
-
-fn locate(block: u64) -> (usize, usize) {
-    (in_memory(block / CHECKSUMS_PER_PAGE), in_memory(block % CHECKSUMS_PER_PAGE))
 }
 
 impl PageContent for ChecksumArray {
@@ -67,30 +50,16 @@ impl PageContent for ChecksumArray {
     const INDEX_KIND: BlockKind = BlockKind::ChecksumIndexNode;
 
     fn page_count(&self) -> usize {
-        self.pages.len()
+        self.entries.page_count()
     }
 
     fn encode_page(&self, page: usize, body: &mut [u8]) {
-        if let Some(entries) = &self.pages[page] {
-            for (slot, &crc) in entries.iter().enumerate() {
-                put_u32(body, slot * 4, crc);
-            }
-        }
+        self.entries.encode_page(page, body);
     }
 
     fn decode_page(&mut self, page: usize, body: &[u8]) -> std::result::Result<(), String> {
-        let first = page as u64 * CHECKSUMS_PER_PAGE;
-        for slot in 0..CHECKSUMS_PER_PAGE {
-            let crc = get_u32(body, in_memory(slot) * 4);
-            if first + slot >= self.block_count {
-                if crc != 0 {
-                    return Err("a checksum beyond the end of the device".into());
-                }
-            } else if crc != 0 {
-                self.set(first + slot, crc);
-            }
-        }
-        Ok(())
+        let entries = &mut self.entries;
+        Entries::decode_page(page, body, entries.block_count(), "a checksum", |block, crc| entries.set(block, crc))
     }
 }
 
@@ -119,8 +88,8 @@ impl PersistentChecksums {
     /// Sets the entry of `block`, marking its page dirty if it changed.
     pub fn set(&mut self, block: u64, crc: u32) {
         if self.get(block) != crc {
-            let (page, _) = locate(block);
-            self.pages.page_mut(page).set(block, crc);
+            let (page, _) = Entries::<u32>::locate(block);
+            self.pages.page_mut(page).entries.set(block, crc);
         }
     }
 

@@ -19,6 +19,7 @@ pub mod content;
 mod copy_out;
 mod delete_log;
 mod destage;
+mod entries;
 mod error;
 mod extents;
 mod free_space_view;

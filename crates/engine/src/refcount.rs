@@ -17,24 +17,20 @@
 //! returns it to the last CP's counts and replay of the log re-applies the
 //! frees after it through the same decrement.
 
-use crate::codec::{get_u16, put_u16, BlockKind, TreePointer, BODY_SIZE};
+use crate::codec::{BlockKind, TreePointer};
+use crate::entries::Entries;
 use crate::error::Result;
-use crate::io::in_memory;
 use crate::pages::{PageContent, PersistentPages};
 use crate::tree::NodeReader;
 
 /// Counts in one refcount page (several times fewer blocks than a bitmap
 /// page covers: sixteen bits per block instead of one).
-pub const REFCOUNTS_PER_PAGE: u64 = SLOTS_PER_PAGE as u64;
-const SLOTS_PER_PAGE: usize = BODY_SIZE / 2;
-
-type Page = [u16; SLOTS_PER_PAGE];
+pub const REFCOUNTS_PER_PAGE: u64 = Entries::<u16>::PER_PAGE;
 
 /// One extra-reference count per block; pages never written read as zero.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefcountArray {
-    block_count: u64,
-    pages: Vec<Option<Box<Page>>>,
+    counts: Entries<u16>,
     /// Blocks whose count is nonzero.
     shared_block_count: u64,
 }
@@ -42,30 +38,26 @@ pub struct RefcountArray {
 impl RefcountArray {
     /// A table of `block_count` zero counts.
     pub fn new(block_count: u64) -> Self {
-        Self {
-            block_count,
-            pages: vec![None; in_memory(block_count.div_ceil(REFCOUNTS_PER_PAGE))],
-            shared_block_count: 0,
-        }
+        Self { counts: Entries::new(block_count), shared_block_count: 0 }
     }
 
     /// The count of `block`.
     pub fn get(&self, block: u64) -> u16 {
-        assert!(block < self.block_count, "block {block} beyond {} refcounts", self.block_count);
-        let (page, slot) = locate(block);
-        self.pages[page].as_ref().map_or(0, |page| page[slot])
+        self.counts.get(block)
     }
 
     fn set(&mut self, block: u64, count: u16) {
-        assert!(block < self.block_count, "block {block} beyond {} refcounts", self.block_count);
-        let old = self.get(block);
-        match (old, count) {
-            (0, 1..) => self.shared_block_count += 1,
-            (1.., 0) => self.shared_block_count -= 1,
+        Self::set_counting(&mut self.counts, &mut self.shared_block_count, block, count);
+    }
+
+    /// Sets `block`'s count in `counts`, keeping `shared_block_count`.
+    fn set_counting(counts: &mut Entries<u16>, shared_block_count: &mut u64, block: u64, count: u16) {
+        match (counts.get(block), count) {
+            (0, 1..) => *shared_block_count += 1,
+            (1.., 0) => *shared_block_count -= 1,
             _ => {}
         }
-        let (page, slot) = locate(block);
-        self.pages[page].get_or_insert_with(|| Box::new([0; SLOTS_PER_PAGE]))[slot] = count;
+        counts.set(block, count);
     }
 
     /// Blocks with a nonzero count.
@@ -75,20 +67,8 @@ impl RefcountArray {
 
     /// The blocks with a nonzero count and their counts, in block order.
     pub fn nonzero(&self) -> impl Iterator<Item = (u64, u16)> + '_ {
-        self.pages.iter().enumerate().flat_map(|(page, entries)| {
-            entries.iter().flat_map(move |entries| {
-                entries
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, &count)| count != 0)
-                    .map(move |(slot, &count)| (page as u64 * REFCOUNTS_PER_PAGE + slot as u64, count))
-            })
-        })
+        self.counts.nonzero()
     }
-}
-
-fn locate(block: u64) -> (usize, usize) {
-    (in_memory(block / REFCOUNTS_PER_PAGE), in_memory(block % REFCOUNTS_PER_PAGE))
 }
 
 impl PageContent for RefcountArray {
@@ -96,30 +76,19 @@ impl PageContent for RefcountArray {
     const INDEX_KIND: BlockKind = BlockKind::RefcountIndexNode;
 
     fn page_count(&self) -> usize {
-        self.pages.len()
+        self.counts.page_count()
     }
 
     fn encode_page(&self, page: usize, body: &mut [u8]) {
-        if let Some(entries) = &self.pages[page] {
-            for (slot, &count) in entries.iter().enumerate() {
-                put_u16(body, slot * 2, count);
-            }
-        }
+        self.counts.encode_page(page, body);
     }
 
     fn decode_page(&mut self, page: usize, body: &[u8]) -> std::result::Result<(), String> {
-        let first = page as u64 * REFCOUNTS_PER_PAGE;
-        for slot in 0..REFCOUNTS_PER_PAGE {
-            let count = get_u16(body, in_memory(slot) * 2);
-            if first + slot >= self.block_count {
-                if count != 0 {
-                    return Err("a refcount beyond the end of the device".into());
-                }
-            } else if count != 0 {
-                self.set(first + slot, count);
-            }
-        }
-        Ok(())
+        let (counts, shared) = (&mut self.counts, &mut self.shared_block_count);
+        let block_count = counts.block_count();
+        Entries::decode_page(page, body, block_count, "a refcount", |block, count| {
+            Self::set_counting(counts, shared, block, count);
+        })
     }
 }
 
@@ -158,7 +127,7 @@ impl PersistentRefcounts {
     pub fn increment(&mut self, block: u64) {
         let count = self.get(block);
         assert!(count < u16::MAX, "refcount of block {block} overflows");
-        let (page, _) = locate(block);
+        let (page, _) = Entries::<u16>::locate(block);
         self.pages.page_mut(page).set(block, count + 1);
     }
 
@@ -166,7 +135,7 @@ impl PersistentRefcounts {
     pub fn decrement(&mut self, block: u64) {
         let count = self.get(block);
         assert!(count > 0, "refcount of block {block} is already zero");
-        let (page, _) = locate(block);
+        let (page, _) = Entries::<u16>::locate(block);
         self.pages.page_mut(page).set(block, count - 1);
     }
 
