@@ -20,33 +20,27 @@ pub(crate) trait Entry: Copy + Default + PartialEq + std::fmt::Debug {
     fn get(body: &[u8], offset: usize) -> Self;
 }
 
-impl Entry for u16 {
-    type Page = [u16; BODY_SIZE / 2];
-    const BYTES: usize = 2;
-    fn zero_page() -> Box<Self::Page> {
-        Box::new([0; BODY_SIZE / 2])
-    }
-    fn put(self, body: &mut [u8], offset: usize) {
-        put_u16(body, offset, self);
-    }
-    fn get(body: &[u8], offset: usize) -> Self {
-        get_u16(body, offset)
-    }
+/// `Entry` for an unsigned integer, coded by `put` and `get`.
+macro_rules! integer_entry {
+    ($integer:ty, $put:ident, $get:ident) => {
+        impl Entry for $integer {
+            type Page = [$integer; BODY_SIZE / std::mem::size_of::<$integer>()];
+            const BYTES: usize = std::mem::size_of::<$integer>();
+            fn zero_page() -> Box<Self::Page> {
+                Box::new([0; BODY_SIZE / std::mem::size_of::<$integer>()])
+            }
+            fn put(self, body: &mut [u8], offset: usize) {
+                $put(body, offset, self);
+            }
+            fn get(body: &[u8], offset: usize) -> Self {
+                $get(body, offset)
+            }
+        }
+    };
 }
 
-impl Entry for u32 {
-    type Page = [u32; BODY_SIZE / 4];
-    const BYTES: usize = 4;
-    fn zero_page() -> Box<Self::Page> {
-        Box::new([0; BODY_SIZE / 4])
-    }
-    fn put(self, body: &mut [u8], offset: usize) {
-        put_u32(body, offset, self);
-    }
-    fn get(body: &[u8], offset: usize) -> Self {
-        get_u32(body, offset)
-    }
-}
+integer_entry!(u16, put_u16, get_u16);
+integer_entry!(u32, put_u32, get_u32);
 
 /// `block_count` entries of type `E`, zero until set.
 #[derive(Debug, Clone, PartialEq, Eq)]
