@@ -110,33 +110,26 @@ impl<E: Entry> Entries<E> {
         }
     }
 
-    /// Reads page `page` from `body`, each nonzero entry through `set` (so a
-    /// wrapper keeps its own accounting); `what` names the entries in the
-    /// complaint about one beyond the device's end.
-    pub(crate) fn decode_page(
-        page: usize,
-        body: &[u8],
-        block_count: u64,
-        what: &str,
-        mut set: impl FnMut(u64, E),
-    ) -> std::result::Result<(), String> {
+    /// Reads page `page` from `body` into this table, whose page must not be
+    /// written yet (a load decodes each page once); returns the nonzero
+    /// entries it set. `what` names an entry in the complaint about one
+    /// beyond the device's end.
+    pub(crate) fn decode_page(&mut self, page: usize, body: &[u8], what: &str) -> std::result::Result<u64, String> {
+        debug_assert!(self.pages[page].is_none(), "page {page} decoded twice");
         let first = page as u64 * Self::PER_PAGE;
+        let mut set = 0;
         for slot in 0..Self::PER_PAGE {
             let entry = E::get(body, in_memory(slot) * E::BYTES);
             if entry == E::default() {
                 continue;
             }
-            if first + slot >= block_count {
+            if first + slot >= self.block_count {
                 return Err(format!("{what} beyond the end of the device"));
             }
-            set(first + slot, entry);
+            self.set(first + slot, entry);
+            set += 1;
         }
-        Ok(())
-    }
-
-    /// Entries (one per block of the device).
-    pub(crate) fn block_count(&self) -> u64 {
-        self.block_count
+        Ok(set)
     }
 }
 
@@ -167,10 +160,9 @@ mod tests {
         let mut body = vec![0; BODY_SIZE];
         entries.encode_page(2, &mut body);
         let mut decoded = Entries::<u16>::new(block_count);
-        Entries::<u16>::decode_page(2, &body, block_count, "a count", |block, entry| decoded.set(block, entry))
-            .unwrap();
+        assert_eq!(decoded.decode_page(2, &body, "a count"), Ok(1), "one nonzero entry on the page");
         assert_eq!(decoded.get(block_count - 1), 7);
-        let error = Entries::<u16>::decode_page(2, &body, block_count - 1, "a count", |_, _| {}).unwrap_err();
+        let error = Entries::<u16>::new(block_count - 1).decode_page(2, &body, "a count").unwrap_err();
         assert_eq!(error, "a count beyond the end of the device");
     }
 }

@@ -47,17 +47,12 @@ impl RefcountArray {
     }
 
     fn set(&mut self, block: u64, count: u16) {
-        Self::set_counting(&mut self.counts, &mut self.shared_block_count, block, count);
-    }
-
-    /// Sets `block`'s count in `counts`, keeping `shared_block_count`.
-    fn set_counting(counts: &mut Entries<u16>, shared_block_count: &mut u64, block: u64, count: u16) {
-        match (counts.get(block), count) {
-            (0, 1..) => *shared_block_count += 1,
-            (1.., 0) => *shared_block_count -= 1,
+        match (self.counts.get(block), count) {
+            (0, 1..) => self.shared_block_count += 1,
+            (1.., 0) => self.shared_block_count -= 1,
             _ => {}
         }
-        counts.set(block, count);
+        self.counts.set(block, count);
     }
 
     /// Blocks with a nonzero count.
@@ -84,11 +79,9 @@ impl PageContent for RefcountArray {
     }
 
     fn decode_page(&mut self, page: usize, body: &[u8]) -> std::result::Result<(), String> {
-        let (counts, shared) = (&mut self.counts, &mut self.shared_block_count);
-        let block_count = counts.block_count();
-        Entries::decode_page(page, body, block_count, "a refcount", |block, count| {
-            Self::set_counting(counts, shared, block, count);
-        })
+        // The page was all zero: every count it sets is a shared block more.
+        self.shared_block_count += self.counts.decode_page(page, body, "a refcount")?;
+        Ok(())
     }
 }
 
