@@ -171,44 +171,29 @@ pub struct SnapshotSettings {
     pub keep: u64,
     /// Where the snapshot reserve lies.
     pub reserve: ReservePlacement,
-    /// Blocks per extent of the reserve left free inside the allocation
-    /// ranges at first write (all of it by default with `--reserve ranges`,
-    /// none with `--reserve end`).
-    pub range_reserve_blocks: u64,
+    /// `--range-reserve`: blocks per extent of the reserve left free inside
+    /// the allocation ranges, if not the whole reserve (with `--reserve
+    /// ranges` only, at most the reserve: checked by the settings).
+    pub range_reserve: Option<u64>,
 }
 
 impl SnapshotSettings {
-    /// The settings of `params` on `layout`, the in-range share resolved and
-    /// checked against the reserve.
-    pub fn new(layout: LayoutSettings, params: &SnapshotParams) -> Result<SnapshotSettings, LabError> {
-        let mut settings =
-            SnapshotSettings { layout, keep: params.keep, reserve: params.reserve, range_reserve_blocks: 0 };
-        let reserve = settings.reserve_blocks_per_extent();
-        settings.range_reserve_blocks = match (params.reserve, params.range_reserve) {
-            (ReservePlacement::Ranges, None) => reserve,
-            (ReservePlacement::Ranges, Some(blocks)) if blocks <= reserve => blocks,
-            (ReservePlacement::Ranges, Some(blocks)) => {
-                let message =
-                    format!("--range-reserve {blocks} is more than the reserve's {reserve} blocks per extent");
-                return Err(LabError::InvalidParameter { parameter: "range-reserve", message });
-            }
-            (ReservePlacement::End, None) => 0,
-            (ReservePlacement::End, Some(_)) => {
-                let message =
-                    "--range-reserve applies to `--reserve ranges` only: `--reserve end` leaves no reserve in \
-                               the ranges";
-                return Err(LabError::InvalidParameter { parameter: "range-reserve", message: message.to_string() });
-            }
-        };
-        Ok(settings)
+    /// Blocks per extent of the reserve left free inside the allocation
+    /// ranges at first write: `--range-reserve`, or all of it with `--reserve
+    /// ranges`, none with `--reserve end`.
+    pub fn range_reserve_blocks(&self) -> u64 {
+        match self.reserve {
+            ReservePlacement::Ranges => self.range_reserve.unwrap_or_else(|| self.reserve_blocks_per_extent()),
+            ReservePlacement::End => 0,
+        }
     }
 
     /// The command that regenerates the experiment.
     pub fn command_line(&self) -> String {
         let mut line =
             format!("{} --keep {} --reserve {}", self.layout.command_line(NAME), self.keep, self.reserve.name());
-        if self.reserve == ReservePlacement::Ranges && self.range_reserve_blocks != self.reserve_blocks_per_extent() {
-            let _ = write!(line, " --range-reserve {}", self.range_reserve_blocks);
+        if let Some(blocks) = self.range_reserve {
+            let _ = write!(line, " --range-reserve {blocks}");
         }
         line
     }
@@ -217,7 +202,7 @@ impl SnapshotSettings {
     /// leave room for the snapshot reserve, and the reserve where it lies.
     pub(crate) fn run_spec(&self, candidate: Candidate) -> RunSpec {
         let reserve = self.reserve_blocks_per_extent();
-        let in_ranges = self.range_reserve_blocks;
+        let in_ranges = self.range_reserve_blocks();
         let range_reserve_fraction = in_ranges as f64 / (EXTENT_BLOCKS + in_ranges) as f64;
         RunSpec {
             snapshot_reserve_blocks_per_extent: reserve,
@@ -477,7 +462,29 @@ impl Experiment for ProximalSnapshots {
             return Err(LabError::InvalidParameter { parameter: "keep", message });
         }
         let layout = LayoutSettings::new(run, &params.layout)?;
-        let settings = SnapshotSettings::new(layout, params)?;
+        let settings = SnapshotSettings {
+            layout,
+            keep: params.keep,
+            reserve: params.reserve,
+            range_reserve: params.range_reserve,
+        };
+        if let Some(blocks) = params.range_reserve {
+            let reserve = settings.reserve_blocks_per_extent();
+            let message = match params.reserve {
+                ReservePlacement::End => Some(
+                    "--range-reserve applies to `--reserve ranges` only: `--reserve end` leaves no reserve in the \
+                     ranges"
+                        .to_string(),
+                ),
+                ReservePlacement::Ranges if blocks > reserve => {
+                    Some(format!("--range-reserve {blocks} is more than the reserve's {reserve} blocks per extent"))
+                }
+                ReservePlacement::Ranges => None,
+            };
+            if let Some(message) = message {
+                return Err(LabError::InvalidParameter { parameter: "range-reserve", message });
+            }
+        }
         // The reserve leaves fewer extents: the scale must still leave room for some.
         settings.run_spec(CANDIDATES[0]).extent_count()?;
         Ok(settings)
@@ -944,14 +951,13 @@ fn render_report(runs: &[SnapshotRun], settings: &SnapshotSettings, extent_count
                  serial bandwidth\" (Section 4; its prototype did not explore it); write-anywhere, which does not \
                  allocate by ranges, finds it as free space ahead of its cursor.",
                 settings.run_spec(CANDIDATES[0]).range_reserve_fraction * 100.0,
-                settings.range_reserve_blocks,
-                if settings.range_reserve_blocks == reserve {
-                    String::new()
-                } else {
-                    format!(
+                settings.range_reserve_blocks(),
+                match settings.range_reserve {
+                    None => String::new(),
+                    Some(blocks) => format!(
                         ", `--range-reserve`; the other {} lie as empty ranges after the extents",
-                        reserve - settings.range_reserve_blocks
-                    )
+                        reserve - blocks
+                    ),
                 }
             ),
             ReservePlacement::End => "The reserve lies after the extents (`--reserve end`): first writes fill \
@@ -1030,7 +1036,7 @@ mod tests {
             ProximalSnapshots::settings(&run, &SnapshotParams { reserve, range_reserve, ..SnapshotParams::default() })
         };
         let whole = settings(ReservePlacement::Ranges, None).unwrap();
-        assert_eq!(whole.range_reserve_blocks, whole.reserve_blocks_per_extent());
+        assert_eq!(whole.range_reserve_blocks(), whole.reserve_blocks_per_extent());
         assert!(!whole.command_line().contains("--range-reserve"), "the default is not spelled out");
         let share = |settings: &SnapshotSettings| settings.run_spec(CANDIDATES[0]).range_reserve_fraction;
         assert_eq!(share(&whole), 1500.0 / (4096.0 + 1500.0));
