@@ -210,9 +210,9 @@ impl RunSpec {
     }
 }
 
-/// The smallest scale, rounded up to two significant digits, at which `fits`
-/// holds (`fits` grows with the scale), or `None` when not even the whole
-/// drive does.
+/// The smallest scale of two significant digits at which `fits` holds
+/// (`fits` grows with the scale), or `None` when not even the whole drive
+/// does. The value is the decimal it prints as.
 fn smallest_scale(fits: impl Fn(f64) -> bool) -> Option<f64> {
     if !fits(1.0) {
         return None;
@@ -226,20 +226,24 @@ fn smallest_scale(fits: impl Fn(f64) -> bool) -> Option<f64> {
             low = middle;
         }
     }
-    // Two significant digits, rounded up, still fitting.
-    let step = 10f64.powf(high.log10().floor() - 1.0);
-    let rounded = ((high / step).ceil() * step).min(1.0);
-    Some(if fits(rounded) { rounded } else { high })
+    // Up to two significant digits, as a decimal: the step of the second
+    // digit, and the multiples of it from the first that fits.
+    let decimals = (1.0 - high.log10().floor()).max(0.0) as usize;
+    let step = 10f64.powi(-(decimals as i32));
+    let mut rounded = (high / step).ceil();
+    loop {
+        let scale: f64 = format!("{:.decimals$}", rounded * step).parse().expect("a formatted number parses");
+        if scale >= 1.0 || fits(scale) {
+            return Some(scale.min(1.0));
+        }
+        rounded += 1.0;
+    }
 }
 
 /// What an error about too small a scale adds: the smallest that would do.
 fn smallest_scale_hint(smallest: Option<f64>) -> String {
     match smallest {
-        Some(scale) => {
-            // Two significant digits, as `smallest_scale` rounds it.
-            let decimals = (1.0 - scale.log10().floor()).max(0.0) as usize;
-            format!(" (--scale {scale:.decimals$} or more)")
-        }
+        Some(scale) => format!(" (--scale {scale} or more)"),
         None => " (not even at --scale 1: the drive is too small)".to_string(),
     }
 }
