@@ -54,9 +54,12 @@ fn scattered<D: BlockDevice>(data: D, layout: Layout, seed: u64) -> (D, MemoryDe
     (data, flash, before, after)
 }
 
+/// How to run these tests again with the seed in `PROXIMA_READ_GAP_SEED`.
+const RERUN: &str = "cargo test --release -p proxima-engine --test reads_through_gaps";
+
 #[test]
 fn reads_through_gaps_return_what_reads_without_them_return() {
-    for seed in seeds_for_test([1, 2], "PROXIMA_READ_GAP_SEED", "cargo test --test reads_through_gaps") {
+    for seed in seeds_for_test([1, 2], "PROXIMA_READ_GAP_SEED", RERUN) {
         for layout in [Layout::Proximal, Layout::WriteAnywhere] {
             let (data, flash, before, after) = scattered(MemoryDevice::new(4096, 8192), layout, seed);
             let mut requests = Vec::new();
@@ -84,8 +87,7 @@ fn reads_through_gaps_return_what_reads_without_them_return() {
 
 #[test]
 fn a_damaged_block_read_through_a_gap_is_repaired_from_parity() {
-    let rerun = "cargo test --release -p proxima-engine --test reads_through_gaps";
-    for seed in seeds_for_test([7], "PROXIMA_READ_GAP_SEED", rerun) {
+    for seed in seeds_for_test([7], "PROXIMA_READ_GAP_SEED", RERUN) {
         damaged_block_is_repaired(seed);
     }
 }
