@@ -115,6 +115,13 @@ impl ArrayShape {
     /// Blocks of each drive used at `scale` (whole stripe units, at least enough
     /// for a few extents).
     pub fn window_blocks_per_disk(&self, scale: f64) -> Result<u64, LabError> {
+        self.window_with_room(scale, 0)
+    }
+
+    /// Blocks of each drive used at `scale`, checked to leave room for two
+    /// extents or more with a snapshot reserve of `reserve_blocks_per_extent`
+    /// each; the refusal names the smallest scale that does.
+    pub fn window_with_room(&self, scale: f64, reserve_blocks_per_extent: u64) -> Result<u64, LabError> {
         if !(scale > 0.0 && scale <= 1.0) {
             return Err(LabError::InvalidParameter {
                 parameter: "scale",
@@ -122,18 +129,32 @@ impl ArrayShape {
             });
         }
         let window = self.window_at(scale);
-        let extents = extent_count_for(self.capacity_blocks(window));
+        let extents = self.extents_with_reserve(window, reserve_blocks_per_extent);
         if extents < 2 {
-            let smallest = smallest_scale(|scale| extent_count_for(self.capacity_blocks(self.window_at(scale))) >= 2);
+            let fits = |scale| self.extents_with_reserve(self.window_at(scale), reserve_blocks_per_extent) >= 2;
+            let with_reserve = match reserve_blocks_per_extent {
+                0 => String::new(),
+                blocks => format!(" with a snapshot reserve of {blocks} blocks per extent"),
+            };
+            let hint = match smallest_scale(fits) {
+                Some(smallest) => format!("--scale {smallest} or more"),
+                None => "not even at --scale 1: the drive is too small".to_string(),
+            };
             return Err(LabError::InvalidParameter {
                 parameter: "scale",
                 message: format!(
-                    "{scale} leaves room for {extents} extents of 16 MiB; at least 2 are needed{}",
-                    smallest_scale_hint(smallest)
+                    "{scale} leaves room for {extents} extents of 16 MiB{with_reserve}; at least 2 are needed ({hint})"
                 ),
             });
         }
         Ok(window)
+    }
+
+    /// Extents that `window` blocks of each drive hold, each with a snapshot
+    /// reserve of `reserve_blocks_per_extent`, at the workload's fill.
+    fn extents_with_reserve(&self, window: u64, reserve_blocks_per_extent: u64) -> u64 {
+        let shares = EXTENT_BLOCKS + reserve_blocks_per_extent;
+        extent_count_for(self.capacity_blocks(window) * EXTENT_BLOCKS / shares)
     }
 
     /// Blocks of each drive used at `scale` (whole stripe units), unchecked.
@@ -189,24 +210,9 @@ impl RunSpec {
     /// Extents the run fills: as many as, with the snapshot reserve, fill the
     /// workload's fraction of the array.
     pub fn extent_count(&self) -> Result<u64, LabError> {
-        let window = self.shape.window_blocks_per_disk(self.scale)?;
-        let capacity_blocks = self.shape.capacity_blocks(window);
-        let shares = EXTENT_BLOCKS + self.snapshot_reserve_blocks_per_extent;
-        let extents_at = |capacity_blocks: u64| extent_count_for(capacity_blocks * EXTENT_BLOCKS / shares);
-        let extent_count = extents_at(capacity_blocks);
-        if extent_count < 2 {
-            let shape = &self.shape;
-            let smallest = smallest_scale(|scale| extents_at(shape.capacity_blocks(shape.window_at(scale))) >= 2);
-            let message = format!(
-                "{} leaves room for {extent_count} extents of 16 MiB with a snapshot reserve of {} blocks per \
-                 extent; at least 2 are needed{}",
-                self.scale,
-                self.snapshot_reserve_blocks_per_extent,
-                smallest_scale_hint(smallest)
-            );
-            return Err(LabError::InvalidParameter { parameter: "scale", message });
-        }
-        Ok(extent_count)
+        let reserve = self.snapshot_reserve_blocks_per_extent;
+        let window = self.shape.window_with_room(self.scale, reserve)?;
+        Ok(self.shape.extents_with_reserve(window, reserve))
     }
 }
 
@@ -237,14 +243,6 @@ fn smallest_scale(fits: impl Fn(f64) -> bool) -> Option<f64> {
             return Some(scale.min(1.0));
         }
         rounded += 1.0;
-    }
-}
-
-/// What an error about too small a scale adds: the smallest that would do.
-fn smallest_scale_hint(smallest: Option<f64>) -> String {
-    match smallest {
-        Some(scale) => format!(" (--scale {scale} or more)"),
-        None => " (not even at --scale 1: the drive is too small)".to_string(),
     }
 }
 

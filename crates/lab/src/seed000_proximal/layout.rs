@@ -84,8 +84,18 @@ impl LayoutSettings {
 
     /// Resolves the model and checks the scale.
     pub fn new(run: &RunSettings, params: &LayoutParams) -> Result<LayoutSettings, LabError> {
+        LayoutSettings::reserving(run, params, 0)
+    }
+
+    /// As [`LayoutSettings::new`], with room for two extents or more each
+    /// with a snapshot reserve of `reserve_blocks_per_extent`.
+    pub fn reserving(
+        run: &RunSettings,
+        params: &LayoutParams,
+        reserve_blocks_per_extent: u64,
+    ) -> Result<LayoutSettings, LabError> {
         let shape = ArrayShape::for_model(&run.model)?;
-        shape.window_blocks_per_disk(params.scale)?;
+        shape.window_with_room(params.scale, reserve_blocks_per_extent)?;
         Ok(LayoutSettings {
             shape,
             model_name: run.model.clone(),

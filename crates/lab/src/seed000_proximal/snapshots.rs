@@ -218,10 +218,15 @@ impl SnapshotSettings {
     /// at most `K` intervals, so `K × N` updates per extent, at most the whole
     /// aging, for the interval that needs most.
     pub fn reserve_blocks_per_extent(&self) -> u64 {
+        SnapshotSettings::reserve_for_keeping(self.keep)
+    }
+
+    /// The reserve per extent when the last `keep` snapshots are kept.
+    pub fn reserve_for_keeping(keep: u64) -> u64 {
         INTERVALS
             .iter()
             .filter_map(|interval| interval.updates_per_extent())
-            .map(|every| (self.keep * every).min(UPDATES_PER_EXTENT))
+            .map(|every| (keep * every).min(UPDATES_PER_EXTENT))
             .max()
             .unwrap_or(0)
     }
@@ -461,7 +466,9 @@ impl Experiment for ProximalSnapshots {
             let message = format!("{} is not in [1, {KEEP_MAX}]", params.keep);
             return Err(LabError::InvalidParameter { parameter: "keep", message });
         }
-        let layout = LayoutSettings::new(run, &params.layout)?;
+        // The reserve leaves fewer extents: the scale must still leave room for two.
+        let reserve = SnapshotSettings::reserve_for_keeping(params.keep);
+        let layout = LayoutSettings::reserving(run, &params.layout, reserve)?;
         let settings = SnapshotSettings {
             layout,
             keep: params.keep,
@@ -469,7 +476,6 @@ impl Experiment for ProximalSnapshots {
             range_reserve: params.range_reserve,
         };
         if let Some(blocks) = params.range_reserve {
-            let reserve = settings.reserve_blocks_per_extent();
             let message = match params.reserve {
                 ReservePlacement::End => Some(
                     "--range-reserve applies to `--reserve ranges` only: `--reserve end` leaves no reserve in the \
@@ -485,8 +491,6 @@ impl Experiment for ProximalSnapshots {
                 return Err(LabError::InvalidParameter { parameter: "range-reserve", message });
             }
         }
-        // The reserve leaves fewer extents: the scale must still leave room for some.
-        settings.run_spec(CANDIDATES[0]).extent_count()?;
         Ok(settings)
     }
 
@@ -1049,6 +1053,26 @@ mod tests {
         for refused in [settings(ReservePlacement::End, Some(10)), settings(ReservePlacement::Ranges, Some(1501))] {
             assert!(matches!(refused, Err(LabError::InvalidParameter { parameter: "range-reserve", .. })));
         }
+    }
+
+    #[test]
+    fn too_small_a_scale_names_one_with_room_beside_the_reserve() {
+        let run = RunSettings { out_dir: "unused".into(), seed: 1, model: DEFAULT_MODEL.into() };
+        let at = |scale| {
+            let layout = LayoutParams { scale, ..LayoutParams::default() };
+            ProximalSnapshots::settings(&run, &SnapshotParams { layout, ..SnapshotParams::default() })
+        };
+        let Err(LabError::InvalidParameter { parameter: "scale", message }) = at(0.00001) else {
+            panic!("0.00001 of the drive leaves no room for two extents and their reserve");
+        };
+        let named: f64 = message
+            .split("--scale ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|number| number.parse().ok())
+            .unwrap_or_else(|| panic!("the message names a scale: {message}"));
+        let settings = at(named).unwrap_or_else(|error| panic!("{named} fits: {error}"));
+        assert!(settings.run_spec(CANDIDATES[0]).extent_count().unwrap() >= 2);
     }
 
     #[test]
