@@ -781,6 +781,17 @@ pub fn flash_block_count(staging_blocks: u64, extent_count: u64, capacity_blocks
         + 65_536
 }
 
+/// The scale a refusal of too small a scale names (`--scale S or more`).
+#[cfg(test)]
+pub(crate) fn scale_named_in(message: &str) -> f64 {
+    message
+        .split("--scale ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|number| number.parse().ok())
+        .unwrap_or_else(|| panic!("the message names a scale: {message}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -815,12 +826,7 @@ mod tests {
         else {
             panic!("0.0005 of a 9 GB drive leaves no room for two extents");
         };
-        let named: f64 = message
-            .split("--scale ")
-            .nth(1)
-            .and_then(|rest| rest.split(' ').next())
-            .and_then(|number| number.parse().ok())
-            .unwrap_or_else(|| panic!("the message names a scale: {message}"));
+        let named = scale_named_in(&message);
         assert!(shape.window_blocks_per_disk(named).is_ok(), "{named} fits");
         assert!(shape.window_blocks_per_disk(named * 0.9).is_err(), "{named} is within 10 % of the smallest");
         assert_eq!(smallest_scale(|_| false), None);

@@ -1065,12 +1065,7 @@ mod tests {
         let Err(LabError::InvalidParameter { parameter: "scale", message }) = at(0.00001) else {
             panic!("0.00001 of the drive leaves no room for two extents and their reserve");
         };
-        let named: f64 = message
-            .split("--scale ")
-            .nth(1)
-            .and_then(|rest| rest.split(' ').next())
-            .and_then(|number| number.parse().ok())
-            .unwrap_or_else(|| panic!("the message names a scale: {message}"));
+        let named = crate::rig::lab_volume::scale_named_in(&message);
         let settings = at(named).unwrap_or_else(|error| panic!("{named} fits: {error}"));
         assert!(settings.run_spec(CANDIDATES[0]).extent_count().unwrap() >= 2);
     }
