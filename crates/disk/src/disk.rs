@@ -18,6 +18,7 @@
 //! last command completed by then. A command chosen from the queue after its
 //! overhead has passed goes to work at once, and SPTF estimates it so.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -174,37 +175,42 @@ pub struct HardDisk {
     /// One past the last LBN of the track under the heads, when known (0
     /// otherwise): read-ahead that stops before it has not moved the heads.
     head_track_end_lbn: u64,
-    /// Where recently arrived requests' first sectors lie.
+    /// Where recently located LBNs lie.
     located: LocateMemo,
 }
 
-/// A small direct-mapped memo of [`DiskModel::locate`] for request arrivals:
-/// the same LBNs arrive again and again (a RAID read-modify-write reads a
-/// block, then writes it; parity and checksum blocks are shared by their
-/// rows), and locating through a zone table costs far more than a lookup.
-/// The model is immutable, so a remembered location is always right.
+/// A small direct-mapped memo of [`DiskModel::locate`]: the same LBNs are
+/// located again and again (a RAID read-modify-write reads a block, then
+/// writes it; parity and checksum blocks are shared by their rows; a
+/// sequential stream's read-ahead walks the same track boundaries for each
+/// of its requests), and locating through a zone table costs far more than a
+/// lookup. The model is immutable, so a remembered location is always right.
+/// Cells, so that the drive's `&self` queries use it too.
 #[derive(Debug, Clone)]
 struct LocateMemo {
-    entries: Box<[Option<(u64, Located)>; LOCATE_MEMO_ENTRIES]>,
+    entries: Box<[Cell<Option<Remembered>>; LOCATE_MEMO_ENTRIES]>,
 }
 
+/// An LBN and where it lies.
+type Remembered = (u64, Located);
+
 /// Entries of a [`LocateMemo`] (a power of two).
-const LOCATE_MEMO_ENTRIES: usize = 64;
+const LOCATE_MEMO_ENTRIES: usize = 256;
 
 impl LocateMemo {
     fn new() -> LocateMemo {
-        LocateMemo { entries: Box::new([None; LOCATE_MEMO_ENTRIES]) }
+        LocateMemo { entries: Box::new(std::array::from_fn(|_| Cell::new(None))) }
     }
 
     /// Where `lbn` lies on `model`.
-    fn locate(&mut self, model: &DiskModel, lbn: u64) -> Option<Located> {
+    fn locate(&self, model: &DiskModel, lbn: u64) -> Option<Located> {
         // Requests start on block boundaries: spread blocks over the entries.
-        let slot = ((lbn >> 3) ^ (lbn >> 9)) as usize % LOCATE_MEMO_ENTRIES;
-        match self.entries[slot] {
+        let slot = &self.entries[((lbn >> 3) ^ (lbn >> 11)) as usize % LOCATE_MEMO_ENTRIES];
+        match slot.get() {
             Some((remembered, located)) if remembered == lbn => Some(located),
             _ => {
                 let located = model.locate(lbn)?;
-                self.entries[slot] = Some((lbn, located));
+                slot.set(Some((lbn, located)));
                 Some(located)
             }
         }
@@ -236,6 +242,11 @@ impl HardDisk {
             last_write_end_lbn: None,
             last_arrival_ns: 0,
         }
+    }
+
+    /// Where `lbn` lies on this drive's model (`None` beyond its capacity).
+    fn locate(&self, lbn: u64) -> Option<Located> {
+        self.located.locate(&self.model, lbn)
     }
 
     /// Uses `scheduler` instead of the model's.
@@ -272,7 +283,7 @@ impl HardDisk {
         );
         assert!(now_ns >= self.last_arrival_ns, "arrivals must come in time order");
         self.last_arrival_ns = now_ns;
-        let target = self.located.locate(&self.model, request.lbn).expect("request checked against the capacity");
+        let target = self.locate(request.lbn).expect("request checked against the capacity");
         let after = usize::from(self.last_completed_op == DiskOp::Write);
         self.host_queue.push_back(Queued { request, arrival_ns: now_ns, target, after });
         self.fill_disk_queue();
@@ -314,7 +325,7 @@ impl HardDisk {
     /// Places the arm on `lbn`'s track without I/O (to randomise the head before a
     /// batch); any read-ahead stops.
     pub fn move_heads_to(&mut self, now_ns: Nanos, lbn: u64) {
-        if let Some(located) = self.model.locate(lbn) {
+        if let Some(located) = self.locate(lbn) {
             self.head = Head { cylinder: located.cylinder, surface: located.surface };
         }
         self.head_track_end_lbn = 0;
@@ -558,7 +569,7 @@ impl HardDisk {
         let Some(prefix_end_lbn) = self.cache.cached_prefix_end(request.lbn, count, start_ns) else {
             return data_start_ns + count as f64 * bus_ns + overheads.read_completion_ns;
         };
-        let rest_target = self.model.locate(prefix_end_lbn).expect("request checked against the capacity on arrival");
+        let rest_target = self.locate(prefix_end_lbn).expect("request checked against the capacity on arrival");
         let positioning_ns = hit_overhead_done_ns + read_ahead_wait_ns;
         let access = self.media_access(
             positioning_ns,
@@ -787,7 +798,7 @@ impl HardDisk {
         let (mut lbn, mut head, mut time_ns) = (from_lbn, head, after_ns);
         let mut pieces = Vec::new();
         while lbn < limit_lbn {
-            let at = self.model.locate(lbn).expect("read-ahead stays within the drive");
+            let at = self.locate(lbn).expect("read-ahead stays within the drive");
             let sector_ns = revolution_ns / f64::from(at.sectors_per_track);
             let earliest_ns = time_ns.max(gate.available_ns(lbn));
             let switch_ns = self.move_time_ns(head, &at, DiskOp::Read);
@@ -838,7 +849,7 @@ impl HardDisk {
         if target_lbn <= tail.end_lbn {
             return;
         }
-        let Some(last) = self.model.locate(tail.end_lbn - 1) else { return };
+        let Some(last) = self.locate(tail.end_lbn - 1) else { return };
         let head = Head { cylinder: last.cylinder, surface: last.surface };
         let more = self.read_ahead_pieces(tail.end_lbn, target_lbn, head, tail.end_ns(), gate);
         self.cache.extend_prefetch(more, now_ns);
@@ -850,7 +861,7 @@ impl HardDisk {
         if self.model.cache.continuous_read == 0 {
             return None;
         }
-        let last = self.model.locate(request.lbn + u64::from(request.sector_count) - 1)?;
+        let last = self.locate(request.lbn + u64::from(request.sector_count) - 1)?;
         Some(self.read_ahead_limit(request, last.lbns_left_on_track - 1))
     }
 
@@ -873,7 +884,7 @@ impl HardDisk {
             return now_ns;
         };
         if let Some(head_lbn) = stop.head_lbn.filter(|&lbn| lbn >= self.head_track_end_lbn) {
-            if let Some(under) = self.model.locate(head_lbn) {
+            if let Some(under) = self.locate(head_lbn) {
                 self.head = Head { cylinder: under.cylinder, surface: under.surface };
                 self.head_track_end_lbn = head_lbn + under.lbns_left_on_track;
             }
@@ -923,12 +934,11 @@ impl HardDisk {
     /// One past the last LBN of the cylinder of the track ending just before
     /// `track_end_lbn` (its following tracks on the same cylinder included).
     fn cylinder_end_lbn(&self, track_end_lbn: u64) -> u64 {
-        let Some(cylinder) = track_end_lbn.checked_sub(1).and_then(|lbn| self.model.locate(lbn)).map(|at| at.cylinder)
-        else {
+        let Some(cylinder) = track_end_lbn.checked_sub(1).and_then(|lbn| self.locate(lbn)).map(|at| at.cylinder) else {
             return track_end_lbn;
         };
         let mut end_lbn = track_end_lbn;
-        while let Some(next) = self.model.locate(end_lbn).filter(|next| next.cylinder == cylinder) {
+        while let Some(next) = self.locate(end_lbn).filter(|next| next.cylinder == cylinder) {
             end_lbn += next.lbns_left_on_track;
         }
         end_lbn
@@ -940,11 +950,11 @@ impl HardDisk {
     /// it); neither the segment's size nor `Maximum read-ahead` bounds it.
     fn next_track_limit(&self, request: &DiskRequest) -> u64 {
         let end = request.lbn + u64::from(request.sector_count);
-        let Some(at_end) = self.model.locate(end) else { return end };
+        let Some(at_end) = self.locate(end) else { return end };
         let track_first_lbn = end - at_end.lbns_before_on_track;
         let track_end_lbn = end + at_end.lbns_left_on_track;
         let limit = if request.lbn < track_first_lbn {
-            let spt_at_start = self.model.locate(request.lbn).map_or(0, |at| u64::from(at.sectors_per_track));
+            let spt_at_start = self.locate(request.lbn).map_or(0, |at| u64::from(at.sectors_per_track));
             track_end_lbn + spt_at_start
         } else {
             track_end_lbn
@@ -958,7 +968,7 @@ impl HardDisk {
     fn read_ahead_after_hit(&mut self, request: &DiskRequest, now_ns: f64, hit: &Hit) {
         let Some(limit_lbn) = self.read_ahead_limit_after(request) else { return };
         let Some(end_lbn) = self.cache.idle_segment_end(hit, now_ns) else { return };
-        let Some(target) = self.model.locate(end_lbn) else { return };
+        let Some(target) = self.locate(end_lbn) else { return };
         if limit_lbn <= end_lbn {
             return;
         }
@@ -1044,7 +1054,7 @@ impl HardDisk {
                 };
             }
             current_lbn += on_track;
-            let next = self.model.locate(current_lbn).expect("request checked against the capacity on arrival");
+            let next = self.locate(current_lbn).expect("request checked against the capacity on arrival");
             time += self.move_time_ns(self.head, &next, op);
             current = next;
         }
