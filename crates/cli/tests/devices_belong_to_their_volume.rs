@@ -10,7 +10,7 @@
 //! exclusively while open, and `volume create` refuses a block device that
 //! holds anything unless `--force`.
 
-mod service_support;
+use crate::service_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

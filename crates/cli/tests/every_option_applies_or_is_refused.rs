@@ -18,7 +18,7 @@
 //! tests, and `{port}` a free TCP port; outputs are
 //! compared with `{tmp}` masked.
 
-mod service_support;
+use crate::service_support;
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader};

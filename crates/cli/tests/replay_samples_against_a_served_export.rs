@@ -3,7 +3,7 @@
 //! without error; a short trace replays at its recorded times too, and a
 //! missing export is a failure of the operation (exit 1).
 
-mod service_support;
+use crate::service_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

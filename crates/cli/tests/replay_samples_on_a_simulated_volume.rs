@@ -3,7 +3,7 @@
 //! deterministically; the mapping options apply as on the disk model; options
 //! that belong to another target are bad input (exit 2).
 
-mod service_support;
+use crate::service_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

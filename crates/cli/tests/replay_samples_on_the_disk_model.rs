@@ -3,7 +3,7 @@
 //! contradictory option is bad input (exit 2) with a message naming the file,
 //! line and field.
 
-mod service_support;
+use crate::service_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -5,7 +5,7 @@
 //! must hold: its own pattern, or the shared original. `status` counts the
 //! bytes still shared, and deleting both extents frees exactly their space.
 
-mod service_support;
+use crate::service_support;
 
 use std::process::Command;
 

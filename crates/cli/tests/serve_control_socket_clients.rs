@@ -3,7 +3,7 @@
 //! are still connected, unanswered, when it has its answer), and past 8 clients
 //! at once a new one is told at once that the server is busy.
 
-mod service_support;
+use crate::service_support;
 
 use std::io::{ErrorKind, Read};
 use std::os::unix::net::UnixStream;

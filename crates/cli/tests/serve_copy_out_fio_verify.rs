@@ -6,7 +6,7 @@
 //! overwrites and the snapshot's export the fill, before and after a SIGKILL
 //! of the server; fsck finds the volume consistent.
 
-mod service_support;
+use crate::service_support;
 
 use std::process::Command;
 

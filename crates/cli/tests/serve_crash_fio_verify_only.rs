@@ -5,7 +5,7 @@
 //! the saved state must find every block. The second scenario takes and
 //! deletes a snapshot through the running server while fio writes.
 
-mod service_support;
+use crate::service_support;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

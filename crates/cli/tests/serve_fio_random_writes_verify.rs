@@ -6,7 +6,7 @@
 //! reads are answered from its memory, and a block changed behind fio's back
 //! must still be seen.
 
-mod service_support;
+use crate::service_support;
 
 use service_support::{fio, fio_totals, run, Volume};
 

@@ -10,7 +10,7 @@
 //! reports the blocks written back home, and the volume checks clean once
 //! stopped.
 
-mod service_support;
+use crate::service_support;
 
 use service_support::{fio, fio_totals, last_json_line, run, Volume};
 

@@ -2,7 +2,7 @@
 //! connections, from that export to a second one, and back to a file, arrives
 //! unchanged; a snapshot export taken in between still holds the first copy.
 
-mod service_support;
+use crate::service_support;
 
 use std::process::Command;
 

@@ -3,7 +3,7 @@
 //! multi-conn; extents created through the running server appear at once;
 //! `--map` shows data where written and holes after TRIM and zeroing.
 
-mod service_support;
+use crate::service_support;
 
 use std::process::Command;
 

@@ -5,7 +5,7 @@
 //! server reports the blocks it kept staged, and the volume checks clean once
 //! stopped.
 
-mod service_support;
+use crate::service_support;
 
 use service_support::{fio, fio_totals, last_json_line, run, Volume};
 

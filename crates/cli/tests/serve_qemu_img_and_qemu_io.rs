@@ -3,7 +3,7 @@
 //! qemu-io writes patterns (plain, FUA, unaligned, zeroes) and reads them back
 //! with verification, also after a restart of the server.
 
-mod service_support;
+use crate::service_support;
 
 use std::process::Command;
 

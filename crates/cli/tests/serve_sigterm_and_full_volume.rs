@@ -4,7 +4,7 @@
 //! extent larger than the volume gets ENOSPC when the volume fills, after
 //! which the server keeps serving it.
 
-mod service_support;
+use crate::service_support;
 
 use std::process::Command;
 

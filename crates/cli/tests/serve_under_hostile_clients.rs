@@ -13,7 +13,7 @@
 //!   connections it cannot serve, keeps serving the ones it accepted, and
 //!   accepts again once they leave.
 
-mod service_support;
+use crate::service_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,7 +5,7 @@
 //! fails the sweep (exit 1) without losing the others; a bad SPEC or options
 //! that do not apply are bad input (exit 2).
 
-mod service_support;
+use crate::service_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};

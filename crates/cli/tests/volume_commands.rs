@@ -4,7 +4,7 @@
 //! damaged superblock slot), `scrub` (online, and exit 1 on damaged data), and bad
 //! input giving exit code 2 with a clear message.
 
-mod service_support;
+use crate::service_support;
 
 use std::io::{Seek, SeekFrom, Write};
 

@@ -92,7 +92,7 @@ impl Case {
 
 #[test]
 fn raid_contents_and_parity_match_the_model() {
-    let rerun = "cargo test --release -p proxima-device --test raid_matches_a_model";
+    let rerun = "cargo test --release -p proxima-device --test integration raid_matches_a_model::";
     for seed in seeds_for_test(0..seed_count(), "PROXIMA_RAID_SEED", rerun) {
         let mut case = Case::new(seed);
         for _ in 0..15 {

@@ -5,7 +5,7 @@
 //! with `Failed`, nothing is committed, and reopening recovers from the last
 //! durable CP and its log.
 
-mod common;
+use crate::common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

@@ -2,7 +2,7 @@
 //! flash write cache, and without one) and write-anywhere (greedy hole
 //! plugging), each against the behaviour that defines it.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

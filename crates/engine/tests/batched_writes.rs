@@ -3,7 +3,7 @@
 //! as one append: one gathered flash request for the whole group. Durable
 //! after a flush and a crash, and after FUA in the batch.
 
-mod common;
+use crate::common;
 
 use common::{assert_clean, pattern, Recorder, BLOCK};
 use proxima_device::{IoOp, MemoryDevice};

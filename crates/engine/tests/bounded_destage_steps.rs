@@ -3,7 +3,7 @@
 //! that finds the staging area full waits for one such step, not for the whole
 //! staging area; nothing is lost either way, across a reopen.
 
-mod common;
+use crate::common;
 
 use common::{assert_clean, pattern, BLOCK};
 use proxima_device::MemoryDevice;

@@ -2,7 +2,7 @@
 //! snapshots (which break the 010 property and switch deletion scans to
 //! addition), reopen, and deleting both returning exactly their space.
 
-mod common;
+use crate::common;
 
 use common::{assert_clean, memory_volume, pattern, BLOCK};
 use proxima_engine::{CloneSource, Overcommit};

@@ -4,7 +4,7 @@
 //! and never taken for a crash that rolls back committed data. A corrupt
 //! superblock slot is survived through the other slot.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

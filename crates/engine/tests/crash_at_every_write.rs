@@ -27,7 +27,7 @@
 //! each run adds one fresh seed (printed with the command that reruns it;
 //! `PROXIMA_CRASH_SEED` runs one seed alone).
 
-mod common;
+use crate::common;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet};
@@ -527,7 +527,7 @@ fn crash_every_point_of(name: &str, seeds: u64, options: &VolumeOptions, data_te
     let mut crash_points = 0;
     let mut recovery_crash_points = 0;
     let mut continued = 0;
-    let rerun = "cargo test --release -p proxima-engine --test crash_at_every_write";
+    let rerun = "cargo test --release -p proxima-engine --test integration crash_at_every_write::";
     let seeds = seeds_for_test(0..seeds, "PROXIMA_CRASH_SEED", rerun);
     for &seed in &seeds {
         let recording = record_workload_of(seed, options, mix);

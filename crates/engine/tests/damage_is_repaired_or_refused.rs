@@ -8,7 +8,7 @@
 //! durable; data and staged blocks have checksums, verified on every read and
 //! by fsck, and repaired from a RAID array's parity.
 
-mod common;
+use crate::common;
 
 use common::{copy_of, member_of, pattern, BLOCK};
 use proxima_device::{BlockDevice, MemoryDevice, RaidConfig, RaidDevice};

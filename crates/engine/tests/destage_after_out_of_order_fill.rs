@@ -3,7 +3,7 @@
 //! random overwrites staged and destaged over and over still return every
 //! block to its hole, so the extent keeps the runs the fill gave it.
 
-mod common;
+use crate::common;
 
 use common::{memory_volume, pattern, BLOCK};
 use rand::{Rng, SeedableRng};

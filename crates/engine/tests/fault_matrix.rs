@@ -21,7 +21,7 @@
 //! Devices are stacked as the service stacks them: each memory device is
 //! labelled ([`LabeledDevice`]), several data devices form a RAID-5 array.
 
-mod common;
+use crate::common;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashSet};

@@ -6,7 +6,7 @@
 //! passed a page before an older one starts, and a block freed afterwards
 //! must not be left to a scan that never returns to its page.
 
-mod common;
+use crate::common;
 
 use common::{assert_clean, pattern, BLOCK};
 use proxima_device::MemoryDevice;

@@ -15,10 +15,10 @@
 //! configuration and a third of that for each other, from the fixed seed and
 //! from one fresh seed per run (printed with the command that reruns it;
 //! `PROXIMA_MODEL_SEED` runs one seed alone). The long run is
-//! `PROXIMA_MODEL_CASES=50000 cargo test --release -p proxima-engine --test model_based`.
+//! `PROXIMA_MODEL_CASES=50000 cargo test --release -p proxima-engine --test integration model_based::`.
 //! A failing case prints its seed and shrunk operation list.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -621,7 +621,7 @@ fn cases_from_environment(divisor: u32) -> u32 {
 
 /// Runs the model-based test on data devices made by `data` with `options`.
 fn run_configuration<D: BlockDevice>(name: &str, cases: u32, data: impl Fn() -> D, options: VolumeOptions) {
-    let rerun = "cargo test --release -p proxima-engine --test model_based";
+    let rerun = "cargo test --release -p proxima-engine --test integration model_based::";
     for seed in seeds_for_test([20_261_121], "PROXIMA_MODEL_SEED", rerun) {
         run_configuration_seeded(name, cases, &data, &options, seed);
     }

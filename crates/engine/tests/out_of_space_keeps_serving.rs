@@ -4,7 +4,7 @@
 //! ways in: a large write straight to the data device, and small staged writes
 //! whose destage finds no room on the data device.
 
-mod common;
+use crate::common;
 
 use common::{assert_clean, memory_volume, pattern, BLOCK};
 use proxima_device::MemoryDevice;

@@ -4,7 +4,7 @@
 //! match such a run with payload block for block), survive a crash, and pass
 //! fsck.
 
-mod common;
+use crate::common;
 
 use common::{assert_clean, NullDevice, Recorder};
 use proxima_device::{BlockDevice, MemoryDevice, RaidConfig, RaidDevice};

@@ -4,7 +4,7 @@
 //! keeps its layout and the snapshots' versions lie in the same allocation
 //! ranges.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 
@@ -75,7 +75,7 @@ fn read_all(volume: &mut Volume<MemoryDevice, MemoryDevice>, snapshot: Option<&s
 
 #[test]
 fn destaged_blocks_take_their_places_back_and_the_snapshot_versions_stay_in_their_ranges() {
-    let rerun = "cargo test --release -p proxima-engine --test proximal_copy_out";
+    let rerun = "cargo test --release -p proxima-engine --test integration proximal_copy_out::";
     for seed in seeds_for_test([1], "PROXIMA_COPY_OUT_SEED", rerun) {
         two_generations_go_home(seed);
     }

@@ -4,7 +4,7 @@
 //! left), or to the nearest range with room when a snapshot keeps those holes;
 //! large writes fill allocation ranges up to the reserve fraction.
 
-mod common;
+use crate::common;
 
 use common::{assert_clean, pattern, Recorder, BLOCK};
 use proxima_device::{IoOp, MemoryDevice};

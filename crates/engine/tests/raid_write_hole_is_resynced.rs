@@ -7,7 +7,7 @@
 //! nothing flushed. Without the intents the same crashes do lose data (shown
 //! below, so the test is known to see the hole).
 
-mod common;
+use crate::common;
 
 use common::{pattern, BLOCK};
 use proxima_device::{seeds_for_test, BlockDevice, CrashDevice, MemoryDevice, RaidConfig, RaidDevice};
@@ -67,7 +67,7 @@ fn flushed_blocks_after_a_later_failure(
 
 #[test]
 fn a_member_failing_after_a_crash_and_restart_loses_no_flushed_data() {
-    let rerun = "cargo test --release -p proxima-engine --test raid_write_hole_is_resynced";
+    let rerun = "cargo test --release -p proxima-engine --test integration raid_write_hole_is_resynced::";
     for seed in seeds_for_test(0..24, "PROXIMA_WRITE_HOLE_SEED", rerun) {
         let (members, flash) = crash_during_a_partial_stripe_write(seed, true);
         for failed in 0..MEMBERS {

@@ -4,7 +4,7 @@
 //! leaving the places of the blocks still to come free, and every later block
 //! continues its neighbours' run. Measured as the mean physical run.
 
-mod common;
+use crate::common;
 
 use common::{assert_clean, pattern, BLOCK};
 use proxima_device::{seeds_for_test, MemoryDevice};
@@ -35,7 +35,7 @@ fn fill_in_random_order(seed: u64) -> (Volume<MemoryDevice, MemoryDevice>, u64) 
 
 #[test]
 fn an_extent_written_once_in_random_order_is_read_back_in_long_runs() {
-    let rerun = "cargo test --release -p proxima-engine --test random_first_writes_end_up_sequential";
+    let rerun = "cargo test --release -p proxima-engine --test integration random_first_writes_end_up_sequential::";
     for seed in seeds_for_test([1, 2], "PROXIMA_FIRST_WRITES_SEED", rerun) {
         let (mut volume, id) = fill_in_random_order(seed);
         let extent = volume.extents().into_iter().find(|extent| extent.id == id).unwrap();
@@ -65,7 +65,7 @@ fn a_reservation_outlives_a_reopen_and_keeps_other_writes_out() {
     // afresh), "b" is written sequentially in large writes (each taking an
     // empty range), then the rest of "a" in random order: "b" kept out of
     // "a"'s reservation, so both are laid out in long runs.
-    let rerun = "cargo test --release -p proxima-engine --test random_first_writes_end_up_sequential reservation";
+    let rerun = "cargo test --release -p proxima-engine --test integration random_first_writes_end_up_sequential::a_reservation";
     for seed in seeds_for_test([3], "PROXIMA_RESERVATION_SEED", rerun) {
         reservation_outlives_a_reopen(seed);
     }

@@ -4,7 +4,7 @@
 //! device, partial blocks at both ends — and block status of a snapshot
 //! export shows the snapshot's holes.
 
-mod common;
+use crate::common;
 
 use common::{memory_volume, pattern, BLOCK};
 use rand::{Rng, SeedableRng};

@@ -4,7 +4,7 @@
 //! reads, in fewer data-device requests; and a damaged block inside such a
 //! read is still caught and repaired from the array's parity.
 
-mod common;
+use crate::common;
 
 use common::{member_of, pattern, BLOCK};
 use proxima_device::{seeds_for_test, BlockDevice, MemoryDevice, RaidConfig, RaidDevice};
@@ -55,7 +55,7 @@ fn scattered<D: BlockDevice>(data: D, layout: Layout, seed: u64) -> (D, MemoryDe
 }
 
 /// How to run these tests again with the seed in `PROXIMA_READ_GAP_SEED`.
-const RERUN: &str = "cargo test --release -p proxima-engine --test reads_through_gaps";
+const RERUN: &str = "cargo test --release -p proxima-engine --test integration reads_through_gaps::";
 
 #[test]
 fn reads_through_gaps_return_what_reads_without_them_return() {

@@ -10,7 +10,7 @@
 //! restore s1). A deleting snapshot now counts only for the pages its scan
 //! will still visit, and fsck checks that bound while deletions are pending.
 
-mod common;
+use crate::common;
 
 use common::{assert_clean, pattern, BLOCK};
 use proxima_device::MemoryDevice;

@@ -2,7 +2,7 @@
 //! at the log head, every policy keeping the data and the usage table
 //! consistent across cleaning, reopen and fsck.
 
-mod common;
+use crate::common;
 
 use common::{pattern, BLOCK};
 use proxima_device::{seeds_for_test, MemoryDevice};
@@ -88,7 +88,7 @@ fn a_pass_larger_than_the_clean_room_reads_each_victim_once() {
     // Passes may take every segment, but only 6 are kept clean: a copying
     // pass takes the victims whose live blocks fit, and each one it reads
     // is clean when it ends.
-    let rerun = "cargo test --release -p proxima-engine --test segment_cleaning -- a_pass_larger";
+    let rerun = "cargo test --release -p proxima-engine --test integration segment_cleaning::a_pass_larger";
     for seed in seeds_for_test([5], "PROXIMA_CLEANING_ROOM_SEED", rerun) {
         for policy in [CleaningPolicy::Greedy, CleaningPolicy::CostBenefit] {
             a_pass_reads_each_victim_once(policy, seed);
@@ -194,7 +194,7 @@ fn wolf_separates_hot_blocks_and_cleans_emptier_segments() {
 
 #[test]
 fn hylog_logs_the_hot_blocks_and_overwrites_the_cold_ones_in_place() {
-    let rerun = "cargo test --release -p proxima-engine --test segment_cleaning hylog";
+    let rerun = "cargo test --release -p proxima-engine --test integration segment_cleaning::hylog";
     for seed in seeds_for_test([7], "PROXIMA_HYLOG_SEED", rerun) {
         hylog_separates(seed);
     }

@@ -24,9 +24,9 @@
 //! CI runs `PROXIMA_SCAN_CASES` sequences (default 1000) from a fixed seed
 //! and one fresh seed per run (printed with the command that reruns it;
 //! `PROXIMA_SCAN_SEED` runs one seed alone). The long run is
-//! `PROXIMA_SCAN_CASES=100000 cargo test --release -p proxima-engine --test snapshot_scans`.
+//! `PROXIMA_SCAN_CASES=100000 cargo test --release -p proxima-engine --test integration snapshot_scans::`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 
@@ -319,7 +319,7 @@ fn run_case(with_prelude: bool, ops: &[Op]) -> Result<(), TestCaseError> {
 #[test]
 fn scans_keep_the_free_space_rules_and_subtraction_equals_addition() {
     let cases: u32 = std::env::var("PROXIMA_SCAN_CASES").ok().and_then(|value| value.parse().ok()).unwrap_or(1000);
-    let rerun = "cargo test --release -p proxima-engine --test snapshot_scans";
+    let rerun = "cargo test --release -p proxima-engine --test integration snapshot_scans::";
     // The seeds side by side, one thread each (a panic in either fails the test).
     std::thread::scope(|scope| {
         for seed in seeds_for_test([20_261_124], "PROXIMA_SCAN_SEED", rerun) {

@@ -3,7 +3,7 @@
 //! ordering hazards of staged writes: space freed and reused while a staged
 //! write to it is pending, and replay over newer data.
 
-mod common;
+use crate::common;
 
 use common::{assert_clean, pattern, BLOCK};
 use proxima_device::{BlockDevice, CrashDevice, CrashPoint, MemoryDevice, PendingWrites};

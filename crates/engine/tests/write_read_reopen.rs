@@ -1,7 +1,7 @@
 //! Data written, flushed and committed reads back, across reopen, with fsck
 //! finding nothing.
 
-mod common;
+use crate::common;
 
 use common::{assert_clean, memory_volume, pattern, BLOCK};
 use proxima_engine::{Volume, VolumeOptions};

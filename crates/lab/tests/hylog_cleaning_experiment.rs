@@ -23,7 +23,7 @@ fn number(value: &Value) -> f64 {
 
 #[test]
 fn the_engine_follows_eq_2_and_agrees_with_the_independent_simulator() {
-    let rerun = "cargo test --release -p proxima-lab --test hylog_cleaning_experiment -- --nocapture";
+    let rerun = "cargo test --release -p proxima-lab --test integration hylog_cleaning_experiment:: -- --nocapture";
     let seeds = seeds_for_test([1], "PROXIMA_HYLOG_CLEANING_SEED", rerun);
     // The seeds side by side: the fresh seed's two utilisations fill the
     // core the fixed seed's longest run (u = 0.95) leaves idle.

@@ -31,7 +31,7 @@ fn headline(seed: u64, params: &HylogTable3Params) -> (Value, tempfile::TempDir)
 
 #[test]
 fn the_layouts_keep_the_papers_order_and_lfs_cleans_as_eq_4_prices_it() {
-    let rerun = "cargo test --release -p proxima-lab --test hylog_table3_experiment -- --nocapture";
+    let rerun = "cargo test --release -p proxima-lab --test integration hylog_table3_experiment:: -- --nocapture";
     let seeds = seeds_for_test([1], "PROXIMA_HYLOG_TABLE3_SEED", rerun);
     // The seeds side by side: each run's time is its one cleaning run's.
     std::thread::scope(|scope| {
@@ -70,7 +70,7 @@ fn keeps_the_order_and_cleans_as_eq_4_prices_it(seed: u64) {
 /// host time per transaction takes its transactions that much longer each.
 #[test]
 fn a_host_time_per_transaction_adds_to_the_time_of_each() {
-    let rerun = "cargo test --release -p proxima-lab --test hylog_table3_experiment -- --nocapture";
+    let rerun = "cargo test --release -p proxima-lab --test integration hylog_table3_experiment:: -- --nocapture";
     for seed in seeds_for_test([1], "PROXIMA_HYLOG_TABLE3_SEED", rerun) {
         a_host_time_adds(seed);
     }

@@ -19,7 +19,8 @@ use proxima_lab::seed001_hylog::tpcc_array::{run_array, ArrayRunSpec, Throughput
 use proxima_workload::tpcc::{TpccSpec, TpccWorkload};
 use serde_json::Value;
 
-const RERUN: &str = "cargo test --release -p proxima-lab --test hylog_throughput_experiment -- --nocapture";
+const RERUN: &str =
+    "cargo test --release -p proxima-lab --test integration hylog_throughput_experiment:: -- --nocapture";
 
 fn number(value: &Value) -> f64 {
     value.as_f64().unwrap_or_else(|| panic!("{value} is a number"))

@@ -4,7 +4,7 @@
 //! each over its own connection. A corrupted block must make verification fail,
 //! which shows the verification is real.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::Arc;

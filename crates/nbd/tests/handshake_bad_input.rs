@@ -2,7 +2,7 @@
 //! error reply where one exists (and the negotiation carries on), a hard
 //! disconnect where none does.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 //! connection is served; and shutdown with replies unread ends after the grace
 //! period, with the backend flushed.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};

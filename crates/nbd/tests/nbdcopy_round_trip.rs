@@ -1,7 +1,7 @@
 //! nbdcopy copies a file into an export over several connections, from one export
 //! to another, and back out, unchanged.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::Arc;

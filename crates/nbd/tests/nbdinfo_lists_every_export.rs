@@ -1,7 +1,7 @@
 //! `nbdinfo --list` against the server shows every export with its size, its
 //! read-only flag, the block size constraints and multi-conn.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! qemu-io wrote, holes where it trimmed and where nothing was ever written, and
 //! allocated zeroes after a write-zeroes that must not leave a hole.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::Arc;

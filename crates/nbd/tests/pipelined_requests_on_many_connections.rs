@@ -2,7 +2,7 @@
 //! for replies: every request is answered exactly once, with its cookie, and every
 //! read returns what that connection wrote (connections own disjoint regions).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! `qemu-img convert` copies a raw image into an export and back out, and
 //! `qemu-img compare` finds the image and the export identical.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! qemu-io writes patterns (plain, FUA, zeroes, discards) and reads them back with
 //! pattern verification, through structured replies.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::Arc;

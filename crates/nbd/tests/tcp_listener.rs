@@ -1,7 +1,7 @@
 //! The server also listens on TCP (here an ephemeral port on the loopback
 //! address), and real clients attach over it.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::Arc;

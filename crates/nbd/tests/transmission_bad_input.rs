@@ -3,7 +3,7 @@
 //! the server cannot trust ends the connection with a hard disconnect and leaves
 //! other connections untouched.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

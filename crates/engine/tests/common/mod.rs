@@ -1,5 +1,4 @@
 //! Helpers shared by the engine's scenario tests.
-#![allow(dead_code, reason = "each test file uses a different subset")]
 
 use proxima_device::{BlockDevice, MemoryDevice, RaidDevice};
 use proxima_engine::{Volume, VolumeOptions};
