@@ -3,6 +3,16 @@
 use proxima_device::DeviceError;
 use thiserror::Error;
 
+/// `blocks` 4 KiB blocks in MiB, for messages.
+fn mib(blocks: u64) -> String {
+    format!("{:.1}", blocks as f64 / 256.0)
+}
+
+/// `blocks` 4 KiB blocks in GiB, for messages.
+fn gib(blocks: u64) -> String {
+    format!("{:.1}", blocks as f64 / (256.0 * 1024.0))
+}
+
 /// Which device of a volume an error or a block refers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum DeviceRole {
@@ -54,6 +64,23 @@ pub enum Unsuitable {
         block_count: u64,
         /// The least a volume accepts.
         minimum_blocks: u64,
+    },
+    /// The flash device cannot hold the metadata of a new volume over the
+    /// data device ([`fixed_metadata_blocks`](crate::fixed_metadata_blocks)).
+    #[error(
+        "flash device has {block_count} blocks ({} MiB); a data device of {data_block_count} blocks ({} GiB) needs at \
+         least {minimum_blocks} ({} MiB) for its checksums, refcounts and free-space maps and a log",
+        mib(*block_count),
+        gib(*data_block_count),
+        mib(*minimum_blocks)
+    )]
+    FlashTooSmallForData {
+        /// Its blocks.
+        block_count: u64,
+        /// The least this data device needs.
+        minimum_blocks: u64,
+        /// The data device's blocks.
+        data_block_count: u64,
     },
     /// The flash device holds another volume.
     #[error("the flash device holds volume {found:#x}, not {expected:#x}")]

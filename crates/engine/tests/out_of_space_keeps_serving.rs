@@ -187,3 +187,34 @@ fn a_destage_batch_too_large_for_the_flash_room_goes_in_parts() {
     assert_eq!(volume.read(id, 0, expected.len() as u64).unwrap(), expected);
     assert_clean(&mut volume);
 }
+
+#[test]
+fn a_flash_device_too_small_for_the_data_devices_metadata_is_refused_at_format() {
+    // 1 GiB of data blocks: their checksums, refcounts and maps take about
+    // 1.6 MiB of flash, written whole by the format's CP.
+    let data_blocks = 1 << 18;
+    let format = |flash_blocks| {
+        Volume::format(
+            MemoryDevice::new(4096, data_blocks),
+            MemoryDevice::new(4096, flash_blocks),
+            1,
+            VolumeOptions::default(),
+        )
+    };
+    let too_small = proxima_engine::fixed_metadata_blocks(data_blocks, 512, &VolumeOptions::default());
+    assert!(too_small > 350, "{too_small} blocks for 1 GiB of data");
+    let Err(error) = format(too_small) else { panic!("a flash of {too_small} blocks formatted") };
+    let message = error.to_string();
+    let EngineError::Unsuitable(proxima_engine::Unsuitable::FlashTooSmallForData { minimum_blocks, .. }) = error else {
+        panic!("{message}");
+    };
+    assert!(minimum_blocks > too_small, "{message}");
+    assert!(message.contains(&format!("at least {minimum_blocks}")), "{message}");
+    // The flash the message names is enough: the volume formats and serves.
+    let Ok(mut volume) = format(minimum_blocks) else { panic!("a flash of {minimum_blocks} blocks is refused") };
+    let id = volume.create_extent("lun", MIB as u64).unwrap();
+    volume.write(id, 0, &pattern(5, BLOCK), false).unwrap();
+    volume.commit().unwrap();
+    assert_eq!(volume.read(id, 0, BLOCK as u64).unwrap(), pattern(5, BLOCK));
+    assert_clean(&mut volume);
+}

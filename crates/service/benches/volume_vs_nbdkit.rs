@@ -53,7 +53,8 @@ const BENCHMARK: Benchmark = Benchmark {
 /// directory must be held until the target has stopped.
 fn start_proxima_volume(scratch: &Path, size_bytes: u64) -> (Target, VolumeLock) {
     let directory = scratch.join("vol");
-    let spec = CreateSpec { data_disk_bytes: 4 * size_bytes, flash_bytes: size_bytes / 4, ..CreateSpec::default() };
+    let spec =
+        CreateSpec { data_disk_bytes: 4 * size_bytes, flash_bytes: Some(size_bytes / 4), ..CreateSpec::default() };
     create_volume(&directory, &spec).expect("create the volume");
     let mut open = open_volume(&directory).expect("open the volume");
     open.volume.create_extent(EXPORT_NAME, size_bytes).expect("create the extent");

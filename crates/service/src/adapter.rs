@@ -752,7 +752,7 @@ mod tests {
     use crate::directory::{create_volume, open_volume, CreateSpec};
 
     fn backend_with_extent(directory: &std::path::Path) -> (VolumeBackend, crate::VolumeLock) {
-        let spec = CreateSpec { data_disk_bytes: 64 << 20, flash_bytes: 8 << 20, ..CreateSpec::default() };
+        let spec = CreateSpec { data_disk_bytes: 64 << 20, flash_bytes: Some(8 << 20), ..CreateSpec::default() };
         create_volume(directory, &spec).unwrap();
         let mut open = open_volume(directory).unwrap();
         open.volume.create_extent("lun0", 16 << 20).unwrap();

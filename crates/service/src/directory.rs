@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use proxima_device::{
     read_label, BlockDevice, DeviceLabel, FileDevice, LabelError, LabelRole, LabeledDevice, RaidConfig, RaidDevice,
 };
-use proxima_engine::{DeleteLogMode, Layout, Volume, MIN_FLASH_BLOCKS};
+use proxima_engine::{fixed_metadata_blocks, DeleteLogMode, Layout, Volume, VolumeOptions, MIN_FLASH_BLOCKS};
 
 use crate::config::{DeviceEntry, RaidChoice, VolumeConfig, CONFIG_FORMAT_VERSION};
 use crate::devices::{open_file, DataDevice, IoMode, TrimPolicy, VolumeDisk, BLOCK_BYTES};
@@ -32,7 +32,8 @@ pub const CONTROL_SOCKET_NAME: &str = "control.sock";
 
 /// Default size of each data disk file created by `volume create`.
 pub const DEFAULT_DATA_DISK_BYTES: u64 = 16 << 30;
-/// Default size of the flash file created by `volume create`.
+/// Least size of the flash file `volume create` makes without `--flash-size`
+/// ([`default_flash_bytes`]).
 pub const DEFAULT_FLASH_BYTES: u64 = 1 << 30;
 
 /// What `volume create` makes.
@@ -47,8 +48,9 @@ pub struct CreateSpec {
     pub data_disk_bytes: u64,
     /// The flash file or block device; `None`: `flash.img` in the directory.
     pub flash_path: Option<PathBuf>,
-    /// Size of the flash file created.
-    pub flash_bytes: u64,
+    /// Size of the flash file created; `None`: [`default_flash_bytes`] for
+    /// the data disks.
+    pub flash_bytes: Option<u64>,
     /// The layout.
     pub layout: Layout,
     /// RAID level; `None`: no RAID for one disk, RAID-5 for several.
@@ -83,7 +85,7 @@ impl Default for CreateSpec {
             data_disk_count: 1,
             data_disk_bytes: DEFAULT_DATA_DISK_BYTES,
             flash_path: None,
-            flash_bytes: DEFAULT_FLASH_BYTES,
+            flash_bytes: None,
             layout: Layout::Proximal,
             raid: None,
             stripe_unit_bytes: proxima_device::DEFAULT_STRIPE_UNIT_BYTES,
@@ -228,19 +230,28 @@ fn assemble_data_device(config: &VolumeConfig, mut disks: Vec<VolumeDisk>) -> Re
 
 /// Creates a volume in `directory` (created if missing): the device files, the
 /// formatted volume, and the configuration file, written last so that a failed
-/// create leaves no half volume behind. Returns the configuration.
+/// create leaves no half volume behind: it removes the files it made and, if
+/// it made the directory, the directory with its lock file. Returns the
+/// configuration.
 pub fn create_volume(directory: &Path, spec: &CreateSpec) -> Result<VolumeConfig> {
     let raid = check_spec(spec)?;
+    let made_directory = !directory.exists();
     std::fs::create_dir_all(directory).map_err(|source| ServiceError::File { path: directory.to_owned(), source })?;
     if VolumeConfig::path_in(directory).exists() {
         return Err(ServiceError::AlreadyAVolume(directory.to_owned()));
     }
-    let _lock = VolumeLock::acquire(directory)?;
+    let lock = VolumeLock::acquire(directory)?;
     let mut created = Vec::new();
     let outcome = create_locked(directory, spec, raid, &mut created);
     if outcome.is_err() {
         for path in created {
             let _ = std::fs::remove_file(path);
+        }
+        drop(lock);
+        if made_directory {
+            // Only if then empty: nothing but what this create made goes.
+            let _ = std::fs::remove_file(directory.join(LOCK_FILE_NAME));
+            let _ = std::fs::remove_dir(directory);
         }
     }
     outcome
@@ -270,8 +281,13 @@ fn create_locked(
     for path in &data_paths {
         data_disks.push(prepare_device(directory, path, spec.data_disk_bytes, spec, created)?);
     }
+    let data_bytes: u64 = data_disks.iter().map(|disk| disk.size_bytes).sum();
+    let flash_bytes = match spec.flash_bytes {
+        Some(bytes) => check_flash_size(bytes, data_bytes)?,
+        None => default_flash_bytes(data_bytes),
+    };
     let flash_path = spec.flash_path.clone().unwrap_or_else(|| PathBuf::from("flash.img"));
-    let flash = prepare_device(directory, &flash_path, spec.flash_bytes, spec, created)?;
+    let flash = prepare_device(directory, &flash_path, flash_bytes, spec, created)?;
     let config = VolumeConfig {
         format_version: CONFIG_FORMAT_VERSION,
         volume_id: new_volume_id(),
@@ -313,12 +329,14 @@ fn check_spec(spec: &CreateSpec) -> Result<RaidChoice> {
         }
         _ => {}
     }
-    for (name, bytes) in [("--data-size", spec.data_disk_bytes), ("--flash-size", spec.flash_bytes)] {
+    let sizes = std::iter::once(("--data-size", spec.data_disk_bytes))
+        .chain(spec.flash_bytes.map(|bytes| ("--flash-size", bytes)));
+    for (name, bytes) in sizes {
         if bytes == 0 || bytes % BLOCK_BYTES != 0 {
             return Err(parameter(name, format!("{bytes} bytes is not a positive multiple of 4 KiB")));
         }
     }
-    if spec.flash_bytes < MIN_FLASH_BLOCKS * BLOCK_BYTES {
+    if spec.flash_bytes.is_some_and(|bytes| bytes < MIN_FLASH_BLOCKS * BLOCK_BYTES) {
         return Err(parameter("--flash-size", format!("at least {} KiB", MIN_FLASH_BLOCKS * BLOCK_BYTES / 1024)));
     }
     if spec.stripe_unit_bytes == 0 || !spec.stripe_unit_bytes.is_multiple_of(BLOCK_BYTES) {
@@ -331,6 +349,60 @@ fn check_spec(spec: &CreateSpec) -> Result<RaidChoice> {
         return Err(parameter("--data-size", "each disk must hold at least one stripe unit".into()));
     }
     Ok(raid)
+}
+
+/// The least flash, in bytes, `volume create` takes beside `data_bytes` of
+/// data disks on a flash device of `flash_bytes`: twice the metadata whose
+/// shape the devices fix ([`fixed_metadata_blocks`]: a CP may rewrite it
+/// whole beside the old copy), the superblocks and [`MIN_FLASH_BLOCKS`] for
+/// the log and the staging area. The data disks' sum counts, so at least
+/// what RAID leaves of them.
+fn minimum_flash_bytes(data_bytes: u64, flash_bytes: u64) -> u64 {
+    let fixed = fixed_metadata_blocks(data_bytes / BLOCK_BYTES, flash_bytes / BLOCK_BYTES, &VolumeOptions::default());
+    (2 + 2 * fixed + MIN_FLASH_BLOCKS) * BLOCK_BYTES
+}
+
+/// The smallest flash size, from `flash_bytes` up in steps of `step` bytes,
+/// that holds the metadata of `data_bytes` of data disks, its own included
+/// (the flash device's maps and checksums grow with it).
+fn least_flash_bytes(data_bytes: u64, mut flash_bytes: u64, step: u64) -> u64 {
+    loop {
+        let wanted = minimum_flash_bytes(data_bytes, flash_bytes).div_ceil(step) * step;
+        if wanted <= flash_bytes {
+            return flash_bytes;
+        }
+        flash_bytes = wanted;
+    }
+}
+
+/// The flash file made when `--flash-size` is not given: 1 GiB, or twice
+/// what the metadata of `data_bytes` of data disks needs when that is more
+/// (about 0.3 % of the data), in whole GiB, so that as much again is left to
+/// stage writes.
+pub fn default_flash_bytes(data_bytes: u64) -> u64 {
+    const GIB: u64 = 1 << 30;
+    let least = least_flash_bytes(data_bytes, 1 << 20, 1 << 20);
+    DEFAULT_FLASH_BYTES.max((2 * least).div_ceil(GIB) * GIB)
+}
+
+/// `flash_bytes` (`--flash-size`), if it holds the metadata of `data_bytes`
+/// of data disks.
+fn check_flash_size(flash_bytes: u64, data_bytes: u64) -> Result<u64> {
+    if flash_bytes >= minimum_flash_bytes(data_bytes, flash_bytes) {
+        return Ok(flash_bytes);
+    }
+    const MIB: u64 = 1 << 20;
+    let least = least_flash_bytes(data_bytes, flash_bytes, MIB);
+    Err(ServiceError::InvalidParameter {
+        parameter: "--flash-size".into(),
+        message: format!(
+            "{} MiB cannot hold the metadata of {} MiB of data disks (checksums, refcounts and free-space maps, \
+             twice over, beside the log): at least {} MiB is needed; without --flash-size the flash is sized for the data",
+            flash_bytes.div_ceil(MIB),
+            data_bytes.div_ceil(MIB),
+            least / MIB
+        ),
+    })
 }
 
 /// Creates a sparse file of `size_bytes` at `path` (relative to `directory`),
@@ -441,7 +513,7 @@ mod tests {
     use super::*;
 
     fn small_spec() -> CreateSpec {
-        CreateSpec { data_disk_bytes: 64 << 20, flash_bytes: 8 << 20, ..CreateSpec::default() }
+        CreateSpec { data_disk_bytes: 64 << 20, flash_bytes: Some(8 << 20), ..CreateSpec::default() }
     }
 
     #[test]
@@ -486,7 +558,7 @@ mod tests {
         let cases = [
             CreateSpec { data_disk_count: 2, raid: Some(RaidChoice::None), ..small_spec() },
             CreateSpec { raid: Some(RaidChoice::Raid4), ..small_spec() },
-            CreateSpec { flash_bytes: 4096 * 10, ..small_spec() },
+            CreateSpec { flash_bytes: Some(4096 * 10), ..small_spec() },
             CreateSpec { data_disk_bytes: 1000, ..small_spec() },
         ];
         for spec in cases {
@@ -499,6 +571,36 @@ mod tests {
             .filter(|name| name != LOCK_FILE_NAME)
             .collect();
         assert!(leftover.is_empty(), "{leftover:?}");
+    }
+
+    #[test]
+    fn the_default_flash_grows_with_the_data_disks_metadata() {
+        const GIB: u64 = 1 << 30;
+        assert_eq!(default_flash_bytes(16 * GIB), GIB, "the default volume's flash");
+        assert_eq!(default_flash_bytes(64 * GIB), GIB);
+        let large = default_flash_bytes(1024 * GIB);
+        assert!(large > GIB && large.is_multiple_of(GIB), "{large}");
+        assert!(large >= 2 * minimum_flash_bytes(1024 * GIB, large), "{large}");
+        assert!(large <= 2 * minimum_flash_bytes(1024 * GIB, large) + 2 * GIB, "{large}");
+    }
+
+    #[test]
+    fn a_flash_too_small_for_the_data_is_refused_and_leaves_nothing_behind() {
+        let parent = tempfile::tempdir().unwrap();
+        let directory = parent.path().join("volume");
+        // 32 GiB of sparse data disk: its metadata alone is about 50 MiB.
+        let spec = CreateSpec { data_disk_bytes: 32 << 30, flash_bytes: Some(16 << 20), ..CreateSpec::default() };
+        let error = create_volume(&directory, &spec).unwrap_err();
+        assert!(error.is_usage(), "{error}");
+        let message = error.to_string();
+        assert!(message.contains("--flash-size") && message.contains("at least"), "{message}");
+        assert!(!directory.exists(), "a failed create leaves no directory it made");
+        // The size it names is enough.
+        let named: u64 = message.split("at least ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+        let spec = CreateSpec { flash_bytes: Some(named << 20), ..spec };
+        let config = create_volume(&directory, &spec).unwrap();
+        assert_eq!(config.flash.size_bytes, named << 20);
+        open_volume(&directory).unwrap();
     }
 
     #[test]

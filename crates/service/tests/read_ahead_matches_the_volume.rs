@@ -90,7 +90,7 @@ struct Harness {
 impl Harness {
     fn new() -> Self {
         let directory = tempfile::tempdir().unwrap();
-        let spec = CreateSpec { data_disk_bytes: 64 << 20, flash_bytes: 16 << 20, ..CreateSpec::default() };
+        let spec = CreateSpec { data_disk_bytes: 64 << 20, flash_bytes: Some(16 << 20), ..CreateSpec::default() };
         create_volume(directory.path(), &spec).unwrap();
         let mut open = open_volume(directory.path()).unwrap();
         open.volume.create_extent("lun0", EXTENT_BYTES).unwrap();
