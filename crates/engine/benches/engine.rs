@@ -10,6 +10,8 @@
 //!   the run includes CPs and a destage);
 //! - CP commit time and blocks written against the number of random writes
 //!   since the previous CP (dirty metadata);
+//! - CP commit time after a few writes against the data device's size (4 GiB
+//!   to 64 GiB): what a CP costs beyond its dirty metadata;
 //! - heap bytes per mapped block of a sequentially written extent, and of the
 //!   same extent aged by random 4 KiB overwrites.
 
@@ -223,6 +225,42 @@ fn checkpoint_cost(seed: u64) {
     }
 }
 
+/// The median commit time of CPs that each follow `WRITES` random 4 KiB
+/// writes, on data devices from 4 GiB to 64 GiB with the same extent: a CP
+/// whose cost grows with the device rather than with what changed shows here.
+fn checkpoint_cost_by_device_size(seed: u64) {
+    const WRITES: u64 = 16;
+    const COMMITS: usize = 21;
+    let extent_blocks: u64 = 1 << 16;
+    for device_blocks in [1u64 << 20, 1 << 22, 1 << 24] {
+        let options = VolumeOptions { staging_threshold_bytes: 0, ..VolumeOptions::default() };
+        let mut volume =
+            Volume::format(DiscardDevice::new(device_blocks), MemoryDevice::new(4096, 1 << 16), 1, options).unwrap();
+        let id = volume.create_extent("bench", extent_blocks * BLOCK).unwrap();
+        volume.write(id, 0, &vec![1u8; (extent_blocks * BLOCK) as usize], false).unwrap();
+        volume.commit().unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let buffer = vec![7u8; BLOCK as usize];
+        let mut micros = Vec::with_capacity(COMMITS);
+        for _ in 0..COMMITS {
+            for _ in 0..WRITES {
+                let block = rng.gen_range(0..extent_blocks);
+                volume.write(id, block * BLOCK, &buffer, false).unwrap();
+            }
+            let start = Instant::now();
+            volume.commit().unwrap();
+            micros.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+        micros.sort_by(f64::total_cmp);
+        println!(
+            "{{\"figure\":\"checkpoint_cost_by_device_size\",\"device_gib\":{},\"writes_since_checkpoint\":{WRITES},\"median_commit_us\":{:.0},\"max_commit_us\":{:.0},\"seed\":{seed}}}",
+            (device_blocks * BLOCK) >> 30,
+            micros[COMMITS / 2],
+            micros[COMMITS - 1]
+        );
+    }
+}
+
 fn map_memory(seed: u64) {
     let extent_blocks: u64 = 4 << 20; // 16 GiB
     let data = DiscardDevice::new(extent_blocks * 2);
@@ -288,6 +326,7 @@ fn main() {
     let file = Volume::format(data, flash, 1, VolumeOptions::default()).unwrap();
     let file_rate = report_random_writes(file, "file", seed);
     checkpoint_cost(seed);
+    checkpoint_cost_by_device_size(seed);
     map_memory(seed);
     println!("{{\"summary\":{{\"memory_writes_per_second\":{memory_rate:.0},\"file_writes_per_second\":{file_rate:.0},\"seed\":{seed}}}}}");
 }
