@@ -39,7 +39,14 @@ fn print_report(directory: &std::path::Path, report: &Value, venue: Venue) {
     );
     println!("  capacity            {}", bytes(report, "capacity_bytes"));
     println!("  committed           {} (the extents' sizes)", bytes(report, "committed_bytes"));
-    println!("  used                {}", bytes(report, "used_bytes"));
+    // Staged blocks live on flash until a destage moves them: a volume
+    // written in small pieces may hold most of its data there.
+    let staged_bytes = report["staging"]["used_blocks"].as_u64().unwrap_or(0) * 4096;
+    println!(
+        "  used                {} on the data disks, {} staged on flash",
+        bytes(report, "used_bytes"),
+        format_size(staged_bytes)
+    );
     println!(
         "  held by snapshots   {} ({} of it copied out of frames)",
         bytes(report, "held_by_snapshots_bytes"),
