@@ -101,6 +101,21 @@ fn create_on(directory: &Path, data: &Loop, flash: &Loop, force: bool) -> Output
 }
 
 #[test]
+fn a_flash_block_device_too_small_for_the_data_is_refused_naming_the_least_that_fits() {
+    let scratch = tempfile::tempdir().unwrap();
+    // 64 GiB of sparse data disk: its checksums, refcounts and maps take
+    // about 100 MiB of flash.
+    let data = Loop::over(&scratch.path().join("data.img"), 64 << 30);
+    let flash = Loop::over(&scratch.path().join("flash.img"), 16 << 20);
+    let directory = scratch.path().join("volume");
+    let refused = create_on(&directory, &data, &flash, false);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr_of(&refused));
+    let message = stderr_of(&refused);
+    assert!(message.contains("--flash") && message.contains("at least") && message.contains("larger"), "{message}");
+    assert!(!directory.exists(), "a refused create leaves no directory");
+}
+
+#[test]
 fn volume_create_over_block_devices_that_hold_something_needs_force_and_never_takes_them_in_use() {
     let scratch = tempfile::tempdir().unwrap();
     let data = Loop::over(&scratch.path().join("data.img"), 64 << 20);

@@ -282,12 +282,12 @@ fn create_locked(
         data_disks.push(prepare_device(directory, path, spec.data_disk_bytes, spec, created)?);
     }
     let data_bytes: u64 = data_disks.iter().map(|disk| disk.size_bytes).sum();
-    let flash_bytes = match spec.flash_bytes {
-        Some(bytes) => check_flash_size(bytes, data_bytes)?,
-        None => default_flash_bytes(data_bytes),
-    };
+    let flash_bytes = spec.flash_bytes.unwrap_or_else(|| default_flash_bytes(data_bytes));
     let flash_path = spec.flash_path.clone().unwrap_or_else(|| PathBuf::from("flash.img"));
     let flash = prepare_device(directory, &flash_path, flash_bytes, spec, created)?;
+    // A flash block device is used whole: its size is known only now.
+    let named_by = if spec.flash_bytes.is_some() { "--flash-size" } else { "--flash" };
+    check_flash_size(named_by, flash.size_bytes, data_bytes)?;
     let config = VolumeConfig {
         format_version: CONFIG_FORMAT_VERSION,
         volume_id: new_volume_id(),
@@ -385,19 +385,25 @@ pub fn default_flash_bytes(data_bytes: u64) -> u64 {
     DEFAULT_FLASH_BYTES.max((2 * least).div_ceil(GIB) * GIB)
 }
 
-/// `flash_bytes` (`--flash-size`), if it holds the metadata of `data_bytes`
-/// of data disks.
-fn check_flash_size(flash_bytes: u64, data_bytes: u64) -> Result<u64> {
+/// Refuses a flash of `flash_bytes` that cannot hold the metadata of
+/// `data_bytes` of data disks, as a usage error of `flag` (`--flash-size`,
+/// or `--flash` for a block device used whole), naming the least that fits.
+fn check_flash_size(flag: &str, flash_bytes: u64, data_bytes: u64) -> Result<()> {
     if flash_bytes >= minimum_flash_bytes(data_bytes, flash_bytes) {
-        return Ok(flash_bytes);
+        return Ok(());
     }
     const MIB: u64 = 1 << 20;
     let least = least_flash_bytes(data_bytes, flash_bytes, MIB);
+    let remedy = if flag == "--flash" {
+        "name a larger flash device"
+    } else {
+        "without --flash-size the flash file is sized for the data"
+    };
     Err(ServiceError::InvalidParameter {
-        parameter: "--flash-size".into(),
+        parameter: flag.into(),
         message: format!(
             "{} MiB cannot hold the metadata of {} MiB of data disks (checksums, refcounts and free-space maps, \
-             twice over, beside the log): at least {} MiB is needed; without --flash-size the flash is sized for the data",
+             twice over, beside the log): at least {} MiB is needed; {remedy}",
             flash_bytes.div_ceil(MIB),
             data_bytes.div_ceil(MIB),
             least / MIB
