@@ -63,8 +63,9 @@ pub use scrub::ScrubReport;
 pub use snapshot::SnapshotInfo;
 pub use synthetic::ReadReport;
 pub use volume::{
-    fixed_metadata_blocks, BatchedWrite, BlockStatus, DeviceSpace, EngineStats, ExtentInfo, Overcommit,
-    SnapshotDeletion, SpaceReport, StagingFill, Volume, VolumeOptions, MAX_RECORDS_PER_CHECKPOINT, MIN_FLASH_BLOCKS,
+    fixed_metadata_blocks, format_flash_blocks, BatchedWrite, BlockStatus, DeviceSpace, EngineStats, ExtentInfo,
+    Overcommit, SnapshotDeletion, SpaceReport, StagingFill, Volume, VolumeOptions, MAX_RECORDS_PER_CHECKPOINT,
+    MIN_FLASH_BLOCKS,
 };
 
 use proxima_device::BlockDevice;

@@ -14,6 +14,7 @@ use crate::codec::{
     TreePointer, BODY_SIZE, HEADER_SIZE, PAGE_INDEX_CAPACITY, PAGE_INDEX_ENTRY_SIZE,
 };
 use crate::error::{corrupt, Result};
+use crate::io::in_memory;
 use crate::tree::NodeReader;
 
 /// What a persistent page tree holds: its pages' contents and encoding.
@@ -69,6 +70,12 @@ fn shape(page_count: usize) -> Vec<usize> {
         counts.push(counts.last().expect("nonempty").div_ceil(PAGE_INDEX_CAPACITY));
     }
     counts
+}
+
+/// Blocks of the tree over `page_count` pages (pages and index nodes): what
+/// [`PersistentPages::tree_block_count`] gives, without building the tree.
+pub(crate) fn tree_block_count_for(page_count: u64) -> u64 {
+    shape(in_memory(page_count)).into_iter().map(|count| count as u64).sum()
 }
 
 impl<C: PageContent> PersistentPages<C> {

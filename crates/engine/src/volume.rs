@@ -12,10 +12,11 @@ use proxima_device::BlockDevice;
 use serde::Serialize;
 
 use crate::bitmap::PersistentBitmap;
-use crate::checksums::{Checksums, PersistentChecksums};
+use crate::checksums::{Checksums, PersistentChecksums, CHECKSUMS_PER_PAGE};
 use crate::cleaning::CleaningSettings;
 use crate::codec::{
-    ExtentRecord, LogRecord, LogSlot, RootSet, SnapshotRecord, Superblock, BLOCK_SIZE, NAME_CAPACITY, SUPERBLOCK_SLOTS,
+    ExtentRecord, LogRecord, LogSlot, RootSet, SnapshotRecord, Superblock, BITS_PER_PAGE, BLOCK_SIZE, NAME_CAPACITY,
+    SUPERBLOCK_SLOTS,
 };
 use crate::content::ContentChanges;
 use crate::copy_out::CopyOuts;
@@ -28,8 +29,9 @@ use crate::layouts::ranges::FreshRangeSearch;
 use crate::layouts::{Layout, LayoutParameters, LayoutStrategy};
 use crate::log::{LogState, RecoveryReport};
 use crate::map::{self, ExtentMap, LayoutScore, Location};
+use crate::pages::tree_block_count_for;
 use crate::realloc::ReadRealloc;
-use crate::refcount::PersistentRefcounts;
+use crate::refcount::{PersistentRefcounts, REFCOUNTS_PER_PAGE};
 use crate::room::MetadataOperation;
 use crate::segments::{Segments, DEFAULT_SEGMENT_BLOCKS};
 use crate::snapshot::SnapshotCaches;
@@ -543,30 +545,37 @@ fn check_devices<D: BlockDevice, F: BlockDevice>(data: &D, flash: &F, options: &
 /// what formatting writes (every page of a new structure is written once),
 /// and what a CP writes at most for them, beside the old copy until it is
 /// durable. About 0.15 % of the data device with checksums, 0.05 % without.
+/// Counted from the trees' shapes, without building them.
 pub fn fixed_metadata_blocks(data_block_count: u64, flash_block_count: u64, options: &VolumeOptions) -> u64 {
-    let bitmaps = |blocks| 2 * PersistentBitmap::new(blocks).tree_block_count();
+    let tree = |blocks: u64, per_page: u64| tree_block_count_for(blocks.div_ceil(per_page));
+    // Each device has an activemap and a summary map.
+    let bitmaps = 2 * (tree(data_block_count, BITS_PER_PAGE) + tree(flash_block_count, BITS_PER_PAGE));
     let checksums = if options.keeps_checksums() {
-        Checksums::new(data_block_count, flash_block_count).tree_block_count()
+        tree(data_block_count, CHECKSUMS_PER_PAGE) + tree(flash_block_count, CHECKSUMS_PER_PAGE)
     } else {
         0
     };
-    let refcounts = PersistentRefcounts::new(data_block_count).pages().tree_block_count();
-    bitmaps(data_block_count) + bitmaps(flash_block_count) + checksums + refcounts
+    bitmaps + checksums + tree(data_block_count, REFCOUNTS_PER_PAGE)
 }
 
-/// Refuses a flash device that cannot hold what formatting a volume over
-/// `data` writes: the superblocks, the [`fixed_metadata_blocks`] and
-/// [`MIN_FLASH_BLOCKS`] for the log. Only at format: a volume formatted
-/// already has its structures in place.
+/// Flash blocks formatting a volume over `data_block_count` data blocks
+/// needs on a flash device of `flash_block_count` blocks: the superblocks,
+/// the [`fixed_metadata_blocks`] and [`MIN_FLASH_BLOCKS`] for the log.
+pub fn format_flash_blocks(data_block_count: u64, flash_block_count: u64, options: &VolumeOptions) -> u64 {
+    SUPERBLOCK_SLOTS.len() as u64
+        + fixed_metadata_blocks(data_block_count, flash_block_count, options)
+        + MIN_FLASH_BLOCKS
+}
+
+/// Refuses a flash device smaller than [`format_flash_blocks`] for `data`.
+/// Only at format: a volume formatted already has its structures in place.
 fn check_flash_holds_metadata<D: BlockDevice, F: BlockDevice>(
     data: &D,
     flash: &F,
     options: &VolumeOptions,
 ) -> Result<()> {
     let (data_block_count, flash_block_count) = (data.info().block_count, flash.info().block_count);
-    let minimum_blocks = SUPERBLOCK_SLOTS.len() as u64
-        + fixed_metadata_blocks(data_block_count, flash_block_count, options)
-        + MIN_FLASH_BLOCKS;
+    let minimum_blocks = format_flash_blocks(data_block_count, flash_block_count, options);
     if flash_block_count < minimum_blocks {
         return Err(EngineError::Unsuitable(Unsuitable::FlashTooSmallForData {
             block_count: flash_block_count,
@@ -1472,5 +1481,26 @@ fn newest_superblock(slots: &[std::result::Result<Superblock, String>; 2]) -> Re
         [Ok(a), Err(_)] => Ok(*a),
         [Err(_), Ok(b)] => Ok(*b),
         [Err(slot_a), Err(slot_b)] => Err(EngineError::NoSuperblock { slot_a: slot_a.clone(), slot_b: slot_b.clone() }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shape arithmetic counts what the structures themselves hold.
+    #[test]
+    fn fixed_metadata_blocks_are_the_built_structures_tree_blocks() {
+        for (data, flash) in [(1, 64), (2048, 512), (100_003, 7_001), (1 << 22, 1 << 18), (3 << 24, 5 << 16)] {
+            let built = 2
+                * (PersistentBitmap::new(data).tree_block_count() + PersistentBitmap::new(flash).tree_block_count())
+                + PersistentRefcounts::new(data).pages().tree_block_count();
+            let checksums = Checksums::new(data, flash).tree_block_count();
+            let with = VolumeOptions::default();
+            assert!(with.keeps_checksums());
+            assert_eq!(fixed_metadata_blocks(data, flash, &with), built + checksums, "{data} data, {flash} flash");
+            let without = VolumeOptions { payload: false, ..VolumeOptions::default() };
+            assert_eq!(fixed_metadata_blocks(data, flash, &without), built, "{data} data, {flash} flash");
+        }
     }
 }

@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use proxima_device::{
     read_label, BlockDevice, DeviceLabel, FileDevice, LabelError, LabelRole, LabeledDevice, RaidConfig, RaidDevice,
 };
-use proxima_engine::{fixed_metadata_blocks, DeleteLogMode, Layout, Volume, VolumeOptions, MIN_FLASH_BLOCKS};
+use proxima_engine::{
+    fixed_metadata_blocks, format_flash_blocks, DeleteLogMode, Layout, Volume, VolumeOptions, MIN_FLASH_BLOCKS,
+};
 
 use crate::config::{DeviceEntry, RaidChoice, VolumeConfig, CONFIG_FORMAT_VERSION};
 use crate::devices::{open_file, DataDevice, IoMode, TrimPolicy, VolumeDisk, BLOCK_BYTES};
@@ -282,12 +284,16 @@ fn create_locked(
         data_disks.push(prepare_device(directory, path, spec.data_disk_bytes, spec, created)?);
     }
     let data_bytes: u64 = data_disks.iter().map(|disk| disk.size_bytes).sum();
-    let flash_bytes = spec.flash_bytes.unwrap_or_else(|| default_flash_bytes(data_bytes));
+    let flash_bytes = match spec.flash_bytes {
+        Some(bytes) => check_flash_size("--flash-size", bytes, data_bytes).map(|()| bytes)?,
+        None => default_flash_bytes(data_bytes),
+    };
     let flash_path = spec.flash_path.clone().unwrap_or_else(|| PathBuf::from("flash.img"));
     let flash = prepare_device(directory, &flash_path, flash_bytes, spec, created)?;
-    // A flash block device is used whole: its size is known only now.
-    let named_by = if spec.flash_bytes.is_some() { "--flash-size" } else { "--flash" };
-    check_flash_size(named_by, flash.size_bytes, data_bytes)?;
+    if flash.size_bytes != flash_bytes {
+        // A flash block device is used whole: its size is known only now.
+        check_flash_size("--flash", flash.size_bytes, data_bytes)?;
+    }
     let config = VolumeConfig {
         format_version: CONFIG_FORMAT_VERSION,
         volume_id: new_volume_id(),
@@ -352,14 +358,14 @@ fn check_spec(spec: &CreateSpec) -> Result<RaidChoice> {
 }
 
 /// The least flash, in bytes, `volume create` takes beside `data_bytes` of
-/// data disks on a flash device of `flash_bytes`: twice the metadata whose
-/// shape the devices fix ([`fixed_metadata_blocks`]: a CP may rewrite it
-/// whole beside the old copy), the superblocks and [`MIN_FLASH_BLOCKS`] for
-/// the log and the staging area. The data disks' sum counts, so at least
-/// what RAID leaves of them.
+/// data disks on a flash device of `flash_bytes`: what formatting needs
+/// ([`format_flash_blocks`]) and a second copy of the metadata whose shape
+/// the devices fix ([`fixed_metadata_blocks`]: a CP may rewrite it whole
+/// beside the old copy). The data disks' sum counts, so at least what RAID
+/// leaves of them.
 fn minimum_flash_bytes(data_bytes: u64, flash_bytes: u64) -> u64 {
-    let fixed = fixed_metadata_blocks(data_bytes / BLOCK_BYTES, flash_bytes / BLOCK_BYTES, &VolumeOptions::default());
-    (2 + 2 * fixed + MIN_FLASH_BLOCKS) * BLOCK_BYTES
+    let (data, flash, options) = (data_bytes / BLOCK_BYTES, flash_bytes / BLOCK_BYTES, VolumeOptions::default());
+    (format_flash_blocks(data, flash, &options) + fixed_metadata_blocks(data, flash, &options)) * BLOCK_BYTES
 }
 
 /// The smallest flash size, from `flash_bytes` up in steps of `step` bytes,
