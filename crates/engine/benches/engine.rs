@@ -11,7 +11,7 @@
 //! - CP commit time and blocks written against the number of random writes
 //!   since the previous CP (dirty metadata);
 //! - CP commit time after a few writes against the data device's size (4 GiB
-//!   to 64 GiB): what a CP costs beyond its dirty metadata;
+//!   to 1 TiB): what a CP costs beyond its dirty metadata;
 //! - heap bytes per mapped block of a sequentially written extent, and of the
 //!   same extent aged by random 4 KiB overwrites.
 
@@ -24,7 +24,7 @@ use proxima_device::{
     validate_request, BatchTicket, BlockDevice, DeviceError, DeviceInfo, FileDevice, IoCompletion, IoOp, IoRequest,
     MemoryDevice,
 };
-use proxima_engine::{Volume, VolumeOptions};
+use proxima_engine::{fixed_metadata_blocks, format_flash_blocks, Volume, VolumeOptions};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -226,16 +226,21 @@ fn checkpoint_cost(seed: u64) {
 }
 
 /// The median commit time of CPs that each follow `WRITES` random 4 KiB
-/// writes, on data devices from 4 GiB to 64 GiB with the same extent: a CP
+/// writes, on data devices from 4 GiB to 1 TiB with the same extent: a CP
 /// whose cost grows with the device rather than with what changed shows here.
 fn checkpoint_cost_by_device_size(seed: u64) {
     const WRITES: u64 = 16;
     const COMMITS: usize = 21;
     let extent_blocks: u64 = 1 << 16;
-    for device_blocks in [1u64 << 20, 1 << 22, 1 << 24] {
+    for device_blocks in [1u64 << 20, 1 << 24, 1 << 28] {
         let options = VolumeOptions { staging_threshold_bytes: 0, ..VolumeOptions::default() };
+        // Room for the metadata the device's size fixes, twice, and 256 MiB.
+        let flash_blocks = format_flash_blocks(device_blocks, 1 << 16, &options)
+            + fixed_metadata_blocks(device_blocks, 1 << 16, &options)
+            + (1 << 16);
         let mut volume =
-            Volume::format(DiscardDevice::new(device_blocks), MemoryDevice::new(4096, 1 << 16), 1, options).unwrap();
+            Volume::format(DiscardDevice::new(device_blocks), MemoryDevice::new(4096, flash_blocks), 1, options)
+                .unwrap();
         let id = volume.create_extent("bench", extent_blocks * BLOCK).unwrap();
         volume.write(id, 0, &vec![1u8; (extent_blocks * BLOCK) as usize], false).unwrap();
         volume.commit().unwrap();
