@@ -254,9 +254,12 @@ impl<E> ChunkedMap<E> {
         Range { map: self, front, back: if empty { front } else { back } }
     }
 
-    /// All entries in key order.
-    pub fn iter(&self) -> Range<'_, E> {
-        self.range(..)
+    /// All entries in key order: a walk over the chunks' vectors, cheaper
+    /// per entry than a [`Range`] (a destage plan walks every map whole).
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (u64, &E)> + Clone + '_ {
+        self.chunks.iter().flat_map(|chunk| {
+            chunk.offsets.iter().zip(&chunk.values).map(move |(&offset, value)| (chunk.base + u64::from(offset), value))
+        })
     }
 
     /// Gives back spare vector capacity (after a burst of inserts).

@@ -52,12 +52,53 @@ struct NodeSlot {
 /// The slot of a node not yet written (always dirty).
 const UNWRITTEN: NodeSlot = NodeSlot { block: 0, crc: 0 };
 
-/// The entries of a run of nodes, encoded back to back in key order.
-#[derive(Debug, Default)]
-struct EncodedEntries {
-    keys: Vec<u64>,
-    bytes: Vec<u8>,
-    entry_size: usize,
+/// The entries of a run of nodes in key order, encoded straight into the
+/// nodes' blocks when they are written.
+#[derive(Debug)]
+enum NodeEntries<'a, E> {
+    /// A leaf level's entries.
+    Leaf(Vec<(u64, &'a E)>),
+    /// An index level's children.
+    Index(Vec<(u64, NodeSlot)>),
+}
+
+impl<E: TreeEntry> NodeEntries<'_, E> {
+    fn len(&self) -> usize {
+        match self {
+            NodeEntries::Leaf(entries) => entries.len(),
+            NodeEntries::Index(children) => children.len(),
+        }
+    }
+
+    fn key(&self, index: usize) -> u64 {
+        match self {
+            NodeEntries::Leaf(entries) => entries[index].0,
+            NodeEntries::Index(children) => children[index].0,
+        }
+    }
+
+    fn entry_size(&self) -> usize {
+        match self {
+            NodeEntries::Leaf(_) => E::SIZE,
+            NodeEntries::Index(_) => INDEX_ENTRY_SIZE,
+        }
+    }
+
+    /// Encodes entry `index` into `bytes` (exactly [`Self::entry_size`] long).
+    fn encode(&self, index: usize, bytes: &mut [u8]) {
+        match self {
+            NodeEntries::Leaf(entries) => {
+                let (key, entry) = entries[index];
+                entry.encode(key, bytes);
+            }
+            NodeEntries::Index(children) => {
+                let (key, slot) = children[index];
+                bytes[..8].copy_from_slice(&key.to_le_bytes());
+                bytes[8..16].copy_from_slice(&slot.block.to_le_bytes());
+                bytes[16..20].copy_from_slice(&slot.crc.to_le_bytes());
+            }
+        }
+    }
 }
 
 /// A copy-on-write tree of `E` entries.
@@ -141,7 +182,7 @@ impl<E: TreeEntry> PersistentTree<E> {
     }
 
     /// All entries in key order.
-    pub fn iter(&self) -> crate::chunked::Range<'_, E> {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (u64, &E)> + Clone + '_ {
         self.entries.iter()
     }
 
@@ -249,32 +290,24 @@ impl<E: TreeEntry> PersistentTree<E> {
         }
     }
 
-    fn encoded_entries(&self, level: usize, start: u64, end: Option<u64>) -> EncodedEntries {
+    /// The entries of `level` in `[start, end)`: what the nodes written
+    /// for that range hold.
+    fn node_entries(&self, level: usize, start: u64, end: Option<u64>) -> NodeEntries<'_, E> {
         let range =
             (std::ops::Bound::Included(start), end.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded));
-        let mut encoded = EncodedEntries::default();
         if level == 0 {
-            encoded.entry_size = E::SIZE;
-            for (key, entry) in self.entries.range(range) {
-                let at = encoded.bytes.len();
-                encoded.bytes.resize(at + E::SIZE, 0);
-                entry.encode(key, &mut encoded.bytes[at..]);
-                encoded.keys.push(key);
-            }
-        } else {
-            assert!(self.dirty_nodes[level - 1].range(range).next().is_none(), "children are persisted before parents");
-            encoded.entry_size = INDEX_ENTRY_SIZE;
-            for (&key, slot) in self.levels[level - 1].range(range) {
-                assert!(slot.block != 0, "children are persisted before parents");
-                let mut bytes = [0; INDEX_ENTRY_SIZE];
-                bytes[..8].copy_from_slice(&key.to_le_bytes());
-                bytes[8..16].copy_from_slice(&slot.block.to_le_bytes());
-                bytes[16..20].copy_from_slice(&slot.crc.to_le_bytes());
-                encoded.bytes.extend_from_slice(&bytes);
-                encoded.keys.push(key);
-            }
+            return NodeEntries::Leaf(self.entries.range(range).collect());
         }
-        encoded
+        assert!(self.dirty_nodes[level - 1].range(range).next().is_none(), "children are persisted before parents");
+        NodeEntries::Index(
+            self.levels[level - 1]
+                .range(range)
+                .map(|(&key, &slot)| {
+                    assert!(slot.block != 0, "children are persisted before parents");
+                    (key, slot)
+                })
+                .collect(),
+        )
     }
 
     fn has_entries(&self, level: usize, start: u64, end: Option<u64>) -> bool {
@@ -311,8 +344,8 @@ impl<E: TreeEntry> PersistentTree<E> {
                 }
                 changed_keys.push(key);
             }
-            let encoded = self.encoded_entries(level, start, end);
-            for (key, block, crc) in self.write_nodes(level, start, &encoded, store)? {
+            let written = self.write_nodes(level, start, &self.node_entries(level, start, end), store)?;
+            for (key, block, crc) in written {
                 self.levels[level].insert(key, NodeSlot { block, crc });
                 changed_keys.push(key);
             }
@@ -335,16 +368,16 @@ impl<E: TreeEntry> PersistentTree<E> {
         }
     }
 
-    /// Splits `encoded` evenly into as few nodes as fit, writes them, and
+    /// Splits `entries` evenly into as few nodes as fit, writes them, and
     /// returns (key, block, crc) per node. The first node keeps `start`.
     fn write_nodes(
         &self,
         level: usize,
         start: u64,
-        encoded: &EncodedEntries,
+        entries: &NodeEntries<'_, E>,
         store: &mut dyn NodeStore,
     ) -> Result<Vec<(u64, u64, u32)>> {
-        let entry_count = encoded.keys.len();
+        let entry_count = entries.len();
         if entry_count == 0 {
             return Ok(Vec::new());
         }
@@ -352,12 +385,12 @@ impl<E: TreeEntry> PersistentTree<E> {
         let node_count = entry_count.div_ceil(capacity);
         let base = entry_count / node_count;
         let remainder = entry_count % node_count;
-        let entry_size = encoded.entry_size;
+        let entry_size = entries.entry_size();
         let mut written = Vec::with_capacity(node_count);
         let mut offset = 0;
         for node in 0..node_count {
             let count = base + usize::from(node < remainder);
-            let key = if node == 0 { start } else { encoded.keys[offset] };
+            let key = if node == 0 { start } else { entries.key(offset) };
             let mut block = new_block(&Header {
                 kind: E::KIND,
                 level: u8::try_from(level).expect("a tree of fewer than 256 levels"),
@@ -367,8 +400,10 @@ impl<E: TreeEntry> PersistentTree<E> {
                 generation: store.generation(),
                 key,
             });
-            block[HEADER_SIZE..HEADER_SIZE + count * entry_size]
-                .copy_from_slice(&encoded.bytes[offset * entry_size..(offset + count) * entry_size]);
+            let body = &mut block[HEADER_SIZE..HEADER_SIZE + count * entry_size];
+            for (index, bytes) in body.chunks_exact_mut(entry_size).enumerate() {
+                entries.encode(offset + index, bytes);
+            }
             offset += count;
             let crc = seal_block(&mut block);
             let location = store.allocate()?;
