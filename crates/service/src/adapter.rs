@@ -163,7 +163,10 @@ impl BackgroundDestager {
                 while !stopping.load(Ordering::SeqCst) {
                     match destage_one_piece(&volume, &activity, draining, &mut plan) {
                         None => break,
-                        Some(Piece::Moved) => {}
+                        // What the piece wrote goes to disk now, without the
+                        // lock: a flush under it (a log block's, a CP's) then
+                        // finds little left to write.
+                        Some(Piece::Moved) => write_back_without_lock(write_back.as_ref()),
                         Some(Piece::StepDue) => match begin_step(&volume, write_back.as_ref()) {
                             Some(next) => plan = next,
                             None => break,
@@ -280,31 +283,41 @@ fn write_back_handle(volume: &RwLock<ServiceVolume>) -> Option<WriteBacks> {
     })
 }
 
+/// Writes back what the devices have taken so far, if they have a handle
+/// for it; called without the lock.
+fn write_back_without_lock(write_back: Option<&WriteBacks>) {
+    if let Some(Err(error)) = write_back.map(WriteBack::write_back) {
+        warn!("background destage cannot write back: {error}");
+    }
+}
+
 /// Begins a destage step: its CP, which makes the staging space the last
 /// step emptied reusable and the space its moved blocks left on the data
-/// device allocatable, then its plan (the densest windows first). What the
+/// device allocatable, then its plan (the densest windows first), each
+/// under the write lock on its own with a handoff between them. What the
 /// pieces wrote is written back first without the lock, so that the CP's
 /// flush, made under the lock, has little left to write. Returns the plan,
 /// or `None` when the CP failed or there is nothing to plan.
 fn begin_step(volume: &RwLock<ServiceVolume>, write_back: Option<&WriteBacks>) -> Option<DestagePlan> {
     let started = Instant::now();
-    if let Some(write_back) = write_back {
-        if let Err(error) = write_back.write_back() {
-            warn!("background destage cannot write back: {error}");
-        }
-    }
+    write_back_without_lock(write_back);
     let written_back_ms = started.elapsed().as_secs_f64() * 1e3;
+    let committed_ms = {
+        let mut volume = volume.write().ok()?;
+        let locked = Instant::now();
+        if let Err(error) = volume.commit() {
+            warn!("background destage cannot commit: {error}");
+            return None;
+        }
+        locked.elapsed().as_secs_f64() * 1e3
+    };
+    std::thread::sleep(DESTAGE_HANDOFF);
     let mut volume = volume.write().ok()?;
     let locked = Instant::now();
-    if let Err(error) = volume.commit() {
-        warn!("background destage cannot commit: {error}");
-        return None;
-    }
-    let committed_ms = locked.elapsed().as_secs_f64() * 1e3;
     let step_blocks = volume.destage_step_blocks();
     let plan = volume.plan_destage_step(step_blocks);
-    let elapsed_ms = locked.elapsed().as_secs_f64() * 1e3;
-    debug!(written_back_ms, committed_ms, elapsed_ms, blocks = plan.remaining_blocks(), "destage step begins");
+    let planned_ms = locked.elapsed().as_secs_f64() * 1e3;
+    debug!(written_back_ms, committed_ms, planned_ms, blocks = plan.remaining_blocks(), "destage step begins");
     (!plan.is_empty()).then_some(plan)
 }
 
@@ -312,11 +325,7 @@ fn begin_step(volume: &RwLock<ServiceVolume>, write_back: Option<&WriteBacks>) -
 /// emptied is reusable (the next step's CP would do it otherwise), writing
 /// back first without the lock.
 fn release_destaged_space(volume: &RwLock<ServiceVolume>, write_back: Option<&WriteBacks>) {
-    if let Some(write_back) = write_back {
-        if let Err(error) = write_back.write_back() {
-            warn!("background destage cannot write back: {error}");
-        }
-    }
+    write_back_without_lock(write_back);
     let Ok(mut volume) = volume.write() else { return };
     if let Err(error) = volume.commit() {
         warn!("background destage cannot commit: {error}");
