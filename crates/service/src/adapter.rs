@@ -25,11 +25,12 @@
 //! before releasing it; a writer that then gets the lock and finds its write
 //! done returns at once. Each write is still in the volume before its reply.
 //! A background thread destages beside the clients, in bounded steps (the
-//! densest windows first), each taken in short pieces: the step's CP and
-//! its plan (`Volume::commit`, `Volume::plan_destage_step`, after writing
-//! back what the last step wrote without the lock), then
-//! [`DESTAGE_PIECES_PER_STEP`] pieces (`Volume::destage_planned`), taking
-//! the write lock for one piece at a time and yielding it between pieces, so
+//! densest windows first), each taken in short pieces: the step's CP, then
+//! its plan (`Volume::commit`, `Volume::plan_destage_step`, each under the
+//! lock on its own), then [`DESTAGE_PIECES_PER_STEP`] pieces
+//! (`Volume::destage_planned`), taking the write lock for one piece at a
+//! time, writing back what the piece wrote without the lock (so that a
+//! flush under it finds little to write) and yielding it between pieces, so
 //! no client waits for more than a piece or a CP: once the staging area is [`DESTAGE_HIGH_WATER_PERCENT`]
 //! full it destages while writes go on, down to [`DESTAGE_LOW_WATER_PERCENT`]; and
 //! when no write has come for [`IDLE_DESTAGE_AFTER`] it destages whatever the
