@@ -238,8 +238,9 @@ impl<E> ChunkedMap<E> {
         }
     }
 
-    /// Entries with keys in `range`, in key order.
-    pub fn range<R: RangeBounds<u64>>(&self, range: R) -> Range<'_, E> {
+    /// Entries with keys in `range`, in key order: a walk over the slices of
+    /// the chunks the range spans, from either end.
+    pub fn range<R: RangeBounds<u64>>(&self, range: R) -> impl DoubleEndedIterator<Item = (u64, &E)> + Clone + '_ {
         let front = match range.start_bound() {
             Bound::Included(&key) => self.lower_bound(key, true),
             Bound::Excluded(&key) => self.lower_bound(key, false),
@@ -250,16 +251,30 @@ impl<E> ChunkedMap<E> {
             Bound::Excluded(&key) => self.lower_bound(key, true),
             Bound::Unbounded => self.end(),
         };
-        let empty = (front.chunk, front.index) >= (back.chunk, back.index);
-        Range { map: self, front, back: if empty { front } else { back } }
+        // Positions are canonical, so the range is empty exactly when the
+        // back is not after the front, and a back at index 0 of a chunk
+        // takes nothing of it.
+        let spanned = if (front.chunk, front.index) < (back.chunk, back.index) {
+            front.chunk..(back.chunk + usize::from(back.index > 0)).min(self.chunks.len())
+        } else {
+            0..0
+        };
+        let first = spanned.start;
+        self.chunks[spanned].iter().enumerate().flat_map(move |(offset, chunk)| {
+            let at = first + offset;
+            let from = if at == front.chunk { front.index } else { 0 };
+            let to = if at == back.chunk { back.index } else { chunk.len() };
+            let base = chunk.base;
+            chunk.offsets[from..to]
+                .iter()
+                .zip(&chunk.values[from..to])
+                .map(move |(&key, value)| (base + u64::from(key), value))
+        })
     }
 
-    /// All entries in key order: a walk over the chunks' vectors, cheaper
-    /// per entry than a [`Range`] (a destage plan walks every map whole).
+    /// All entries in key order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (u64, &E)> + Clone + '_ {
-        self.chunks.iter().flat_map(|chunk| {
-            chunk.offsets.iter().zip(&chunk.values).map(move |(&offset, value)| (chunk.base + u64::from(offset), value))
-        })
+        self.range(..)
     }
 
     /// Gives back spare vector capacity (after a burst of inserts).
@@ -279,46 +294,6 @@ impl<E> ChunkedMap<E> {
                 .iter()
                 .map(|chunk| chunk.offsets.capacity() * 4 + chunk.values.capacity() * std::mem::size_of::<E>())
                 .sum::<usize>()
-    }
-}
-
-/// An iterator over a key range of a [`ChunkedMap`], from both ends.
-#[derive(Debug, Clone)]
-pub struct Range<'a, E> {
-    map: &'a ChunkedMap<E>,
-    /// Next entry from the front.
-    front: Position,
-    /// One past the next entry from the back.
-    back: Position,
-}
-
-impl<'a, E> Iterator for Range<'a, E> {
-    type Item = (u64, &'a E);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.front == self.back {
-            return None;
-        }
-        let chunk = &self.map.chunks[self.front.chunk];
-        let item = (chunk.key(self.front.index), &chunk.values[self.front.index]);
-        self.front = self.map.canonical(self.front.chunk, self.front.index + 1);
-        Some(item)
-    }
-}
-
-impl<E> DoubleEndedIterator for Range<'_, E> {
-    fn next_back(&mut self) -> Option<Self::Item> {
-        if self.front == self.back {
-            return None;
-        }
-        self.back = if self.back.index == 0 {
-            let chunk = self.back.chunk - 1;
-            Position { chunk, index: self.map.chunks[chunk].len() - 1 }
-        } else {
-            Position { chunk: self.back.chunk, index: self.back.index - 1 }
-        };
-        let chunk = &self.map.chunks[self.back.chunk];
-        Some((chunk.key(self.back.index), &chunk.values[self.back.index]))
     }
 }
 

@@ -177,7 +177,7 @@ impl<E: TreeEntry> PersistentTree<E> {
     }
 
     /// Entries with keys in `range`, in key order.
-    pub fn range<R: RangeBounds<u64>>(&self, range: R) -> crate::chunked::Range<'_, E> {
+    pub fn range<R: RangeBounds<u64>>(&self, range: R) -> impl DoubleEndedIterator<Item = (u64, &E)> + Clone + '_ {
         self.entries.range(range)
     }
 
