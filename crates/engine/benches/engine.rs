@@ -1,7 +1,8 @@
 //! Engine benchmarks: figures, not tests. Prints one JSON object per figure and
 //! a final summary line.
 //!
-//! `cargo bench -p proxima-engine` (optionally `-- --seed N`).
+//! `cargo bench -p proxima-engine --bench engine` (optionally `-- --seed N`, and
+//! `--figure NAME` for one of the CP and memory figures alone).
 //!
 //! - random 4 KiB writes per second, CPU time per write, and the latency of
 //!   each write and flush (p50, p99, p99.99, max), on memory devices and on
@@ -12,6 +13,8 @@
 //!   since the previous CP (dirty metadata);
 //! - CP commit time after a few writes against the data device's size (4 GiB
 //!   to 1 TiB): what a CP costs beyond its dirty metadata;
+//! - CP commit time on an aged 8 GiB extent after 3,000 random writes (about
+//!   what a step of the service's background destage commits);
 //! - heap bytes per mapped block of a sequentially written extent, and of the
 //!   same extent aged by random 4 KiB overwrites.
 
@@ -266,6 +269,57 @@ fn checkpoint_cost_by_device_size(seed: u64) {
     }
 }
 
+/// The commit time of CPs on a service-sized volume whose extent is aged: a
+/// 16 GiB data device, 1 GiB of flash, an 8 GiB extent written whole and then
+/// overwritten at `AGING_WRITES` random blocks (its map some hundreds of
+/// thousands of runs), each CP after `WRITES` more random writes — about
+/// what a background destage step and the client writes beside it dirty.
+/// What the CP costs in CPU, its flash a memory device.
+fn checkpoint_cost_on_an_aged_map(seed: u64) {
+    const AGING_WRITES: u64 = 500_000;
+    const WRITES: u64 = 3_000;
+    const COMMITS: usize = 21;
+    let (device_blocks, flash_blocks, extent_blocks) = (1u64 << 22, 1u64 << 18, 1u64 << 21);
+    let options = VolumeOptions { staging_threshold_bytes: 0, ..VolumeOptions::default() };
+    let mut volume =
+        Volume::format(DiscardDevice::new(device_blocks), MemoryDevice::new(4096, flash_blocks), 1, options).unwrap();
+    let id = volume.create_extent("bench", extent_blocks * BLOCK).unwrap();
+    let chunk = 256u64;
+    let buffer = vec![1u8; (chunk * BLOCK) as usize];
+    for index in 0..extent_blocks / chunk {
+        volume.write(id, index * chunk * BLOCK, &buffer, false).unwrap();
+    }
+    volume.commit().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let block_buffer = vec![7u8; BLOCK as usize];
+    let mut random_writes = |volume: &mut Volume<DiscardDevice, MemoryDevice>, count: u64| {
+        for _ in 0..count {
+            let block = rng.gen_range(0..extent_blocks);
+            volume.write(id, block * BLOCK, &block_buffer, false).unwrap();
+        }
+    };
+    random_writes(&mut volume, AGING_WRITES);
+    volume.commit().unwrap();
+    let (mut micros, mut blocks) = (Vec::with_capacity(COMMITS), Vec::with_capacity(COMMITS));
+    for _ in 0..COMMITS {
+        random_writes(&mut volume, WRITES);
+        let before = volume.stats().checkpoint_blocks_written;
+        let start = Instant::now();
+        volume.commit().unwrap();
+        micros.push(start.elapsed().as_secs_f64() * 1e6);
+        blocks.push(volume.stats().checkpoint_blocks_written - before);
+    }
+    micros.sort_by(f64::total_cmp);
+    blocks.sort_unstable();
+    println!(
+        "{{\"figure\":\"checkpoint_cost_on_an_aged_map\",\"map_runs\":{},\"writes_since_checkpoint\":{WRITES},\"median_blocks_written\":{},\"median_commit_us\":{:.0},\"max_commit_us\":{:.0},\"seed\":{seed}}}",
+        volume.extents()[0].run_count,
+        blocks[COMMITS / 2],
+        micros[COMMITS / 2],
+        micros[COMMITS - 1]
+    );
+}
+
 fn map_memory(seed: u64) {
     let extent_blocks: u64 = 4 << 20; // 16 GiB
     let data = DiscardDevice::new(extent_blocks * 2);
@@ -309,6 +363,9 @@ fn map_memory(seed: u64) {
     }
 }
 
+/// A named figure of this benchmark, run with a seed.
+type Figure = (&'static str, fn(u64));
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let seed = args
@@ -318,6 +375,22 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
     if args.iter().any(|arg| arg == "--list") {
+        return;
+    }
+    let figures: [Figure; 4] = [
+        ("checkpoint_cost", checkpoint_cost),
+        ("checkpoint_cost_by_device_size", checkpoint_cost_by_device_size),
+        ("checkpoint_cost_on_an_aged_map", checkpoint_cost_on_an_aged_map),
+        ("map_memory", map_memory),
+    ];
+    if let Some(name) = args.iter().position(|arg| arg == "--figure").map(|at| args.get(at + 1)) {
+        let figure = figures.iter().find(|(figure, _)| Some(&figure.to_string()) == name);
+        let Some((_, run)) = figure else {
+            let names: Vec<&str> = figures.iter().map(|(figure, _)| *figure).collect();
+            eprintln!("--figure takes one of: {}", names.join(", "));
+            std::process::exit(2);
+        };
+        run(seed);
         return;
     }
     let memory =
@@ -330,8 +403,8 @@ fn main() {
     let flash = FileDevice::create(&directory.path().join("flash"), 4096, 1 << 16).unwrap();
     let file = Volume::format(data, flash, 1, VolumeOptions::default()).unwrap();
     let file_rate = report_random_writes(file, "file", seed);
-    checkpoint_cost(seed);
-    checkpoint_cost_by_device_size(seed);
-    map_memory(seed);
+    for (_, run) in figures {
+        run(seed);
+    }
     println!("{{\"summary\":{{\"memory_writes_per_second\":{memory_rate:.0},\"file_writes_per_second\":{file_rate:.0},\"seed\":{seed}}}}}");
 }
