@@ -202,6 +202,9 @@ impl VolumeConfig {
             read_realloc: if self.read_realloc { ReadRealloc::ON } else { ReadRealloc::OFF },
             proximal_copy_out: self.copy_out,
             delete_log: DeleteLogMode::parse(&self.delete_log).expect("validated"),
+            // The flash device ignores trims (`directory::labelled_devices`): a
+            // CP need not list the blocks it releases.
+            trim_released_flash: false,
             ..VolumeOptions::default()
         }
     }
