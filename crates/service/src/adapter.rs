@@ -48,7 +48,7 @@
 //! completed before it already durable returns without another `fdatasync`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -114,6 +114,89 @@ pub const DESTAGE_PIECES_PER_STEP: u64 = 16;
 /// unlock wakes a waiter, but a thread that locks again at once wins the race).
 const DESTAGE_HANDOFF: Duration = Duration::from_millis(2);
 
+/// How long the destager waits for the write-back of a piece (a few
+/// milliseconds when the host's disk keeps up). Past it, the destager goes
+/// on and the write-back finishes beside it: on a host whose disk is slow to
+/// take dirty pages, waiting for each `fdatasync` would hold the destage
+/// back while the staging area fills and the clients' writes destage
+/// inline.
+const PIECE_WRITE_BACK_PATIENCE: Duration = Duration::from_millis(20);
+
+/// Write-backs on a thread of their own, which the destager waits for a
+/// bounded time ([`WriteBackWorker::write_back_within`]).
+#[derive(Debug)]
+struct WriteBackWorker {
+    state: Arc<(Mutex<WriteBackRounds>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Write-backs asked for and done, counted; `stop` ends the worker.
+#[derive(Debug, Default)]
+struct WriteBackRounds {
+    requested: u64,
+    done: u64,
+    stop: bool,
+}
+
+impl WriteBackWorker {
+    /// A worker writing back through `handle`, or `None` when no thread can
+    /// be started.
+    fn start(handle: WriteBacks) -> Option<Self> {
+        let state = Arc::new((Mutex::new(WriteBackRounds::default()), Condvar::new()));
+        let shared = Arc::clone(&state);
+        let spawned = std::thread::Builder::new().name("write-back".to_owned()).spawn(move || {
+            let (rounds, changed) = &*shared;
+            loop {
+                let asked = {
+                    let mut state = rounds.lock().unwrap_or_else(PoisonError::into_inner);
+                    while state.requested == state.done && !state.stop {
+                        state = changed.wait(state).unwrap_or_else(PoisonError::into_inner);
+                    }
+                    if state.stop {
+                        return;
+                    }
+                    state.requested
+                };
+                // Every request up to `asked` came after the writes it
+                // covers, so this one write-back answers them all.
+                write_back_without_lock(Some(&handle));
+                rounds.lock().unwrap_or_else(PoisonError::into_inner).done = asked;
+                changed.notify_all();
+            }
+        });
+        let thread = spawned.map_err(|error| warn!("pieces are written back at CPs only: {error}")).ok()?;
+        Some(Self { state, thread: Some(thread) })
+    }
+
+    /// Asks for a write-back of everything written so far and waits for it
+    /// for at most `patience`.
+    fn write_back_within(&self, patience: Duration) {
+        let deadline = Instant::now() + patience;
+        let (rounds, changed) = &*self.state;
+        let mut state = rounds.lock().unwrap_or_else(PoisonError::into_inner);
+        state.requested += 1;
+        let wanted = state.requested;
+        changed.notify_all();
+        while state.done < wanted {
+            let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|left| !left.is_zero()) else {
+                return;
+            };
+            state = changed.wait_timeout(state, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+    }
+}
+
+impl Drop for WriteBackWorker {
+    fn drop(&mut self) {
+        let (rounds, changed) = &*self.state;
+        rounds.lock().unwrap_or_else(PoisonError::into_inner).stop = true;
+        changed.notify_all();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// When the last change was made, for the idle destager.
 #[derive(Debug)]
 struct Activity {
@@ -154,10 +237,13 @@ impl BackgroundDestager {
         let spawned = std::thread::Builder::new().name("destage".to_owned()).spawn(move || {
             // Taken once, the first time the destager looks at the volume.
             let mut write_back: Option<Option<WriteBacks>> = None;
+            let mut piece_write_back: Option<Option<WriteBackWorker>> = None;
             while !stopping.load(Ordering::SeqCst) {
                 std::thread::sleep(DESTAGE_CHECK_INTERVAL);
                 let Some(volume) = volume.upgrade() else { return };
                 let write_back = write_back.get_or_insert_with(|| write_back_handle(&volume));
+                let piece_write_back =
+                    piece_write_back.get_or_insert_with(|| write_back_handle(&volume).and_then(WriteBackWorker::start));
                 let mut draining = false;
                 // What the step under way has still to move.
                 let mut plan = DestagePlan::default();
@@ -167,7 +253,11 @@ impl BackgroundDestager {
                         // What the piece wrote goes to disk now, without the
                         // lock: a flush under it (a log block's, a CP's) then
                         // finds little left to write.
-                        Some(Piece::Moved) => write_back_without_lock(write_back.as_ref()),
+                        Some(Piece::Moved) => {
+                            if let Some(worker) = piece_write_back {
+                                worker.write_back_within(PIECE_WRITE_BACK_PATIENCE);
+                            }
+                        }
                         Some(Piece::StepDue) => match begin_step(&volume, write_back.as_ref()) {
                             Some(next) => plan = next,
                             None => break,
