@@ -9,6 +9,7 @@ use proxima_service::{format_size, Request};
 
 use crate::management::{run_operation, ListingPrinter, VolumeArguments};
 use crate::service_common::size_argument;
+use proxima_service::devices::BLOCK_BYTES;
 
 /// `proxima extent`.
 #[derive(Debug, Args)]
@@ -104,7 +105,7 @@ fn print_extents(result: &serde_json::Value) {
             "{:<24} {:>12} {:>12} {:>10}",
             extent["name"].as_str().unwrap_or("?"),
             format_size(extent["size_bytes"].as_u64().unwrap_or(0)),
-            format_size(extent["mapped_block_count"].as_u64().unwrap_or(0) * 4096),
+            format_size(extent["mapped_block_count"].as_u64().unwrap_or(0) * BLOCK_BYTES),
             extent["run_count"].as_u64().unwrap_or(0)
         );
     }

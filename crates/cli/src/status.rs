@@ -9,6 +9,7 @@ use proxima_service::{format_size, Request, Venue};
 use serde_json::Value;
 
 use crate::service_common::{request, ReportArgs};
+use proxima_service::devices::BLOCK_BYTES;
 
 /// Runs `proxima status`.
 pub fn run(args: &ReportArgs) -> ExitCode {
@@ -41,7 +42,7 @@ fn print_report(directory: &std::path::Path, report: &Value, venue: Venue) {
     println!("  committed           {} (the extents' sizes)", bytes(report, "committed_bytes"));
     // Staged blocks live on flash until a destage moves them: a volume
     // written in small pieces may hold most of its data there.
-    let staged_bytes = report["staging"]["used_blocks"].as_u64().unwrap_or(0) * 4096;
+    let staged_bytes = report["staging"]["used_blocks"].as_u64().unwrap_or(0) * BLOCK_BYTES;
     println!(
         "  used                {} on the data disks, {} staged on flash",
         bytes(report, "used_bytes"),

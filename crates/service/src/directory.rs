@@ -285,14 +285,14 @@ fn create_locked(
     }
     let data_bytes: u64 = data_disks.iter().map(|disk| disk.size_bytes).sum();
     let flash_bytes = match spec.flash_bytes {
-        Some(bytes) => check_flash_size("--flash-size", bytes, data_bytes).map(|()| bytes)?,
+        Some(bytes) => check_flash_size(FlashSize::Requested, bytes, data_bytes).map(|()| bytes)?,
         None => default_flash_bytes(data_bytes),
     };
     let flash_path = spec.flash_path.clone().unwrap_or_else(|| PathBuf::from("flash.img"));
     let flash = prepare_device(directory, &flash_path, flash_bytes, spec, created)?;
     if flash.size_bytes != flash_bytes {
         // A flash block device is used whole: its size is known only now.
-        check_flash_size("--flash", flash.size_bytes, data_bytes)?;
+        check_flash_size(FlashSize::OfTheDevice, flash.size_bytes, data_bytes)?;
     }
     let config = VolumeConfig {
         format_version: CONFIG_FORMAT_VERSION,
@@ -391,19 +391,27 @@ pub fn default_flash_bytes(data_bytes: u64) -> u64 {
     DEFAULT_FLASH_BYTES.max((2 * least).div_ceil(GIB) * GIB)
 }
 
+/// Where a flash size came from, for the usage error that refuses it.
+#[derive(Debug, Clone, Copy)]
+enum FlashSize {
+    /// `--flash-size`.
+    Requested,
+    /// The block device `--flash` names, used whole.
+    OfTheDevice,
+}
+
 /// Refuses a flash of `flash_bytes` that cannot hold the metadata of
-/// `data_bytes` of data disks, as a usage error of `flag` (`--flash-size`,
-/// or `--flash` for a block device used whole), naming the least that fits.
-fn check_flash_size(flag: &str, flash_bytes: u64, data_bytes: u64) -> Result<()> {
+/// `data_bytes` of data disks, as a usage error of the option the size came
+/// from, naming the least that fits.
+fn check_flash_size(source: FlashSize, flash_bytes: u64, data_bytes: u64) -> Result<()> {
     if flash_bytes >= minimum_flash_bytes(data_bytes, flash_bytes) {
         return Ok(());
     }
     const MIB: u64 = 1 << 20;
     let least = least_flash_bytes(data_bytes, flash_bytes, MIB);
-    let remedy = if flag == "--flash" {
-        "name a larger flash device"
-    } else {
-        "without --flash-size the flash file is sized for the data"
+    let (flag, remedy) = match source {
+        FlashSize::Requested => ("--flash-size", "without --flash-size the flash file is sized for the data"),
+        FlashSize::OfTheDevice => ("--flash", "name a larger flash device"),
     };
     Err(ServiceError::InvalidParameter {
         parameter: flag.into(),
