@@ -159,7 +159,7 @@ impl WriteBackWorker {
                 };
                 // Every request up to `asked` came after the writes it
                 // covers, so this one write-back answers them all.
-                write_back_without_lock(Some(&handle));
+                write_back_without_lock(&handle);
                 rounds.lock().unwrap_or_else(PoisonError::into_inner).done = asked;
                 changed.notify_all();
             }
@@ -168,20 +168,34 @@ impl WriteBackWorker {
         Some(Self { state, thread: Some(thread) })
     }
 
+    /// Asks for a write-back of everything written so far and waits for it.
+    fn write_back(&self) {
+        self.request_and_wait(None);
+    }
+
     /// Asks for a write-back of everything written so far and waits for it
     /// for at most `patience`.
     fn write_back_within(&self, patience: Duration) {
-        let deadline = Instant::now() + patience;
+        self.request_and_wait(Some(Instant::now() + patience));
+    }
+
+    fn request_and_wait(&self, deadline: Option<Instant>) {
         let (rounds, changed) = &*self.state;
         let mut state = rounds.lock().unwrap_or_else(PoisonError::into_inner);
         state.requested += 1;
         let wanted = state.requested;
         changed.notify_all();
         while state.done < wanted {
-            let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|left| !left.is_zero()) else {
-                return;
+            state = match deadline {
+                None => changed.wait(state).unwrap_or_else(PoisonError::into_inner),
+                Some(deadline) => {
+                    let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|left| !left.is_zero())
+                    else {
+                        return;
+                    };
+                    changed.wait_timeout(state, left).unwrap_or_else(PoisonError::into_inner).0
+                }
             };
-            state = changed.wait_timeout(state, left).unwrap_or_else(PoisonError::into_inner).0;
         }
     }
 }
@@ -236,14 +250,12 @@ impl BackgroundDestager {
         let stopping = Arc::clone(&stop);
         let spawned = std::thread::Builder::new().name("destage".to_owned()).spawn(move || {
             // Taken once, the first time the destager looks at the volume.
-            let mut write_back: Option<Option<WriteBacks>> = None;
-            let mut piece_write_back: Option<Option<WriteBackWorker>> = None;
+            let mut write_back: Option<Option<WriteBackWorker>> = None;
             while !stopping.load(Ordering::SeqCst) {
                 std::thread::sleep(DESTAGE_CHECK_INTERVAL);
                 let Some(volume) = volume.upgrade() else { return };
-                let write_back = write_back.get_or_insert_with(|| write_back_handle(&volume));
-                let piece_write_back =
-                    piece_write_back.get_or_insert_with(|| write_back_handle(&volume).and_then(WriteBackWorker::start));
+                let write_back =
+                    write_back.get_or_insert_with(|| write_back_handle(&volume).and_then(WriteBackWorker::start));
                 let mut draining = false;
                 // What the step under way has still to move.
                 let mut plan = DestagePlan::default();
@@ -254,7 +266,7 @@ impl BackgroundDestager {
                         // lock: a flush under it (a log block's, a CP's) then
                         // finds little left to write.
                         Some(Piece::Moved) => {
-                            if let Some(worker) = piece_write_back {
+                            if let Some(worker) = write_back {
                                 worker.write_back_within(PIECE_WRITE_BACK_PATIENCE);
                             }
                         }
@@ -374,10 +386,10 @@ fn write_back_handle(volume: &RwLock<ServiceVolume>) -> Option<WriteBacks> {
     })
 }
 
-/// Writes back what the devices have taken so far, if they have a handle
-/// for it; called without the lock.
-fn write_back_without_lock(write_back: Option<&WriteBacks>) {
-    if let Some(Err(error)) = write_back.map(WriteBack::write_back) {
+/// Writes back what the devices have taken so far through `write_back`;
+/// called without the lock (by the [`WriteBackWorker`]).
+fn write_back_without_lock(write_back: &WriteBacks) {
+    if let Err(error) = write_back.write_back() {
         warn!("background destage cannot write back: {error}");
     }
 }
@@ -389,9 +401,11 @@ fn write_back_without_lock(write_back: Option<&WriteBacks>) {
 /// pieces wrote is written back first without the lock, so that the CP's
 /// flush, made under the lock, has little left to write. Returns the plan,
 /// or `None` when the CP failed or there is nothing to plan.
-fn begin_step(volume: &RwLock<ServiceVolume>, write_back: Option<&WriteBacks>) -> Option<DestagePlan> {
+fn begin_step(volume: &RwLock<ServiceVolume>, write_back: Option<&WriteBackWorker>) -> Option<DestagePlan> {
     let started = Instant::now();
-    write_back_without_lock(write_back);
+    if let Some(worker) = write_back {
+        worker.write_back();
+    }
     let written_back_ms = started.elapsed().as_secs_f64() * 1e3;
     let committed_ms = {
         let mut volume = volume.write().ok()?;
@@ -415,8 +429,10 @@ fn begin_step(volume: &RwLock<ServiceVolume>, write_back: Option<&WriteBacks>) -
 /// Commits after the last piece of a drain, so that the staging space it
 /// emptied is reusable (the next step's CP would do it otherwise), writing
 /// back first without the lock.
-fn release_destaged_space(volume: &RwLock<ServiceVolume>, write_back: Option<&WriteBacks>) {
-    write_back_without_lock(write_back);
+fn release_destaged_space(volume: &RwLock<ServiceVolume>, write_back: Option<&WriteBackWorker>) {
+    if let Some(worker) = write_back {
+        worker.write_back();
+    }
     let Ok(mut volume) = volume.write() else { return };
     if let Err(error) = volume.commit() {
         warn!("background destage cannot commit: {error}");
