@@ -432,9 +432,7 @@ impl FileDevice {
         if !self.direct || is_direct_aligned(data) {
             return self.file.write_all_at(data, offset_bytes);
         }
-        let mut buffer = AlignedBuffer::zeroed(data.len());
-        buffer.as_mut_slice().copy_from_slice(data);
-        self.file.write_all_at(buffer.as_slice(), offset_bytes)
+        self.file.write_all_at(AlignedBuffer::joined(&[data]).as_slice(), offset_bytes)
     }
 
     fn trim(&mut self, block: u64, offset_bytes: u64, length_bytes: usize) -> Result<(), DeviceError> {
@@ -574,8 +572,9 @@ impl BlockDevice for FileDevice {
             .map(drop)
     }
 
-    /// One `pwritev` when buffered (the pieces need no alignment); with
-    /// O_DIRECT, the pieces are joined and written as one request.
+    /// One `pwritev` when buffered, or with O_DIRECT when every piece is
+    /// aligned for it; else the pieces are joined into one aligned buffer and
+    /// written as one request.
     fn write_gathered(&mut self, block: u64, pieces: &[&[u8]]) -> Result<(), DeviceError> {
         let length_bytes: usize = pieces.iter().map(|piece| piece.len()).sum();
         validate_span(&self.info, block, length_bytes)?;
@@ -583,8 +582,12 @@ impl BlockDevice for FileDevice {
         if pieces.iter().any(|piece| !piece.len().is_multiple_of(block_size)) {
             return Err(invalid(&self.path, "a gathered write's pieces must be whole blocks".into()));
         }
-        if self.direct || pieces.len() == 1 || pieces.len() > MAX_GATHERED_PIECES {
-            return self.write_blocks(block, &pieces.concat());
+        if let [single] = pieces {
+            return self.write_blocks(block, single);
+        }
+        let vectored = !self.direct || pieces.iter().all(|piece| is_direct_aligned(piece));
+        if pieces.len() > MAX_GATHERED_PIECES || !vectored {
+            return self.write_blocks(block, AlignedBuffer::joined(pieces).as_slice());
         }
         let offset_bytes = block * block_size as u64;
         write_all_vectored_at(&self.file, pieces, offset_bytes)
@@ -717,6 +720,22 @@ struct AlignedBuffer {
 }
 
 impl AlignedBuffer {
+    /// `pieces` one after the other; only the bytes before the aligned start
+    /// are zeroed, not the payload's.
+    fn joined(pieces: &[&[u8]]) -> Self {
+        let length = pieces.iter().map(|piece| piece.len()).sum();
+        let mut storage: Vec<u8> = Vec::with_capacity(length + DIRECT_ALIGNMENT_BYTES);
+        let start = storage.as_ptr().align_offset(DIRECT_ALIGNMENT_BYTES);
+        assert!(start < DIRECT_ALIGNMENT_BYTES, "a byte buffer can always be aligned within one alignment unit");
+        storage.resize(start, 0);
+        for piece in pieces {
+            storage.extend_from_slice(piece);
+        }
+        // Within the capacity reserved, so the storage never moved.
+        debug_assert_eq!(storage.as_ptr().align_offset(DIRECT_ALIGNMENT_BYTES), start);
+        Self { storage, start, length }
+    }
+
     fn zeroed(length: usize) -> Self {
         let storage = vec![0; length + DIRECT_ALIGNMENT_BYTES];
         let start = storage.as_ptr().align_offset(DIRECT_ALIGNMENT_BYTES);
@@ -1094,5 +1113,10 @@ mod tests {
             assert_eq!(buffer.as_slice().as_ptr() as usize % DIRECT_ALIGNMENT_BYTES, 0);
             assert_eq!(buffer.as_slice().len(), length);
         }
+        let pieces = [pattern(1, 4096), pattern(2, 3 * 4096), pattern(3, 512)];
+        let slices: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
+        let joined = AlignedBuffer::joined(&slices);
+        assert_eq!(joined.as_slice().as_ptr() as usize % DIRECT_ALIGNMENT_BYTES, 0);
+        assert_eq!(joined.as_slice(), pieces.concat(), "the pieces in order");
     }
 }
