@@ -105,6 +105,29 @@ pub(crate) fn consecutive_runs(blocks: &[u64]) -> impl Iterator<Item = (usize, u
     })
 }
 
+/// The runs of `(first block, block count)` pieces that continue each other
+/// on the device, as index ranges into `pieces`, each run at most
+/// [`MAX_REQUEST_BLOCKS`] long (a piece longer than that is a run alone).
+pub(crate) fn gathered_runs(pieces: &[(u64, u64)]) -> Vec<std::ops::Range<usize>> {
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut run_end_block = 0;
+    let mut run_blocks = 0;
+    for (index, &(first, count)) in pieces.iter().enumerate() {
+        match runs.last_mut() {
+            Some(run) if first == run_end_block && run_blocks + count <= MAX_REQUEST_BLOCKS => {
+                run.end = index + 1;
+                run_blocks += count;
+            }
+            _ => {
+                runs.push(index..index + 1);
+                run_blocks = count;
+            }
+        }
+        run_end_block = first + count;
+    }
+    runs
+}
+
 /// Executes `requests` on one device in one batch, failing on the first error.
 pub(crate) fn execute_all<D: BlockDevice>(device: &mut D, role: DeviceRole, requests: Vec<IoRequest>) -> Result<()> {
     if requests.is_empty() {

@@ -16,7 +16,9 @@ use proxima_device::BlockDevice;
 use crate::codec::{LogRecord, RangeReservation, BLOCK_SIZE};
 use crate::destage::{DestageScope, NoDestageObserver, StagingRelease};
 use crate::error::{DeviceRole, EngineError, Result};
-use crate::io::{block_bytes, consecutive_runs, device_error, in_memory, write_zeroes, MAX_REQUEST_BLOCKS};
+use crate::io::{
+    block_bytes, consecutive_runs, device_error, gathered_runs, in_memory, write_zeroes, MAX_REQUEST_BLOCKS,
+};
 use crate::layouts::{staging_is_full, Placement, VolumeFacts, WriteContext};
 use crate::map::{self, Location};
 use crate::room::RoomMade;
@@ -407,10 +409,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// logical predecessor's run when its range has room.
     pub(crate) fn write_in_ranges(&mut self, id: u64, logical: u64, payload: Payload<'_>) -> Result<()> {
         let count = payload.block_count();
-        let mut hint = match logical.checked_sub(1).and_then(|before| map::lookup(self.extents.map(id), before)) {
-            Some(Location::Data(block)) => Some(block + 1),
-            _ => None,
-        };
+        let mut hint = self.block_after_predecessor(id, logical);
         let mut done = 0;
         while done < count {
             let (start, got) = self.allocate_in_ranges(hint, count - done)?;
@@ -420,6 +419,84 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
         self.stats.direct_blocks_written += count;
         Ok(())
+    }
+
+    /// The data block after the one logical block `logical - 1` of extent
+    /// `id` is on, where a write at `logical` continues its run.
+    fn block_after_predecessor(&self, id: u64, logical: u64) -> Option<u64> {
+        match logical.checked_sub(1).and_then(|before| map::lookup(self.extents.map(id), before)) {
+            Some(Location::Data(block)) => Some(block + 1),
+            _ => None,
+        }
+    }
+
+    /// Writes several whole-block writes the layout places in allocation
+    /// ranges as one batch: blocks are allocated write by write, as
+    /// [`write_in_ranges`](Self::write_in_ranges) would (a write continuing
+    /// the one before it in the batch continues its run), the data of each
+    /// run of consecutive blocks goes to the device as one gathered request —
+    /// several clients' large writes become few large requests instead of one
+    /// device round trip each — and then each write is mapped and logged, in
+    /// order. Returns `Ok(false)`, having changed nothing, when the data
+    /// device keeps no payload or has too few allocatable blocks to place
+    /// them all without a CP (the caller writes them one by one).
+    pub(crate) fn write_ranged_group(&mut self, writes: &[(u64, u64, &[u8])]) -> Result<bool> {
+        let total: u64 = writes.iter().map(|&(_, _, bytes)| (bytes.len() / BLOCK_SIZE) as u64).sum();
+        let ids: Vec<u64> = writes.iter().map(|&(id, _, _)| id).collect();
+        self.ensure_room_for_update(self.write_bound(&ids, total, 0))?;
+        let placed_in_ranges = |volume: &Self, &(id, logical, bytes): &(u64, u64, &[u8])| {
+            volume.would_place_in_ranges(id, logical, blocks_of(bytes))
+        };
+        if !self.data_stores_payload()
+            || self.data_space.allocatable_count() < total
+            || !writes.iter().all(|write| placed_in_ranges(self, write))
+        {
+            return Ok(false);
+        }
+        // `(write, first logical block, first data block, block count)`.
+        let mut pieces: Vec<(usize, u64, u64, u64)> = Vec::new();
+        for (index, &(id, logical, bytes)) in writes.iter().enumerate() {
+            let count = blocks_of(bytes);
+            let mut hint = match pieces.last() {
+                Some(&(before, last_logical, start, got))
+                    if writes[before].0 == id && last_logical + got == logical =>
+                {
+                    Some(start + got)
+                }
+                _ => self.block_after_predecessor(id, logical),
+            };
+            let mut done = 0;
+            while done < count {
+                // Enough blocks are allocatable: no CP runs here.
+                let (start, got) = self.allocate_in_ranges(hint, (count - done).min(MAX_REQUEST_BLOCKS))?;
+                pieces.push((index, logical + done, start, got));
+                done += got;
+                hint = Some(start + got);
+            }
+        }
+        let slice_of = |&(index, first, _, count): &(usize, u64, u64, u64)| {
+            let (_, logical, bytes) = writes[index];
+            &bytes[block_bytes(first - logical)..block_bytes(first - logical + count)]
+        };
+        let ranges: Vec<(u64, u64)> = pieces.iter().map(|&(_, _, start, count)| (start, count)).collect();
+        self.announce_data_writes(&ranges)?;
+        for run in gathered_runs(&ranges) {
+            let slices: Vec<&[u8]> = pieces[run.clone()].iter().map(slice_of).collect();
+            self.data.write_gathered(ranges[run.start].0, &slices).map_err(device_error(DeviceRole::Data))?;
+        }
+        self.log.data_unflushed = true;
+        for piece in &pieces {
+            let &(index, first, start, _) = piece;
+            self.map_direct_piece(writes[index].0, first, start, Payload::Bytes(slice_of(piece)))?;
+        }
+        self.stats.direct_blocks_written += total;
+        Ok(true)
+    }
+
+    /// Whether the layout writes `count` whole blocks at `logical` of extent
+    /// `id` to fresh blocks in allocation ranges, as the map stands.
+    pub(crate) fn would_place_in_ranges(&self, id: u64, logical: u64, count: u64) -> bool {
+        self.plan_write(id, logical, count).placement == Placement::Ranges
     }
 
     /// Writes to the first holes after the layout's hole cursor.
@@ -533,6 +610,14 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             }
         }
         self.log.data_unflushed = true;
+        self.map_direct_piece(id, logical, start, payload)
+    }
+
+    /// Maps `[logical, logical + count)` of extent `id` to data blocks
+    /// `[start, start + count)`, just written with `payload`, and logs their
+    /// checksums and the direct record, in that order.
+    fn map_direct_piece(&mut self, id: u64, logical: u64, start: u64, payload: Payload<'_>) -> Result<()> {
+        let count = payload.block_count();
         self.log_data_checksums(start, payload)?;
         self.apply_mapping(id, logical, count, Location::Data(start));
         self.push_record(LogRecord::Direct {
@@ -759,4 +844,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
         displaced
     }
+}
+
+/// Whole blocks in `bytes` (a whole number of blocks).
+fn blocks_of(bytes: &[u8]) -> u64 {
+    (bytes.len() / BLOCK_SIZE) as u64
 }

@@ -1109,8 +1109,11 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// flash blocks are allocated at once and written with one gathered
     /// request per run, so many small random writes — of one connection or of
     /// several — become one append to the staging log, and their log records
-    /// share log blocks. With FUA on any of them, the batch is made durable
-    /// once, after all of them.
+    /// share log blocks. Consecutive large writes the layout places in
+    /// allocation ranges are allocated together and their data written with
+    /// one gathered request per run of consecutive blocks, so several
+    /// clients' large writes reach the device as few large requests. With FUA
+    /// on any of them, the batch is made durable once, after all of them.
     pub fn write_batch(&mut self, writes: &[BatchedWrite<'_>]) -> Vec<Result<()>> {
         for write in writes {
             self.content_changes.changed(write.extent_id, write.offset_bytes, write.bytes.len() as u64);
@@ -1118,13 +1121,21 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut outcomes: Vec<Option<Result<()>>> = writes.iter().map(|_| None).collect();
         let mut index = 0;
         while index < writes.len() {
-            let group_end = self.stageable_run_end(writes, index);
+            let staged_end = self.group_end(writes, index, Self::would_stage);
+            let (group_end, staged) = match staged_end - index {
+                0 | 1 => (self.group_end(writes, index, Self::would_place_in_ranges), false),
+                _ => (staged_end, true),
+            };
             if group_end - index >= 2 {
                 let group: Vec<(u64, u64, &[u8])> = writes[index..group_end]
                     .iter()
                     .map(|write| (write.extent_id, write.offset_bytes / BLOCK_BYTES, write.bytes))
                     .collect();
-                match self.guarded(|volume| volume.write_staged_group(&group)) {
+                let written = self.guarded(|volume| match staged {
+                    true => volume.write_staged_group(&group),
+                    false => volume.write_ranged_group(&group),
+                });
+                match written {
                     Ok(true) => {
                         for outcome in &mut outcomes[index..group_end] {
                             *outcome = Some(Ok(()));
@@ -1162,20 +1173,21 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .collect()
     }
 
-    /// The end of the run of writes from `start` on that can be staged as
-    /// one group (valid, block-aligned, each staged by the layout).
-    fn stageable_run_end(&self, writes: &[BatchedWrite<'_>], start: usize) -> usize {
+    /// The end of the run of writes from `start` on that can be written as
+    /// one group: valid, block-aligned, and each placed as `placed` says of
+    /// its `(extent, first block, block count)` (staged, or in ranges).
+    fn group_end(&self, writes: &[BatchedWrite<'_>], start: usize, placed: fn(&Self, u64, u64, u64) -> bool) -> usize {
         let mut end = start;
         while end < writes.len() {
             let write = &writes[end];
             let length = write.bytes.len() as u64;
-            let stageable = self.check_usable().is_ok()
+            let groupable = self.check_usable().is_ok()
                 && self.check_range(write.extent_id, write.offset_bytes, length).is_ok()
                 && length > 0
                 && write.offset_bytes.is_multiple_of(BLOCK_BYTES)
                 && length.is_multiple_of(BLOCK_BYTES)
-                && self.would_stage(write.extent_id, write.offset_bytes / BLOCK_BYTES, length / BLOCK_BYTES);
-            if !stageable {
+                && placed(self, write.extent_id, write.offset_bytes / BLOCK_BYTES, length / BLOCK_BYTES);
+            if !groupable {
                 break;
             }
             end += 1;

@@ -98,3 +98,49 @@ fn mixed_batches_keep_order_and_report_each_outcome() {
     assert!(volume.read(id, 0, 64 * BLOCK as u64).unwrap() == expected, "the last write to a block wins");
     assert_clean(&mut volume);
 }
+
+#[test]
+fn a_batch_of_large_writes_reaches_the_data_device_as_one_gathered_request() {
+    let mut volume = Volume::format(
+        Recorder::new(MemoryDevice::new(4096, 8192).named("data")),
+        MemoryDevice::new(4096, 2048).named("flash"),
+        7,
+        VolumeOptions::default(),
+    )
+    .unwrap();
+    let id = volume.create_extent("lun0", 4 << 20).unwrap();
+    // A sequential stream of 64-block writes (above the staging threshold),
+    // then one overlapping the last two: the later write wins where they meet.
+    let payloads: Vec<(u64, Vec<u8>)> = (0..4u64)
+        .map(|index| (index * 64 * BLOCK as u64, pattern(index + 1, 64 * BLOCK)))
+        .chain([(160 * BLOCK as u64, pattern(9, 64 * BLOCK))])
+        .collect();
+    let writes: Vec<BatchedWrite<'_>> = payloads
+        .iter()
+        .map(|(offset, bytes)| BatchedWrite { extent_id: id, offset_bytes: *offset, bytes, fua: false })
+        .collect();
+    let before = volume.data_device().batches.len();
+    let outcomes = volume.write_batch(&writes);
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    let data_writes: Vec<(u64, u32)> = volume.data_device().batches[before..]
+        .iter()
+        .flatten()
+        .filter(|request| request.op == IoOp::Write)
+        .map(|request| (request.block, request.block_count))
+        .collect();
+    assert_eq!(data_writes.len(), 1, "one request for the whole stream: {data_writes:?}");
+    assert_eq!(data_writes[0].1, 5 * 64, "every block written");
+    let mut expected = vec![0u8; 4 << 20];
+    for (offset, bytes) in &payloads {
+        expected[*offset as usize..*offset as usize + bytes.len()].copy_from_slice(bytes);
+    }
+    assert!(volume.read(id, 0, 4 << 20).unwrap() == expected, "read back before a crash");
+    volume.flush().unwrap();
+    let (data, flash) = volume.into_devices();
+    let mut volume = Volume::open(data, flash, VolumeOptions::default()).unwrap();
+    assert!(volume.read(id, 0, 4 << 20).unwrap() == expected, "read back after replay");
+    // The stream is one physical run, the overlapping write's blocks follow
+    // it: three runs (the stream's head, the overlap, the stream's tail).
+    assert_eq!(volume.extents()[0].run_count, 3);
+    assert_clean(&mut volume);
+}

@@ -58,7 +58,7 @@ enum Op {
         fua: bool,
     },
     /// `(slot, offset, length, tag)` writes through `write_batch`; small
-    /// aligned ones are staged as one group.
+    /// aligned ones are staged as one group, large ones written as one.
     WriteBatch {
         writes: Vec<(usize, u64, u64, u64)>,
         fua: bool,
@@ -126,7 +126,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
             .prop_map(|(slot, offset, length, tag, fua)| Op::Write { slot, offset, length, tag, fua }),
         4 => (
             proptest::collection::vec(
-                (slot.clone(), 0..MAX_EXTENT_BLOCKS, prop_oneof![4 => 1..4u64, 1 => 1..60u64], any::<u64>())
+                (slot.clone(), 0..MAX_EXTENT_BLOCKS, prop_oneof![4 => 1..4u64, 1 => 1..60u64, 1 => 42..=64u64], any::<u64>())
                     .prop_map(|(slot, block, blocks, tag)| (slot, block * BLOCK as u64, blocks * BLOCK as u64, tag)),
                 1..12,
             ),
