@@ -19,11 +19,12 @@
 //! them, which is what `NBD_FLAG_CAN_MULTI_CONN` promises: every export
 //! advertises it.
 //!
-//! Small writes are combined across connections: each one is queued, and
+//! Writes are combined across connections: each one is queued, and
 //! whichever writer holds the write lock executes every queued write in one
-//! `Volume::write_batch` (staged together as one append to the staging log)
-//! before releasing it; a writer that then gets the lock and finds its write
-//! done returns at once. Each write is still in the volume before its reply.
+//! `Volume::write_batch` (small ones staged together as one append to the
+//! staging log, large ones written to the data device as few gathered
+//! requests) before releasing it; a writer that then gets the lock and finds
+//! its write done returns at once. Each write is still in the volume before its reply.
 //! A background thread destages beside the clients, in bounded steps (the
 //! densest windows first), each taken in short pieces: the step's CP, then
 //! its plan (`Volume::commit`, `Volume::plan_destage_step`, each under the
@@ -48,7 +49,7 @@
 //! completed before it already durable returns without another `fdatasync`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -76,9 +77,6 @@ struct FlushSequence {
     /// `completed` as of the last successful flush, set under the write lock.
     durable: AtomicU64,
 }
-
-/// Writes up to this size are combined with other connections' writes.
-const COMBINED_WRITE_MAX_BYTES: usize = 64 * 1024;
 
 /// A write waiting for the next holder of the write lock.
 #[derive(Debug)]
@@ -680,11 +678,19 @@ impl VolumeExport {
         outcome.map_err(self.fail(offset_bytes, length_bytes))
     }
 
-    /// Queues a small write and makes sure it is executed: by this thread,
-    /// together with every other queued write, if it is still queued once
-    /// this thread holds the write lock; else it was executed by the holder
-    /// before, and its outcome is waiting.
+    /// Executes a write together with the other writes queued for the write
+    /// lock. When the lock is free, this thread takes it and writes from the
+    /// caller's bytes at once, with whatever is queued. Else the write is
+    /// queued (its bytes copied) and executed by whichever thread holds the
+    /// lock next: this one, if it is still queued once this thread holds the
+    /// lock, or the holder before, whose outcome is then waiting.
     fn combined_write(&self, extent_id: u64, offset_bytes: u64, data: &[u8], fua: bool) -> Result<(), BackendError> {
+        let own = BatchedWrite { extent_id, offset_bytes, bytes: data, fua };
+        match self.volume.try_write() {
+            Ok(volume) => return self.write_queued_and(volume, Some(own)).expect("this thread's own write"),
+            Err(TryLockError::Poisoned(_)) => return Err(poisoned(&self.info.name)),
+            Err(TryLockError::WouldBlock) => {}
+        }
         let outcome = Arc::new(Mutex::new(None));
         let queued = QueuedWrite {
             extent_id,
@@ -695,12 +701,24 @@ impl VolumeExport {
             outcome: Arc::clone(&outcome),
         };
         self.shared.queued_writes.lock().unwrap_or_else(PoisonError::into_inner).push(queued);
-        let mut volume = lock(&self.volume, &self.info.name)?;
+        let volume = lock(&self.volume, &self.info.name)?;
         if let Some(result) = take_outcome(&outcome) {
             return result;
         }
+        self.write_queued_and(volume, None);
+        take_outcome(&outcome).expect("a write still queued when its thread held the lock was in the batch")
+    }
+
+    /// Under the write lock, writes every queued write and then `own` (this
+    /// thread's, not queued) in one batch, hands each queued write its
+    /// outcome and returns `own`'s.
+    fn write_queued_and(
+        &self,
+        mut volume: RwLockWriteGuard<'_, ServiceVolume>,
+        own: Option<BatchedWrite<'_>>,
+    ) -> Option<Result<(), BackendError>> {
         let batch = std::mem::take(&mut *self.shared.queued_writes.lock().unwrap_or_else(PoisonError::into_inner));
-        let writes: Vec<BatchedWrite<'_>> = batch
+        let mut writes: Vec<BatchedWrite<'_>> = batch
             .iter()
             .map(|queued| BatchedWrite {
                 extent_id: queued.extent_id,
@@ -709,16 +727,24 @@ impl VolumeExport {
                 fua: queued.fua,
             })
             .collect();
+        let own_range = own.as_ref().map(|own| (own.offset_bytes, own.bytes.len() as u64));
+        writes.extend(own);
         self.shared.activity.record_change();
-        let results = volume.write_batch(&writes);
-        self.shared.flushes.completed.fetch_add(batch.len() as u64, Ordering::SeqCst);
+        let mut results = volume.write_batch(&writes);
+        self.shared.flushes.completed.fetch_add(writes.len() as u64, Ordering::SeqCst);
+        let own_result = own_range.map(|(offset_bytes, length_bytes)| {
+            let result = results.pop().expect("one outcome per write");
+            result.map_err(|error| backend_error(&self.info.name, offset_bytes, length_bytes, error))
+        });
+        // Before the lock is released: a queued writer that takes it next
+        // finds its outcome.
         for (queued, result) in batch.iter().zip(results) {
             let result = result
                 .map_err(|error| backend_error(&queued.export, queued.offset_bytes, queued.bytes.len() as u64, error));
             *queued.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
         }
         drop(volume);
-        take_outcome(&outcome).expect("a write still queued when its thread held the lock was in the batch")
+        own_result
     }
 
     /// Makes durable every change completed before this call, unless a flush
@@ -799,10 +825,7 @@ impl Export for VolumeExport {
         self.info.debug_assert_in_range(offset_bytes, data.len() as u64);
         self.info.debug_assert_aligned(offset_bytes, data.len() as u64);
         let id = self.extent_id()?;
-        if data.len() <= COMBINED_WRITE_MAX_BYTES {
-            return self.combined_write(id, offset_bytes, data, fua);
-        }
-        self.change(offset_bytes, data.len() as u64, |volume| volume.write(id, offset_bytes, data, fua))
+        self.combined_write(id, offset_bytes, data, fua)
     }
 
     fn flush(&self) -> Result<(), BackendError> {
