@@ -53,7 +53,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLoc
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use proxima_device::{DeviceError, WriteBack, WriteBacks};
+use proxima_device::{DeviceError, SharedRead, WriteBack, WriteBacks};
 use proxima_engine::prefetch::PrefetchSettings;
 use proxima_engine::{BatchedWrite, DestagePlan, EngineError};
 use proxima_nbd::backend::push_status_extent;
@@ -249,16 +249,18 @@ impl BackgroundDestager {
         let spawned = std::thread::Builder::new().name("destage".to_owned()).spawn(move || {
             // Taken once, the first time the destager looks at the volume.
             let mut write_back: Option<Option<WriteBackWorker>> = None;
+            let mut flash_reader: Option<Option<Box<dyn SharedRead>>> = None;
             while !stopping.load(Ordering::SeqCst) {
                 std::thread::sleep(DESTAGE_CHECK_INTERVAL);
                 let Some(volume) = volume.upgrade() else { return };
                 let write_back =
                     write_back.get_or_insert_with(|| write_back_handle(&volume).and_then(WriteBackWorker::start));
+                let flash_reader = flash_reader.get_or_insert_with(|| flash_read_handle(&volume)).as_deref();
                 let mut draining = false;
                 // What the step under way has still to move.
                 let mut plan = DestagePlan::default();
                 while !stopping.load(Ordering::SeqCst) {
-                    match destage_one_piece(&volume, &activity, draining, &mut plan) {
+                    match destage_one_piece(&volume, &activity, draining, &mut plan, flash_reader) {
                         None => break,
                         // What the piece wrote goes to disk now, without the
                         // lock: a flush under it (a log block's, a CP's) then
@@ -321,26 +323,61 @@ enum Piece {
     StepDue,
 }
 
-/// One piece of a destage step under the write lock, if [`destage_reason`]
-/// gives one: a [`DESTAGE_PIECES_PER_STEP`]-th of a step, taken from the
-/// step's `plan`, or, when the plan is used up, the news that the next step
-/// is due. `None` when there is nothing to do (then the caller stops).
+/// One piece of a destage step, if [`destage_reason`] gives one: a
+/// [`DESTAGE_PIECES_PER_STEP`]-th of a step, taken from the step's `plan`,
+/// or, when the plan is used up, the news that the next step is due. `None`
+/// when there is nothing to do (then the caller stops). With a
+/// `flash_reader`, the piece's staged blocks are read first without any
+/// lock (the lock is held only to find them); the write lock is then held
+/// to write them to the data device and remap them, and what a CP or a
+/// client changed in between is read again.
 fn destage_one_piece(
     volume: &RwLock<ServiceVolume>,
     activity: &Activity,
     draining: bool,
     plan: &mut DestagePlan,
+    flash_reader: Option<&dyn SharedRead>,
 ) -> Option<Piece> {
+    let reason = |volume: &ServiceVolume| {
+        let fill = volume.staging_fill();
+        let idle = activity.idle_for() >= IDLE_DESTAGE_AFTER;
+        destage_reason(fill.used_blocks, fill.capacity_blocks, idle, draining)
+    };
+    let piece_blocks = |volume: &ServiceVolume| (volume.destage_step_blocks() / DESTAGE_PIECES_PER_STEP).max(1);
+    let read = match flash_reader {
+        // Found under the write lock, though a read lock would do: the lock
+        // prefers writers, and among clients writing without pause a reader
+        // may wait for seconds. Finding the runs takes microseconds.
+        Some(_) => {
+            let volume = volume.write().ok()?;
+            reason(&volume)?;
+            volume.plan_piece_read(plan, piece_blocks(&volume))
+        }
+        None => None,
+    };
+    let prefetch = read.zip(flash_reader).and_then(|(read, reader)| {
+        let started = Instant::now();
+        let blocks = read.block_count();
+        match read.read_with(|block, buffer| reader.read_into(block, buffer)) {
+            Ok(prefetch) => {
+                let read_ms = started.elapsed().as_secs_f64() * 1e3;
+                debug!(blocks, read_ms, "destage piece read ahead");
+                Some(prefetch)
+            }
+            Err(error) => {
+                warn!("background destage cannot read a piece ahead: {error}");
+                None
+            }
+        }
+    });
     let Ok(mut volume) = volume.write() else { return None };
-    let fill = volume.staging_fill();
-    let idle = activity.idle_for() >= IDLE_DESTAGE_AFTER;
-    let reason = destage_reason(fill.used_blocks, fill.capacity_blocks, idle, draining)?;
+    let reason = reason(&volume)?;
     if plan.is_empty() {
         return Some(Piece::StepDue);
     }
     let started = Instant::now();
-    let piece_blocks = (volume.destage_step_blocks() / DESTAGE_PIECES_PER_STEP).max(1);
-    match volume.destage_planned(plan, piece_blocks) {
+    let piece_blocks = piece_blocks(&volume);
+    match volume.destage_planned_with(plan, piece_blocks, prefetch.as_ref()) {
         Ok(summary) => {
             let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
             debug!(blocks = summary.user_blocks, reason, elapsed_ms, "destage piece");
@@ -373,6 +410,16 @@ fn clean_one_pass(volume: &RwLock<ServiceVolume>) -> bool {
             false
         }
     }
+}
+
+/// A handle that reads the volume's flash device without the volume, if it
+/// has one.
+fn flash_read_handle(volume: &RwLock<ServiceVolume>) -> Option<Box<dyn SharedRead>> {
+    let volume = volume.read().ok()?;
+    volume.flash_read_handle().unwrap_or_else(|error| {
+        warn!("background destage reads pieces under the lock: {error}");
+        None
+    })
 }
 
 /// The volume's write-back handle, if its devices have one.
