@@ -125,6 +125,18 @@ fn read_ahead(volume: &Volume<MemoryDevice, Recorder<MemoryDevice>>, plan: &Dest
     read.read_with(|block, buffer| flash.read_into_shared(block, buffer)).unwrap()
 }
 
+/// Blocks `2 × index` for every index of `indexes` read what
+/// [`staged_for_a_piece`] staged there.
+fn assert_staged_versions_read_back(
+    volume: &mut Volume<MemoryDevice, Recorder<MemoryDevice>>,
+    id: u64,
+    indexes: std::ops::Range<u64>,
+) {
+    for index in indexes {
+        assert_eq!(volume.read(id, 2 * index * BLOCK as u64, BLOCK as u64).unwrap(), pattern(100 + index, BLOCK));
+    }
+}
+
 fn flash_reads(volume: &Volume<MemoryDevice, Recorder<MemoryDevice>>, since: usize) -> usize {
     volume.flash_device().batches[since..].iter().flatten().filter(|request| request.op == IoOp::Read).count()
 }
@@ -138,9 +150,7 @@ fn a_piece_read_ahead_is_destaged_without_reading_flash_again() {
     let moved = volume.destage_planned_with(&mut plan, 32, Some(&prefetch)).unwrap();
     assert_eq!(moved.user_blocks, 32);
     assert_eq!(flash_reads(&volume, before), 0, "the staged bytes came from the read-ahead");
-    for index in 0..32 {
-        assert_eq!(volume.read(id, 2 * index * BLOCK as u64, BLOCK as u64).unwrap(), pattern(100 + index, BLOCK));
-    }
+    assert_staged_versions_read_back(&mut volume, id, 0..32);
     assert_clean(&mut volume);
 }
 
@@ -158,9 +168,7 @@ fn what_changed_after_the_read_ahead_is_destaged_as_it_is_now() {
     assert_eq!(volume.read(id, 0, BLOCK as u64).unwrap(), pattern(900, BLOCK));
     assert_eq!(volume.read(id, 2 * BLOCK as u64, BLOCK as u64).unwrap(), vec![0; BLOCK]);
     assert_eq!(volume.read(id, 4 * BLOCK as u64, BLOCK as u64).unwrap(), pattern(902, BLOCK));
-    for index in 3..32 {
-        assert_eq!(volume.read(id, 2 * index * BLOCK as u64, BLOCK as u64).unwrap(), pattern(100 + index, BLOCK));
-    }
+    assert_staged_versions_read_back(&mut volume, id, 3..32);
     assert_clean(&mut volume);
 }
 
@@ -177,8 +185,6 @@ fn a_checkpoint_after_the_read_ahead_sets_it_aside() {
     volume.destage_planned_with(&mut plan, 32, Some(&prefetch)).unwrap();
     assert!(flash_reads(&volume, before) > 0, "read from flash again");
     assert_eq!(volume.read(id, 0, BLOCK as u64).unwrap(), pattern(901, BLOCK));
-    for index in 1..32 {
-        assert_eq!(volume.read(id, 2 * index * BLOCK as u64, BLOCK as u64).unwrap(), pattern(100 + index, BLOCK));
-    }
+    assert_staged_versions_read_back(&mut volume, id, 1..32);
     assert_clean(&mut volume);
 }
