@@ -416,8 +416,16 @@ impl FileDevice {
         Ok(data)
     }
 
+    /// Reads into `buffer`: in place when buffered or when the buffer suits
+    /// O_DIRECT, else through an aligned bounce buffer.
     fn read_at_into(&self, offset_bytes: u64, buffer: &mut [u8]) -> std::io::Result<()> {
-        read_file_into(&self.file, self.direct, offset_bytes, buffer)
+        if !self.direct || is_direct_aligned(buffer) {
+            return self.file.read_exact_at(buffer, offset_bytes);
+        }
+        let mut bounce = AlignedBuffer::zeroed(buffer.len());
+        self.file.read_exact_at(bounce.as_mut_slice(), offset_bytes)?;
+        buffer.copy_from_slice(bounce.as_slice());
+        Ok(())
     }
 
     fn write_at(&self, offset_bytes: u64, data: &[u8]) -> std::io::Result<()> {
@@ -476,37 +484,6 @@ impl crate::WriteBack for FileWriteBack {
     fn write_back(&self) -> Result<(), DeviceError> {
         sync_file(&self.file, self.kind).map_err(|error| os_error(&self.path, 0, "flush", &error))
     }
-}
-
-/// A [`FileDevice`]'s read handle: its own descriptor of the same file, in
-/// the device's mode (O_DIRECT or buffered).
-#[derive(Debug)]
-struct FileReader {
-    file: File,
-    direct: bool,
-    info: DeviceInfo,
-    path: PathBuf,
-}
-
-impl crate::SharedRead for FileReader {
-    fn read_into(&self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
-        validate_span(&self.info, block, buffer.len())?;
-        let offset_bytes = block * u64::from(self.info.block_size_bytes);
-        read_file_into(&self.file, self.direct, offset_bytes, buffer)
-            .map_err(|error| os_error(&self.path, block, "read", &error))
-    }
-}
-
-/// Reads into `buffer` from `file`: in place when buffered or when the
-/// buffer suits O_DIRECT, else through an aligned bounce buffer.
-fn read_file_into(file: &File, direct: bool, offset_bytes: u64, buffer: &mut [u8]) -> std::io::Result<()> {
-    if !direct || is_direct_aligned(buffer) {
-        return file.read_exact_at(buffer, offset_bytes);
-    }
-    let mut bounce = AlignedBuffer::zeroed(buffer.len());
-    file.read_exact_at(bounce.as_mut_slice(), offset_bytes)?;
-    buffer.copy_from_slice(bounce.as_slice());
-    Ok(())
 }
 
 /// Makes `file`'s written data durable. A block device has no file metadata
@@ -620,14 +597,6 @@ impl BlockDevice for FileDevice {
     fn write_back_handle(&self) -> Result<Option<Box<dyn crate::WriteBack>>, DeviceError> {
         let file = self.file.try_clone().map_err(|error| os_error(&self.path, 0, "flush", &error))?;
         Ok(Some(Box::new(FileWriteBack { file, kind: self.kind, path: self.path.clone() })))
-    }
-
-    /// A descriptor of its own for the same open file (so a later fallback
-    /// from O_DIRECT to buffered I/O applies to it too).
-    fn read_handle(&self) -> Result<Option<Box<dyn crate::SharedRead>>, DeviceError> {
-        let file = self.file.try_clone().map_err(|error| os_error(&self.path, 0, "read", &error))?;
-        let reader = FileReader { file, direct: self.direct, info: self.info.clone(), path: self.path.clone() };
-        Ok(Some(Box::new(reader)))
     }
 
     fn supports_shared_reads(&self) -> bool {
@@ -1134,21 +1103,6 @@ mod tests {
             assert_eq!(device.read_blocks(2, 4).unwrap(), expected);
             assert_eq!(device.read_blocks(6, 1).unwrap(), vec![0; 4096]);
             assert_eq!(device.read_blocks(9, 1).unwrap(), pattern(4, 4096));
-        }
-    }
-
-    #[test]
-    fn a_read_handle_reads_what_the_device_wrote_in_either_mode() {
-        for io in [FileIo::Direct, FileIo::Buffered] {
-            let directory = tempfile::tempdir().unwrap();
-            let mut device = device_in_mode(directory.path(), "device.img", io);
-            device.write_blocks(3, &[pattern(1, 4096), pattern(2, 4096)].concat()).unwrap();
-            let reader = device.read_handle().unwrap().expect("a file has a read handle");
-            // An unaligned buffer takes the bounce path under O_DIRECT.
-            let mut buffer = vec![0u8; 2 * 4096 + 1];
-            reader.read_into(3, &mut buffer[1..]).unwrap();
-            assert_eq!(&buffer[1..], [pattern(1, 4096), pattern(2, 4096)].concat(), "{io:?}");
-            assert!(matches!(reader.read_into(15, &mut buffer[1..]), Err(DeviceError::OutOfRange { .. })));
         }
     }
 

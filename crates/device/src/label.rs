@@ -338,25 +338,6 @@ impl<D: BlockDevice> BlockDevice for LabeledDevice<D> {
     fn write_back_handle(&self) -> Result<Option<Box<dyn crate::WriteBack>>, DeviceError> {
         self.inner.write_back_handle()
     }
-
-    fn read_handle(&self) -> Result<Option<Box<dyn crate::SharedRead>>, DeviceError> {
-        let inner = self.inner.read_handle()?;
-        Ok(inner.map(|inner| Box::new(LabeledReader { inner, info: self.info() }) as Box<dyn crate::SharedRead>))
-    }
-}
-
-/// A labeled device's [`crate::SharedRead`]: its blocks, past the label.
-#[derive(Debug)]
-struct LabeledReader {
-    inner: Box<dyn crate::SharedRead>,
-    info: crate::DeviceInfo,
-}
-
-impl crate::SharedRead for LabeledReader {
-    fn read_into(&self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError> {
-        crate::validate_span(&self.info, block, buffer.len())?;
-        self.inner.read_into(block + LABEL_BLOCKS, buffer)
-    }
 }
 
 #[cfg(test)]

@@ -97,10 +97,6 @@ impl<D: BlockDevice> BlockDevice for LatchDevice<D> {
         self.inner.write_back_handle()
     }
 
-    fn read_handle(&self) -> Result<Option<Box<dyn crate::SharedRead>>, DeviceError> {
-        self.inner.read_handle()
-    }
-
     fn flush(&mut self) -> Result<(), DeviceError> {
         if self.is_latched() {
             return Err(self.latched_error());

@@ -242,15 +242,6 @@ pub trait WriteBack: Send + Sync + std::fmt::Debug {
     fn write_back(&self) -> Result<(), DeviceError>;
 }
 
-/// A handle that reads a device's blocks without access to the device, so
-/// that a server can read blocks it knows to be stable (staged blocks a
-/// background destage is about to move) while it holds no lock. A file
-/// device's handle holds the file open until it is dropped.
-pub trait SharedRead: Send + Sync + std::fmt::Debug {
-    /// Reads `buffer.len()` bytes (whole blocks) from `block` on.
-    fn read_into(&self, block: u64, buffer: &mut [u8]) -> Result<(), DeviceError>;
-}
-
 /// Several devices' write-backs, one after another.
 #[derive(Debug, Default)]
 pub struct WriteBacks(pub Vec<Box<dyn WriteBack>>);
@@ -285,13 +276,6 @@ pub trait BlockDevice {
     /// path (files do; memory and simulated devices have nothing to write
     /// back and answer `None`).
     fn write_back_handle(&self) -> Result<Option<Box<dyn WriteBack>>, DeviceError> {
-        Ok(None)
-    }
-
-    /// A handle that reads this device's blocks without access to the
-    /// device ([`SharedRead`]), where the device has such a path (files do;
-    /// the others answer `None`).
-    fn read_handle(&self) -> Result<Option<Box<dyn SharedRead>>, DeviceError> {
         Ok(None)
     }
 
@@ -471,9 +455,6 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
     }
     fn write_back_handle(&self) -> Result<Option<Box<dyn WriteBack>>, DeviceError> {
         (**self).write_back_handle()
-    }
-    fn read_handle(&self) -> Result<Option<Box<dyn SharedRead>>, DeviceError> {
-        (**self).read_handle()
     }
     fn read_redundant(&mut self, block: u64) -> Result<Option<Vec<u8>>, DeviceError> {
         (**self).read_redundant(block)

@@ -192,10 +192,6 @@ impl<D: BlockDevice> BlockDevice for StatsDevice<D> {
         self.inner.write_back_handle()
     }
 
-    fn read_handle(&self) -> Result<Option<Box<dyn crate::SharedRead>>, DeviceError> {
-        self.inner.read_handle()
-    }
-
     fn flush(&mut self) -> Result<(), DeviceError> {
         let outcome = self.inner.flush();
         match outcome {

@@ -26,7 +26,7 @@
 
 use std::collections::BTreeMap;
 
-use proxima_device::{BlockDevice, DeviceError, IoRequest, SharedRead};
+use proxima_device::{BlockDevice, IoRequest};
 use serde::Serialize;
 
 use crate::codec::LogRecord;
@@ -235,147 +235,6 @@ fn placed_neighbour(map: &ExtentMap, logical: u64, end: u64, window_blocks: u64)
 /// start another request.
 const FLASH_READ_GAP_BLOCKS: u64 = 16;
 
-/// Threads a piece read ahead ([`PieceRead::read_with`]) spreads its reads
-/// over at most.
-pub const PIECE_READ_THREADS: usize = 8;
-
-/// Positions of staged runs on flash, `(flash block, block count, block in
-/// the runs' logical-order buffer)`, sorted by flash block.
-type FlashPositions = Vec<(u64, u64, u64)>;
-
-/// Stretches of flash a destage reads, each one request: `(first flash
-/// block, blocks, the positions it covers)`.
-type FlashStretches = Vec<(u64, u64, std::ops::Range<usize>)>;
-
-/// How `runs` (in logical order) are read in flash order: the staging log
-/// was appended in time order, so runs that random writes scattered
-/// logically lie in long consecutive stretches of flash, each read with one
-/// request (gaps of up to [`FLASH_READ_GAP_BLOCKS`] read through and
-/// dropped, at most [`MAX_REQUEST_BLOCKS`] a stretch).
-fn flash_stretches(runs: &[FlashRun]) -> (FlashPositions, FlashStretches) {
-    let mut positions: FlashPositions = Vec::with_capacity(runs.len());
-    let mut buffer_block = 0;
-    for run in runs {
-        positions.push((run.flash_block, run.block_count, buffer_block));
-        buffer_block += run.block_count;
-    }
-    positions.sort_unstable();
-    let mut stretches: FlashStretches = Vec::new();
-    let mut index = 0;
-    while index < positions.len() {
-        let first = positions[index].0;
-        let mut end = index + 1;
-        let mut stretch_end = first + positions[index].1;
-        while end < positions.len()
-            && positions[end].0 >= stretch_end
-            && positions[end].0 - stretch_end <= FLASH_READ_GAP_BLOCKS
-            && positions[end].0 + positions[end].1 - first <= MAX_REQUEST_BLOCKS
-        {
-            stretch_end = positions[end].0 + positions[end].1;
-            end += 1;
-        }
-        stretches.push((first, stretch_end - first, index..end));
-        index = end;
-    }
-    (positions, stretches)
-}
-
-/// The staged blocks of a destage piece, read ahead of it through shared
-/// access ([`Volume::plan_piece_read`], [`PieceRead::read_with`]).
-///
-/// Valid while no CP completes: a staged block the map names was written
-/// once, when it was allocated, and a block the map stops naming (by an
-/// overwrite, a trim, a delete or a destage) is allocatable again only
-/// after the next CP is durable. So if the generation is the same when the
-/// piece runs, a run the map still names at flash blocks that were staged
-/// runs when read holds the bytes read here. Anything else is read again —
-/// the blocks read through between runs above all, which may have been free
-/// then and staged since.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PiecePrefetch {
-    /// The generation of the last durable CP when the blocks were read.
-    generation: u64,
-    /// `(first flash block, block count, byte offset in bytes)` of each run
-    /// staged when read, by flash block.
-    runs: Vec<(u64, u64, usize)>,
-    bytes: Vec<u8>,
-}
-
-/// The reads of a destage piece's staged blocks, planned by
-/// [`Volume::plan_piece_read`] and made by [`PieceRead::read_with`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PieceRead {
-    generation: u64,
-    positions: FlashPositions,
-    stretches: FlashStretches,
-}
-
-impl PieceRead {
-    /// Staged blocks to read.
-    pub fn block_count(&self) -> u64 {
-        self.positions.iter().map(|&(_, count, _)| count).sum()
-    }
-
-    /// Makes the reads, each stretch of flash with `read(first block,
-    /// buffer)`, up to [`PIECE_READ_THREADS`] at once (as a destage under the
-    /// lock has its reads in flight together), and keeps what the runs hold.
-    pub fn read_with(
-        self,
-        read: impl Fn(u64, &mut [u8]) -> std::result::Result<(), DeviceError> + Sync,
-    ) -> Result<PiecePrefetch> {
-        let mut bytes = vec![0u8; block_bytes(self.stretches.iter().map(|&(_, count, _)| count).sum())];
-        let mut runs = Vec::with_capacity(self.positions.len());
-        let mut reads: Vec<(u64, &mut [u8])> = Vec::with_capacity(self.stretches.len());
-        let mut rest = bytes.as_mut_slice();
-        let mut offset = 0;
-        for (first, count, covered) in &self.stretches {
-            let (buffer, after) = rest.split_at_mut(block_bytes(*count));
-            reads.push((*first, buffer));
-            rest = after;
-            for &(flash_block, run_count, _) in &self.positions[covered.clone()] {
-                runs.push((flash_block, run_count, offset + block_bytes(flash_block - first)));
-            }
-            offset += block_bytes(*count);
-        }
-        let per_thread = reads.len().div_ceil(PIECE_READ_THREADS).max(1);
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = reads
-                .chunks_mut(per_thread)
-                .map(|chunk| {
-                    let read = &read;
-                    scope.spawn(move || chunk.iter_mut().try_for_each(|(block, buffer)| read(*block, buffer)))
-                })
-                .collect();
-            workers.into_iter().try_for_each(|worker| worker.join().expect("a piece read does not panic"))
-        })
-        .map_err(device_error(DeviceRole::Flash))?;
-        Ok(PiecePrefetch { generation: self.generation, runs, bytes })
-    }
-}
-
-impl PiecePrefetch {
-    /// Staged blocks read ahead.
-    pub fn block_count(&self) -> u64 {
-        self.runs.iter().map(|&(_, count, _)| count).sum()
-    }
-
-    /// The bytes of `runs`, in their order, if every one lies in a run read
-    /// ahead.
-    fn bytes_of(&self, runs: &[FlashRun]) -> Option<Vec<u8>> {
-        let mut bytes = Vec::with_capacity(block_bytes(runs.iter().map(|run| run.block_count).sum()));
-        for run in runs {
-            let index = self.runs.partition_point(|&(first, _, _)| first <= run.flash_block).checked_sub(1)?;
-            let (first, count, offset) = self.runs[index];
-            if run.flash_block + run.block_count > first + count {
-                return None;
-            }
-            let from = offset + block_bytes(run.flash_block - first);
-            bytes.extend_from_slice(&self.bytes[from..from + block_bytes(run.block_count)]);
-        }
-        Some(bytes)
-    }
-}
-
 impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// Moves every staged block to the data device (but those the layout
     /// keeps staged as hot, unless nothing else is staged) and commits;
@@ -429,23 +288,28 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// overwritten, trimmed or destaged since, and extents deleted, are
     /// skipped. Their staging space is reusable after the next CP.
     pub fn destage_planned(&mut self, plan: &mut DestagePlan, max_blocks: u64) -> Result<DestageSummary> {
-        self.destage_planned_with(plan, max_blocks, None)
-    }
-
-    /// [`destage_planned`](Self::destage_planned), taking the staged bytes
-    /// from `prefetch` (read beforehand: [`plan_piece_read`](Self::plan_piece_read)) where they
-    /// are still valid: no CP has completed since (a staged block is reused
-    /// only after one) and the runs are still staged where they were read.
-    /// Anything else is read from flash as usual.
-    pub fn destage_planned_with(
-        &mut self,
-        plan: &mut DestagePlan,
-        max_blocks: u64,
-        prefetch: Option<&PiecePrefetch>,
-    ) -> Result<DestageSummary> {
         self.guarded(|volume| {
-            let (taken, selection) = volume.next_piece(plan, max_blocks);
-            plan.pending.drain(..taken);
+            let window_blocks = volume.options.allocation_range_blocks;
+            let mut selection: Vec<(u64, Vec<FlashRun>)> = Vec::new();
+            let mut taken_blocks = 0;
+            let mut last_window = None;
+            while let Some(&(id, run)) = plan.pending.front() {
+                let window = (id, run.logical_block / window_blocks);
+                if taken_blocks >= max_blocks.max(1) && last_window != Some(window) {
+                    break;
+                }
+                plan.pending.pop_front();
+                taken_blocks += run.block_count;
+                last_window = Some(window);
+                let still_staged = volume.still_staged(id, run);
+                if still_staged.is_empty() {
+                    continue;
+                }
+                match selection.last_mut() {
+                    Some((last_id, runs)) if *last_id == id => runs.extend(still_staged),
+                    _ => selection.push((id, still_staged)),
+                }
+            }
             if selection.is_empty() {
                 return Ok(DestageSummary::default());
             }
@@ -453,64 +317,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 // The copies' places are overwritten only after a durable CP.
                 volume.commit()?;
             }
-            let prefetch = prefetch.filter(|prefetch| prefetch.generation == volume.generation);
-            volume.destage_selected(selection, StagingRelease::AtNextCheckpoint, &mut NoDestageObserver, prefetch)
+            volume.destage_selected(selection, StagingRelease::AtNextCheckpoint, &mut NoDestageObserver)
         })
-    }
-
-    /// What reading the next piece of `plan` (of `max_blocks`) ahead takes:
-    /// the staged runs it would move and the stretches of flash that hold
-    /// them, for a server to read beside its clients — with no lock, through
-    /// [`flash_read_handle`](Self::flash_read_handle) — so that it holds the
-    /// volume exclusively only to write and remap them
-    /// ([`destage_planned_with`](Self::destage_planned_with)). `None` when
-    /// the devices keep no payload or the piece moves nothing.
-    pub fn plan_piece_read(&self, plan: &DestagePlan, max_blocks: u64) -> Option<PieceRead> {
-        if !self.data_payload {
-            return None;
-        }
-        let (_, selection) = self.next_piece(plan, max_blocks);
-        let runs: Vec<FlashRun> = selection.into_iter().flat_map(|(_, runs)| runs).collect();
-        if runs.is_empty() {
-            return None;
-        }
-        let (positions, stretches) = flash_stretches(&runs);
-        Some(PieceRead { generation: self.generation, positions, stretches })
-    }
-
-    /// A handle that reads the flash device without the volume (see
-    /// [`plan_piece_read`](Self::plan_piece_read)), where the device has one.
-    pub fn flash_read_handle(&self) -> Result<Option<Box<dyn SharedRead>>> {
-        self.flash.read_handle().map_err(device_error(DeviceRole::Flash))
-    }
-
-    /// The next piece of `plan`: how many of its runs it takes (at least
-    /// `max_blocks` blocks, at least one run, and the rest of the last run's
-    /// allocation window), and of those, the parts still staged, per extent.
-    fn next_piece(&self, plan: &DestagePlan, max_blocks: u64) -> (usize, Vec<(u64, Vec<FlashRun>)>) {
-        let window_blocks = self.options.allocation_range_blocks;
-        let mut selection: Vec<(u64, Vec<FlashRun>)> = Vec::new();
-        let mut taken = 0;
-        let mut taken_blocks = 0;
-        let mut last_window = None;
-        for &(id, run) in &plan.pending {
-            let window = (id, run.logical_block / window_blocks);
-            if taken_blocks >= max_blocks.max(1) && last_window != Some(window) {
-                break;
-            }
-            taken += 1;
-            taken_blocks += run.block_count;
-            last_window = Some(window);
-            let still_staged = self.still_staged(id, run);
-            if still_staged.is_empty() {
-                continue;
-            }
-            match selection.last_mut() {
-                Some((last_id, runs)) if *last_id == id => runs.extend(still_staged),
-                _ => selection.push((id, still_staged)),
-            }
-        }
-        (taken, selection)
     }
 
     /// The parts of `run` (of extent `id`) still staged at the flash blocks
@@ -637,7 +445,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         // Blocks the staged writes freed become allocatable once a CP is
         // durable: commit first, so staged blocks can return to their holes.
         self.commit()?;
-        self.destage_selected(selection, release, observer, None)
+        self.destage_selected(selection, release, observer)
     }
 
     /// With the proximal layout's copy-out, copies out the older versions
@@ -663,7 +471,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         selection: Vec<(u64, Vec<FlashRun>)>,
         release: StagingRelease,
         observer: &mut dyn DestageObserver<D>,
-        prefetch: Option<&PiecePrefetch>,
     ) -> Result<DestageSummary> {
         let mut summary = DestageSummary::default();
         let mut out_of_space = None;
@@ -681,9 +488,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                     break;
                 }
                 let rest = split_runs_after(&mut runs, fitting);
-                // A CP since the prefetch (to make room) invalidates it.
-                let prefetch = prefetch.filter(|prefetch| prefetch.generation == self.generation);
-                let batch = match self.destage_extent(id, &runs, observer, prefetch) {
+                let batch = match self.destage_extent(id, &runs, observer) {
                     Ok(batch) => batch,
                     Err(error @ EngineError::NoSpace { .. }) => {
                         out_of_space = Some(error);
@@ -745,14 +550,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         id: u64,
         runs: &[FlashRun],
         observer: &mut dyn DestageObserver<D>,
-        prefetch: Option<&PiecePrefetch>,
     ) -> Result<DestageBatchReport> {
         observer.before_batch(&mut self.data);
         let flash_pieces: Vec<(u64, u64)> = runs.iter().map(|run| (run.flash_block, run.block_count)).collect();
-        let prefetched = prefetch.and_then(|prefetch| prefetch.bytes_of(runs));
-        let (staged_bytes, flash_request_count) = if let Some(bytes) = prefetched {
-            (bytes, 0)
-        } else if self.data_payload {
+        let (staged_bytes, flash_request_count) = if self.data_payload {
             self.read_staged_in_flash_order(runs)?
         } else {
             // Payload-less (the laboratory): one request per staged run, as a
@@ -860,8 +661,32 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// [`FLASH_READ_GAP_BLOCKS`] read through and dropped). Returns the bytes
     /// and the number of flash requests.
     fn read_staged_in_flash_order(&mut self, runs: &[FlashRun]) -> Result<(Vec<u8>, u64)> {
-        let (positions, stretches) = flash_stretches(runs);
-        let buffer_block: u64 = runs.iter().map(|run| run.block_count).sum();
+        let mut positions: Vec<(u64, u64, u64)> = Vec::with_capacity(runs.len());
+        let mut buffer_block = 0;
+        for run in runs {
+            positions.push((run.flash_block, run.block_count, buffer_block));
+            buffer_block += run.block_count;
+        }
+        positions.sort_unstable();
+        // Stretches of flash, each one read request: `(first flash block,
+        // blocks, the positions it covers)`.
+        let mut stretches: Vec<(u64, u64, std::ops::Range<usize>)> = Vec::new();
+        let mut index = 0;
+        while index < positions.len() {
+            let first = positions[index].0;
+            let mut end = index + 1;
+            let mut stretch_end = first + positions[index].1;
+            while end < positions.len()
+                && positions[end].0 >= stretch_end
+                && positions[end].0 - stretch_end <= FLASH_READ_GAP_BLOCKS
+                && positions[end].0 + positions[end].1 - first <= MAX_REQUEST_BLOCKS
+            {
+                stretch_end = positions[end].0 + positions[end].1;
+                end += 1;
+            }
+            stretches.push((first, stretch_end - first, index..end));
+            index = end;
+        }
         // Every stretch read into its own part of one buffer, all at once: a
         // device may have them in flight together.
         let mut scratch = std::mem::take(&mut self.destage_read_buffer);

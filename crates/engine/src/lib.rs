@@ -51,10 +51,7 @@ pub use cleaner::CleaningReport;
 pub use cleaning::{CleaningMethod, CleaningPolicy, CleaningSettings};
 pub use clone::CloneSource;
 pub use delete_log::{DeleteLogMode, DeleteLogStats, ENTRIES_PER_LOG_BLOCK};
-pub use destage::{
-    DestageBatchReport, DestageObserver, DestagePlan, DestageScope, DestageSummary, NoDestageObserver, PiecePrefetch,
-    PieceRead,
-};
+pub use destage::{DestageBatchReport, DestageObserver, DestagePlan, DestageScope, DestageSummary, NoDestageObserver};
 pub use error::{DeviceRole, EngineError, Result, Unsuitable};
 pub use free_space_view::{FreeSpaceView, SnapshotSpaceView};
 pub use fsck::{check as fsck_devices, Finding, FindingKind, FsckReport, FsckScope};

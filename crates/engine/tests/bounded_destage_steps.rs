@@ -5,9 +5,9 @@
 
 use crate::common;
 
-use common::{assert_clean, pattern, Recorder, BLOCK};
-use proxima_device::{BlockDevice, IoOp, MemoryDevice};
-use proxima_engine::{DestagePlan, Location, PiecePrefetch, Volume, VolumeOptions};
+use common::{assert_clean, pattern, BLOCK};
+use proxima_device::MemoryDevice;
+use proxima_engine::{Location, Volume, VolumeOptions};
 
 const WINDOW_BLOCKS: u64 = 256;
 
@@ -97,94 +97,5 @@ fn a_write_that_finds_the_staging_area_full_waits_for_one_step_only() {
     for (&block, &seed) in &expected {
         assert!(volume.read(id, block * BLOCK as u64, BLOCK as u64).unwrap() == pattern(seed, BLOCK), "block {block}");
     }
-    assert_clean(&mut volume);
-}
-
-/// A volume with a recorded flash device and `staged` blocks 0, 2, 4, …
-/// of one extent staged over a sequential first write, and the plan of a
-/// step moving all of them.
-fn staged_for_a_piece(staged: u64) -> (Volume<MemoryDevice, Recorder<MemoryDevice>>, u64, DestagePlan) {
-    let options = VolumeOptions { auto_destage: false, records_per_checkpoint: 0, ..VolumeOptions::default() };
-    let mut volume =
-        Volume::format(MemoryDevice::new(4096, 16384), Recorder::new(MemoryDevice::new(4096, 4096)), 12, options)
-            .expect("format");
-    let id = volume.create_extent("e", 4 * WINDOW_BLOCKS * BLOCK as u64).unwrap();
-    volume.write(id, 0, &pattern(0, (4 * WINDOW_BLOCKS) as usize * BLOCK), false).unwrap();
-    for index in 0..staged {
-        volume.write(id, 2 * index * BLOCK as u64, &pattern(100 + index, BLOCK), false).unwrap();
-    }
-    volume.commit().unwrap();
-    let plan = volume.plan_destage_step(staged);
-    (volume, id, plan)
-}
-
-/// The next piece of `plan` (32 blocks), read through shared access.
-fn read_ahead(volume: &Volume<MemoryDevice, Recorder<MemoryDevice>>, plan: &DestagePlan) -> PiecePrefetch {
-    let read = volume.plan_piece_read(plan, 32).expect("a piece to read");
-    let flash = volume.flash_device();
-    read.read_with(|block, buffer| flash.read_into_shared(block, buffer)).unwrap()
-}
-
-/// Blocks `2 × index` for every index of `indexes` read what
-/// [`staged_for_a_piece`] staged there.
-fn assert_staged_versions_read_back(
-    volume: &mut Volume<MemoryDevice, Recorder<MemoryDevice>>,
-    id: u64,
-    indexes: std::ops::Range<u64>,
-) {
-    for index in indexes {
-        assert_eq!(volume.read(id, 2 * index * BLOCK as u64, BLOCK as u64).unwrap(), pattern(100 + index, BLOCK));
-    }
-}
-
-fn flash_reads(volume: &Volume<MemoryDevice, Recorder<MemoryDevice>>, since: usize) -> usize {
-    volume.flash_device().batches[since..].iter().flatten().filter(|request| request.op == IoOp::Read).count()
-}
-
-#[test]
-fn a_piece_read_ahead_is_destaged_without_reading_flash_again() {
-    let (mut volume, id, mut plan) = staged_for_a_piece(32);
-    let prefetch = read_ahead(&volume, &plan);
-    assert_eq!(prefetch.block_count(), 32);
-    let before = volume.flash_device().batches.len();
-    let moved = volume.destage_planned_with(&mut plan, 32, Some(&prefetch)).unwrap();
-    assert_eq!(moved.user_blocks, 32);
-    assert_eq!(flash_reads(&volume, before), 0, "the staged bytes came from the read-ahead");
-    assert_staged_versions_read_back(&mut volume, id, 0..32);
-    assert_clean(&mut volume);
-}
-
-#[test]
-fn what_changed_after_the_read_ahead_is_destaged_as_it_is_now() {
-    let (mut volume, id, mut plan) = staged_for_a_piece(32);
-    let prefetch = read_ahead(&volume, &plan);
-    // Overwritten (staged elsewhere), trimmed, and overwritten twice over:
-    // the read-ahead holds none of these versions.
-    volume.write(id, 0, &pattern(900, BLOCK), false).unwrap();
-    volume.trim(id, 2 * BLOCK as u64, BLOCK as u64, false).unwrap();
-    volume.write(id, 4 * BLOCK as u64, &pattern(901, BLOCK), false).unwrap();
-    volume.write(id, 4 * BLOCK as u64, &pattern(902, BLOCK), false).unwrap();
-    volume.destage_planned_with(&mut plan, 32, Some(&prefetch)).unwrap();
-    assert_eq!(volume.read(id, 0, BLOCK as u64).unwrap(), pattern(900, BLOCK));
-    assert_eq!(volume.read(id, 2 * BLOCK as u64, BLOCK as u64).unwrap(), vec![0; BLOCK]);
-    assert_eq!(volume.read(id, 4 * BLOCK as u64, BLOCK as u64).unwrap(), pattern(902, BLOCK));
-    assert_staged_versions_read_back(&mut volume, id, 3..32);
-    assert_clean(&mut volume);
-}
-
-#[test]
-fn a_checkpoint_after_the_read_ahead_sets_it_aside() {
-    let (mut volume, id, mut plan) = staged_for_a_piece(32);
-    let prefetch = read_ahead(&volume, &plan);
-    // After a CP a freed staged block may be reused for another write of
-    // the same block: the read-ahead's bytes of it are stale.
-    volume.write(id, 0, &pattern(900, BLOCK), false).unwrap();
-    volume.commit().unwrap();
-    volume.write(id, 0, &pattern(901, BLOCK), false).unwrap();
-    let before = volume.flash_device().batches.len();
-    volume.destage_planned_with(&mut plan, 32, Some(&prefetch)).unwrap();
-    assert!(flash_reads(&volume, before) > 0, "read from flash again");
-    assert_eq!(volume.read(id, 0, BLOCK as u64).unwrap(), pattern(901, BLOCK));
-    assert_staged_versions_read_back(&mut volume, id, 1..32);
     assert_clean(&mut volume);
 }

@@ -49,11 +49,11 @@
 //! completed before it already durable returns without another `fdatasync`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError, Weak};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use proxima_device::{DeviceError, SharedRead, WriteBack, WriteBacks};
+use proxima_device::{DeviceError, WriteBack, WriteBacks};
 use proxima_engine::prefetch::PrefetchSettings;
 use proxima_engine::{BatchedWrite, DestagePlan, EngineError};
 use proxima_nbd::backend::push_status_extent;
@@ -249,18 +249,16 @@ impl BackgroundDestager {
         let spawned = std::thread::Builder::new().name("destage".to_owned()).spawn(move || {
             // Taken once, the first time the destager looks at the volume.
             let mut write_back: Option<Option<WriteBackWorker>> = None;
-            let mut flash_reader: Option<Option<Box<dyn SharedRead>>> = None;
             while !stopping.load(Ordering::SeqCst) {
                 std::thread::sleep(DESTAGE_CHECK_INTERVAL);
                 let Some(volume) = volume.upgrade() else { return };
                 let write_back =
                     write_back.get_or_insert_with(|| write_back_handle(&volume).and_then(WriteBackWorker::start));
-                let flash_reader = flash_reader.get_or_insert_with(|| flash_read_handle(&volume)).as_deref();
                 let mut draining = false;
                 // What the step under way has still to move.
                 let mut plan = DestagePlan::default();
                 while !stopping.load(Ordering::SeqCst) {
-                    match destage_one_piece(&volume, &activity, draining, &mut plan, flash_reader) {
+                    match destage_one_piece(&volume, &activity, draining, &mut plan) {
                         None => break,
                         // What the piece wrote goes to disk now, without the
                         // lock: a flush under it (a log block's, a CP's) then
@@ -323,61 +321,26 @@ enum Piece {
     StepDue,
 }
 
-/// One piece of a destage step, if [`destage_reason`] gives one: a
-/// [`DESTAGE_PIECES_PER_STEP`]-th of a step, taken from the step's `plan`,
-/// or, when the plan is used up, the news that the next step is due. `None`
-/// when there is nothing to do (then the caller stops). With a
-/// `flash_reader`, the piece's staged blocks are read first without any
-/// lock (the lock is held only to find them); the write lock is then held
-/// to write them to the data device and remap them, and what a CP or a
-/// client changed in between is read again.
+/// One piece of a destage step under the write lock, if [`destage_reason`]
+/// gives one: a [`DESTAGE_PIECES_PER_STEP`]-th of a step, taken from the
+/// step's `plan`, or, when the plan is used up, the news that the next step
+/// is due. `None` when there is nothing to do (then the caller stops).
 fn destage_one_piece(
     volume: &RwLock<ServiceVolume>,
     activity: &Activity,
     draining: bool,
     plan: &mut DestagePlan,
-    flash_reader: Option<&dyn SharedRead>,
 ) -> Option<Piece> {
-    let reason = |volume: &ServiceVolume| {
-        let fill = volume.staging_fill();
-        let idle = activity.idle_for() >= IDLE_DESTAGE_AFTER;
-        destage_reason(fill.used_blocks, fill.capacity_blocks, idle, draining)
-    };
-    let piece_blocks = |volume: &ServiceVolume| (volume.destage_step_blocks() / DESTAGE_PIECES_PER_STEP).max(1);
-    let read = match flash_reader {
-        // Found under the write lock, though a read lock would do: the lock
-        // prefers writers, and among clients writing without pause a reader
-        // may wait for seconds. Finding the runs takes microseconds.
-        Some(_) => {
-            let volume = volume.write().ok()?;
-            reason(&volume)?;
-            volume.plan_piece_read(plan, piece_blocks(&volume))
-        }
-        None => None,
-    };
-    let prefetch = read.zip(flash_reader).and_then(|(read, reader)| {
-        let started = Instant::now();
-        let blocks = read.block_count();
-        match read.read_with(|block, buffer| reader.read_into(block, buffer)) {
-            Ok(prefetch) => {
-                let read_ms = started.elapsed().as_secs_f64() * 1e3;
-                debug!(blocks, read_ms, "destage piece read ahead");
-                Some(prefetch)
-            }
-            Err(error) => {
-                warn!("background destage cannot read a piece ahead: {error}");
-                None
-            }
-        }
-    });
     let Ok(mut volume) = volume.write() else { return None };
-    let reason = reason(&volume)?;
+    let fill = volume.staging_fill();
+    let idle = activity.idle_for() >= IDLE_DESTAGE_AFTER;
+    let reason = destage_reason(fill.used_blocks, fill.capacity_blocks, idle, draining)?;
     if plan.is_empty() {
         return Some(Piece::StepDue);
     }
     let started = Instant::now();
-    let piece_blocks = piece_blocks(&volume);
-    match volume.destage_planned_with(plan, piece_blocks, prefetch.as_ref()) {
+    let piece_blocks = (volume.destage_step_blocks() / DESTAGE_PIECES_PER_STEP).max(1);
+    match volume.destage_planned(plan, piece_blocks) {
         Ok(summary) => {
             let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
             debug!(blocks = summary.user_blocks, reason, elapsed_ms, "destage piece");
@@ -410,16 +373,6 @@ fn clean_one_pass(volume: &RwLock<ServiceVolume>) -> bool {
             false
         }
     }
-}
-
-/// A handle that reads the volume's flash device without the volume, if it
-/// has one.
-fn flash_read_handle(volume: &RwLock<ServiceVolume>) -> Option<Box<dyn SharedRead>> {
-    let volume = volume.read().ok()?;
-    volume.flash_read_handle().unwrap_or_else(|error| {
-        warn!("background destage reads pieces under the lock: {error}");
-        None
-    })
 }
 
 /// The volume's write-back handle, if its devices have one.
@@ -725,19 +678,15 @@ impl VolumeExport {
         outcome.map_err(self.fail(offset_bytes, length_bytes))
     }
 
-    /// Executes a write together with the other writes queued for the write
-    /// lock. When the lock is free, this thread takes it and writes from the
-    /// caller's bytes at once, with whatever is queued. Else the write is
-    /// queued (its bytes copied) and executed by whichever thread holds the
-    /// lock next: this one, if it is still queued once this thread holds the
-    /// lock, or the holder before, whose outcome is then waiting.
+    /// Queues a write (its bytes copied) and makes sure it is executed: by
+    /// this thread, together with every other queued write, if it is still
+    /// queued once this thread holds the write lock; else it was executed by
+    /// the holder before, and its outcome is waiting. Every writer waits in
+    /// the lock's queue, even one that finds the lock free: writing at once
+    /// would save the copy, but such writers overtake the ones waiting, the
+    /// destager among them (docs/service.md, "Writes combined across
+    /// connections").
     fn combined_write(&self, extent_id: u64, offset_bytes: u64, data: &[u8], fua: bool) -> Result<(), BackendError> {
-        let own = BatchedWrite { extent_id, offset_bytes, bytes: data, fua };
-        match self.volume.try_write() {
-            Ok(volume) => return self.write_queued_and(volume, Some(own)).expect("this thread's own write"),
-            Err(TryLockError::Poisoned(_)) => return Err(poisoned(&self.info.name)),
-            Err(TryLockError::WouldBlock) => {}
-        }
         let outcome = Arc::new(Mutex::new(None));
         let queued = QueuedWrite {
             extent_id,
@@ -748,24 +697,12 @@ impl VolumeExport {
             outcome: Arc::clone(&outcome),
         };
         self.shared.queued_writes.lock().unwrap_or_else(PoisonError::into_inner).push(queued);
-        let volume = lock(&self.volume, &self.info.name)?;
+        let mut volume = lock(&self.volume, &self.info.name)?;
         if let Some(result) = take_outcome(&outcome) {
             return result;
         }
-        self.write_queued_and(volume, None);
-        take_outcome(&outcome).expect("a write still queued when its thread held the lock was in the batch")
-    }
-
-    /// Under the write lock, writes every queued write and then `own` (this
-    /// thread's, not queued) in one batch, hands each queued write its
-    /// outcome and returns `own`'s.
-    fn write_queued_and(
-        &self,
-        mut volume: RwLockWriteGuard<'_, ServiceVolume>,
-        own: Option<BatchedWrite<'_>>,
-    ) -> Option<Result<(), BackendError>> {
         let batch = std::mem::take(&mut *self.shared.queued_writes.lock().unwrap_or_else(PoisonError::into_inner));
-        let mut writes: Vec<BatchedWrite<'_>> = batch
+        let writes: Vec<BatchedWrite<'_>> = batch
             .iter()
             .map(|queued| BatchedWrite {
                 extent_id: queued.extent_id,
@@ -774,24 +711,16 @@ impl VolumeExport {
                 fua: queued.fua,
             })
             .collect();
-        let own_range = own.as_ref().map(|own| (own.offset_bytes, own.bytes.len() as u64));
-        writes.extend(own);
         self.shared.activity.record_change();
-        let mut results = volume.write_batch(&writes);
-        self.shared.flushes.completed.fetch_add(writes.len() as u64, Ordering::SeqCst);
-        let own_result = own_range.map(|(offset_bytes, length_bytes)| {
-            let result = results.pop().expect("one outcome per write");
-            result.map_err(|error| backend_error(&self.info.name, offset_bytes, length_bytes, error))
-        });
-        // Before the lock is released: a queued writer that takes it next
-        // finds its outcome.
+        let results = volume.write_batch(&writes);
+        self.shared.flushes.completed.fetch_add(batch.len() as u64, Ordering::SeqCst);
         for (queued, result) in batch.iter().zip(results) {
             let result = result
                 .map_err(|error| backend_error(&queued.export, queued.offset_bytes, queued.bytes.len() as u64, error));
             *queued.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
         }
         drop(volume);
-        own_result
+        take_outcome(&outcome).expect("a write still queued when its thread held the lock was in the batch")
     }
 
     /// Makes durable every change completed before this call, unless a flush

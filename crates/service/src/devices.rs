@@ -14,7 +14,7 @@ use std::path::Path;
 pub use proxima_device::TrimPolicy;
 use proxima_device::{
     BatchTicket, BlockDevice, DeviceError, DeviceInfo, FileDevice, FileIo, FileOptions, IoCompletion, IoRequest,
-    LabeledDevice, RaidDevice, SharedRead, WriteBack,
+    LabeledDevice, RaidDevice, WriteBack,
 };
 use serde::{Deserialize, Serialize};
 
@@ -123,9 +123,6 @@ impl BlockDevice for DataDevice {
     }
     fn write_back_handle(&self) -> Result<Option<Box<dyn WriteBack>>, DeviceError> {
         self.device().write_back_handle()
-    }
-    fn read_handle(&self) -> Result<Option<Box<dyn SharedRead>>, DeviceError> {
-        self.device().read_handle()
     }
     fn read_redundant(&mut self, block: u64) -> Result<Option<Vec<u8>>, DeviceError> {
         self.device_mut().read_redundant(block)

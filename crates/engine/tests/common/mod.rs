@@ -99,13 +99,6 @@ impl<D: BlockDevice> BlockDevice for Recorder<D> {
     fn now_ns(&self) -> u64 {
         self.inner.now_ns()
     }
-    /// Shared reads pass through unrecorded: they never go through `submit`.
-    fn supports_shared_reads(&self) -> bool {
-        self.inner.supports_shared_reads()
-    }
-    fn read_into_shared(&self, block: u64, buffer: &mut [u8]) -> Result<(), proxima_device::DeviceError> {
-        self.inner.read_into_shared(block, buffer)
-    }
 }
 
 /// A device that keeps no payload (metadata-only simulation without a
