@@ -39,8 +39,8 @@ use proxima_device::{
     IoRequest, MemoryDevice, PendingWrites, Tear,
 };
 use proxima_engine::{
-    fsck_devices, CleaningPolicy, CleaningSettings, CloneSource, DeleteLogMode, DeleteLogStats, DestagePlan, FsckScope,
-    Layout, Overcommit, ReadRealloc, Volume, VolumeOptions,
+    fsck_devices, BatchedWrite, CleaningPolicy, CleaningSettings, CloneSource, DeleteLogMode, DeleteLogStats,
+    DestagePlan, FsckScope, Layout, Overcommit, ReadRealloc, Volume, VolumeOptions,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -195,11 +195,16 @@ fn record_workload_of(seed: u64, options: &VolumeOptions, mix: Mix) -> Recording
     let mut plan = DestagePlan::default();
     for _ in 0..mix.operation_count() {
         let writes_at_start = order.borrow().len() as u64;
+        let mut passed = Vec::new();
         let durable = match mix {
-            Mix::Everything => run_operation(&mut volume, &mut rng, &mut contents, &mut plan),
+            Mix::Everything => run_operation(&mut volume, &mut rng, &mut contents, &mut plan, &mut passed),
             Mix::DirectWritesAndFlushes => run_direct_write_or_flush(&mut volume, &mut rng, &mut contents),
         };
         let writes_at_end = order.borrow().len() as u64;
+        // A crash inside the operation may leave any state it passed through.
+        for block_crcs in passed {
+            points.push(ModelPoint { writes_at_start, writes_at_end, durable: false, block_crcs });
+        }
         points.push(ModelPoint { writes_at_start, writes_at_end, durable, block_crcs: crcs(&contents) });
     }
     let reallocated_blocks = volume.stats().reallocated_blocks;
@@ -247,29 +252,67 @@ fn run_direct_write_or_flush<D: BlockDevice, F: BlockDevice>(
     false
 }
 
-/// One random operation; returns whether it made everything before it durable.
+/// One random operation; returns whether it made everything before it
+/// durable. An operation made of several (a batch of writes) adds the block
+/// checksums of the states it passed through before its last to `passed`.
 fn run_operation<D: BlockDevice, F: BlockDevice>(
     volume: &mut Volume<D, F>,
     rng: &mut ChaCha8Rng,
     contents: &mut BTreeMap<&'static str, Vec<u8>>,
     plan: &mut DestagePlan,
+    passed: &mut Vec<BTreeMap<&'static str, Vec<u32>>>,
 ) -> bool {
     let present: Vec<&'static str> = ALL_EXTENTS.into_iter().filter(|name| contents.contains_key(name)).collect();
     let name = present[rng.gen_range(0..present.len())];
     let id = volume.extent_id(name).unwrap();
     let size = EXTENT_BLOCKS * BLOCK as u64;
+    // A small write (unaligned at times, staged) or, with probability
+    // `large`, a large one (past the staging threshold: to the data
+    // device), as `(offset, length)` in bytes.
+    let random_write = |rng: &mut ChaCha8Rng, large: f64| {
+        let length =
+            if rng.gen_bool(large) { rng.gen_range(42..48) * BLOCK as u64 } else { rng.gen_range(1..3 * BLOCK as u64) };
+        (rng.gen_range(0..size - length), length as usize)
+    };
     match rng.gen_range(0..100) {
-        0..=54 => {
-            let length = if rng.gen_bool(0.8) {
-                rng.gen_range(1..3 * BLOCK as u64)
-            } else {
-                rng.gen_range(42..48) * BLOCK as u64
-            };
-            let offset = rng.gen_range(0..size - length);
+        0..=44 => {
+            let (offset, length) = random_write(rng, 0.2);
+            let bytes = pattern(rng.gen(), length);
             let fua = rng.gen_bool(0.2);
-            let bytes = pattern(rng.gen(), length as usize);
             volume.write(id, offset, &bytes, fua).unwrap();
-            contents.get_mut(name).unwrap()[offset as usize..(offset + length) as usize].copy_from_slice(&bytes);
+            contents.get_mut(name).unwrap()[offset as usize..offset as usize + bytes.len()].copy_from_slice(&bytes);
+            fua
+        }
+        45..=54 => {
+            // Several writes of one extent through `write_batch`, as the
+            // service sends them: small aligned ones staged as one group,
+            // consecutive large ones written as gathered runs; more large
+            // and block-aligned ones than single writes have, so that both
+            // kinds of group form.
+            let writes: Vec<(u64, Vec<u8>)> = (0..rng.gen_range(2..=4))
+                .map(|_| {
+                    let (offset, length) = random_write(rng, 0.5);
+                    let aligned = rng.gen_bool(0.7);
+                    let offset = if aligned { offset / BLOCK as u64 * BLOCK as u64 } else { offset };
+                    let length = if aligned { length.div_ceil(BLOCK) * BLOCK } else { length };
+                    (offset, pattern(rng.gen(), length))
+                })
+                .collect();
+            let fua = rng.gen_bool(0.2);
+            let batch: Vec<BatchedWrite<'_>> = writes
+                .iter()
+                .map(|(offset, bytes)| BatchedWrite { extent_id: id, offset_bytes: *offset, bytes, fua })
+                .collect();
+            for outcome in volume.write_batch(&batch) {
+                outcome.unwrap();
+            }
+            for (index, (offset, bytes)) in writes.iter().enumerate() {
+                if index > 0 {
+                    passed.push(crcs(contents));
+                }
+                contents.get_mut(name).unwrap()[*offset as usize..*offset as usize + bytes.len()]
+                    .copy_from_slice(bytes);
+            }
             fua
         }
         55..=64 => {
@@ -420,7 +463,7 @@ fn continue_after_recovery(
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut plan = DestagePlan::default();
     for _ in 0..12 {
-        run_operation(&mut volume, &mut rng, &mut contents, &mut plan);
+        run_operation(&mut volume, &mut rng, &mut contents, &mut plan, &mut Vec::new());
     }
     let (data, flash) = volume.close().map_err(|error| format!("close: {error}"))?;
     let mut volume = Volume::open(data, flash, options.clone()).map_err(|error| format!("reopen: {error}"))?;
