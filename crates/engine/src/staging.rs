@@ -303,10 +303,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         Ok(())
     }
 
-    /// Whether the layout stages a write of `count` whole blocks at `logical`
-    /// of extent `id` (the decision `write_blocks` takes).
-    pub(crate) fn would_stage(&self, id: u64, logical: u64, count: u64) -> bool {
-        self.plan_write(id, logical, count).placement == Placement::Stage && count <= self.staging_capacity_blocks()
+    /// Where the layout places a write of `count` whole blocks at `logical`
+    /// of extent `id`, as the map stands (the decision `write_blocks` takes).
+    pub(crate) fn placement_of(&self, id: u64, logical: u64, count: u64) -> Placement {
+        self.plan_write(id, logical, count).placement
     }
 
     /// Stages several whole-block writes as one append to the staging log:
@@ -445,7 +445,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let ids: Vec<u64> = writes.iter().map(|&(id, _, _)| id).collect();
         self.ensure_room_for_update(self.write_bound(&ids, total, 0))?;
         let placed_in_ranges = |volume: &Self, &(id, logical, bytes): &(u64, u64, &[u8])| {
-            volume.would_place_in_ranges(id, logical, blocks_of(bytes))
+            volume.placement_of(id, logical, blocks_of(bytes)) == Placement::Ranges
         };
         if !self.data_stores_payload()
             || self.data_space.allocatable_count() < total
@@ -491,12 +491,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         }
         self.stats.direct_blocks_written += total;
         Ok(true)
-    }
-
-    /// Whether the layout writes `count` whole blocks at `logical` of extent
-    /// `id` to fresh blocks in allocation ranges, as the map stands.
-    pub(crate) fn would_place_in_ranges(&self, id: u64, logical: u64, count: u64) -> bool {
-        self.plan_write(id, logical, count).placement == Placement::Ranges
     }
 
     /// Writes to the first holes after the layout's hole cursor.

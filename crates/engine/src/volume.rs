@@ -26,7 +26,7 @@ use crate::extents::Extents;
 use crate::health::Health;
 use crate::io::{block_bytes, in_memory, FlashReader};
 use crate::layouts::ranges::FreshRangeSearch;
-use crate::layouts::{Layout, LayoutParameters, LayoutStrategy};
+use crate::layouts::{Layout, LayoutParameters, LayoutStrategy, Placement};
 use crate::log::{LogState, RecoveryReport};
 use crate::map::{self, ExtentMap, LayoutScore, Location};
 use crate::pages::tree_block_count_for;
@@ -393,6 +393,15 @@ pub struct BatchedWrite<'a> {
     pub bytes: &'a [u8],
     /// Durable on return.
     pub fua: bool,
+}
+
+/// The groups [`Volume::write_batch`] writes together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GroupKind {
+    /// Staged as one append to the staging log.
+    Staged,
+    /// Placed in allocation ranges, written as gathered runs.
+    Ranged,
 }
 
 /// A state of allocated or hole for a byte range (block status).
@@ -1121,19 +1130,21 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut outcomes: Vec<Option<Result<()>>> = writes.iter().map(|_| None).collect();
         let mut index = 0;
         while index < writes.len() {
-            let staged_end = self.group_end(writes, index, Self::would_stage);
-            let (group_end, staged) = match staged_end - index {
-                0 | 1 => (self.group_end(writes, index, Self::would_place_in_ranges), false),
-                _ => (staged_end, true),
-            };
-            if group_end - index >= 2 {
+            let kind = self.group_kind(&writes[index]);
+            let group_end = index
+                + 1
+                + writes[index + 1..]
+                    .iter()
+                    .take_while(|&write| kind.is_some() && self.group_kind(write) == kind)
+                    .count();
+            if let (Some(kind), 2..) = (kind, group_end - index) {
                 let group: Vec<(u64, u64, &[u8])> = writes[index..group_end]
                     .iter()
                     .map(|write| (write.extent_id, write.offset_bytes / BLOCK_BYTES, write.bytes))
                     .collect();
-                let written = self.guarded(|volume| match staged {
-                    true => volume.write_staged_group(&group),
-                    false => volume.write_ranged_group(&group),
+                let written = self.guarded(|volume| match kind {
+                    GroupKind::Staged => volume.write_staged_group(&group),
+                    GroupKind::Ranged => volume.write_ranged_group(&group),
                 });
                 match written {
                     Ok(true) => {
@@ -1173,26 +1184,24 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             .collect()
     }
 
-    /// The end of the run of writes from `start` on that can be written as
-    /// one group: valid, block-aligned, and each placed as `placed` says of
-    /// its `(extent, first block, block count)` (staged, or in ranges).
-    fn group_end(&self, writes: &[BatchedWrite<'_>], start: usize, placed: fn(&Self, u64, u64, u64) -> bool) -> usize {
-        let mut end = start;
-        while end < writes.len() {
-            let write = &writes[end];
-            let length = write.bytes.len() as u64;
-            let groupable = self.check_usable().is_ok()
-                && self.check_range(write.extent_id, write.offset_bytes, length).is_ok()
-                && length > 0
-                && write.offset_bytes.is_multiple_of(BLOCK_BYTES)
-                && length.is_multiple_of(BLOCK_BYTES)
-                && placed(self, write.extent_id, write.offset_bytes / BLOCK_BYTES, length / BLOCK_BYTES);
-            if !groupable {
-                break;
-            }
-            end += 1;
+    /// Which group a write of a batch may join, as the map stands: a valid,
+    /// block-aligned write the layout stages, or one it places in ranges;
+    /// `None` for any other (written alone).
+    fn group_kind(&self, write: &BatchedWrite<'_>) -> Option<GroupKind> {
+        let length = write.bytes.len() as u64;
+        let groupable = self.check_usable().is_ok()
+            && self.check_range(write.extent_id, write.offset_bytes, length).is_ok()
+            && length > 0
+            && write.offset_bytes.is_multiple_of(BLOCK_BYTES)
+            && length.is_multiple_of(BLOCK_BYTES);
+        if !groupable {
+            return None;
         }
-        end
+        match self.placement_of(write.extent_id, write.offset_bytes / BLOCK_BYTES, length / BLOCK_BYTES) {
+            Placement::Stage if length / BLOCK_BYTES <= self.staging_capacity_blocks() => Some(GroupKind::Staged),
+            Placement::Ranges => Some(GroupKind::Ranged),
+            _ => None,
+        }
     }
 
     /// Makes `[offset, offset + length)` read as zeroes. Whole blocks become
