@@ -219,3 +219,27 @@ impl NodeStore for CheckpointStore<'_> {
         self.volume_id
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gathered_runs_join_pieces_that_continue_each_other_up_to_the_request_limit() {
+        let half = MAX_REQUEST_BLOCKS / 2;
+        let pieces = [
+            (10, 4),
+            (14, 2),
+            // A gap: a new run.
+            (20, 1),
+            // Continuing, until the next would pass the request limit.
+            (21, half),
+            (21 + half, half - 1),
+            (20 + MAX_REQUEST_BLOCKS, 1),
+            // Longer than the limit: alone.
+            (100_000, MAX_REQUEST_BLOCKS + 1),
+        ];
+        assert_eq!(gathered_runs(&pieces), vec![0..2, 2..5, 5..6, 6..7]);
+        assert!(gathered_runs(&[]).is_empty());
+    }
+}
