@@ -10,7 +10,7 @@ use tracing::{error, warn};
 use super::validate::block_status_descriptors_max;
 use super::BASE_ALLOCATION_CONTEXT_ID;
 use crate::backend::{Export, StatusExtent, ZeroOptions};
-use crate::buffers::BufferRecycler;
+use crate::buffers::{BufferRecycler, RequestBuffer};
 use crate::protocol::transmission::*;
 use crate::protocol::Errno;
 
@@ -21,24 +21,22 @@ const ERROR_MESSAGE_BYTES_MAX: usize = 4096;
 pub(super) struct Work {
     pub(super) header: RequestHeader,
     pub(super) command: Command,
-    pub(super) payload: Vec<u8>,
+    pub(super) payload: RequestBuffer,
 }
 
-/// An encoded reply: `buffer[..length]`.
+/// An encoded reply, every byte of `buffer`.
 #[derive(Debug)]
 pub(super) struct ReplyBytes {
-    pub(super) buffer: Vec<u8>,
-    length: usize,
+    pub(super) buffer: RequestBuffer,
 }
 
 impl ReplyBytes {
-    pub(super) fn whole(buffer: Vec<u8>) -> Self {
-        let length = buffer.len();
-        Self { buffer, length }
+    pub(super) fn whole(buffer: impl Into<RequestBuffer>) -> Self {
+        Self { buffer: buffer.into() }
     }
 
     pub(super) fn as_slice(&self) -> &[u8] {
-        &self.buffer[..self.length]
+        &self.buffer
     }
 }
 
@@ -136,9 +134,9 @@ fn execute_read<E: Export>(export: &E, header: &RequestHeader, context: &Executi
         return success_reply(header.cookie);
     }
     // The reply header goes in front of the data in one buffer, so the data is
-    // read once and sent with a single write.
+    // read once (into an aligned place) and sent with a single write.
     let prefix_length = if context.structured { 28 } else { SIMPLE_REPLY_HEADER_LENGTH_BYTES };
-    let mut buffer = match context.buffers.take(prefix_length + length) {
+    let mut buffer = match context.buffers.take(prefix_length + length, prefix_length) {
         Ok(buffer) => buffer,
         Err(error) => {
             warn!(connection = %context.connection, cookie = header.cookie, "no memory for a read reply: {error}");

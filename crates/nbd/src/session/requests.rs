@@ -18,7 +18,7 @@ use super::reply::{error_reply, execute_guarded, out_of_memory_reply, ExecutionC
 use super::validate::{reservation_bytes, validate_request, Rejection, RequestLimits, Verdict, REQUEST_OVERHEAD_BYTES};
 use super::{Attachment, FrameRead, Session, SessionEnd, SessionError};
 use crate::backend::{Backend, Export};
-use crate::buffers::BufferRecycler;
+use crate::buffers::{BufferRecycler, RequestBuffer};
 use crate::protocol::transmission::*;
 
 impl<'b, B: Backend> Session<'b, B> {
@@ -189,11 +189,11 @@ impl<'b, B: Backend> Session<'b, B> {
         header: &RequestHeader,
         command: Command,
         buffers: &BufferRecycler,
-    ) -> Result<Option<Vec<u8>>, SessionError> {
+    ) -> Result<Option<RequestBuffer>, SessionError> {
         if command != Command::Write {
-            return Ok(Some(Vec::new()));
+            return Ok(Some(RequestBuffer::default()));
         }
-        match buffers.take(header.length_bytes as usize) {
+        match buffers.take(header.length_bytes as usize, 0) {
             Ok(mut payload) => {
                 self.read_body(reader, &mut payload, "write payload")?;
                 Ok(Some(payload))
