@@ -576,6 +576,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             completed_ns = completed_ns.max(completion.completed_ns);
         }
         self.log.data_unflushed = true;
+        for run in runs {
+            self.staged_cache.remove_run(run.flash_block, run.block_count);
+        }
         for piece in &placed {
             self.carry_checksums_to_data(id, piece);
             self.apply_mapping(id, piece.logical_block, piece.block_count, Location::Data(piece.data_block));
@@ -661,10 +664,19 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// [`FLASH_READ_GAP_BLOCKS`] read through and dropped). Returns the bytes
     /// and the number of flash requests.
     fn read_staged_in_flash_order(&mut self, runs: &[FlashRun]) -> Result<(Vec<u8>, u64)> {
+        let total_blocks: u64 = runs.iter().map(|run| run.block_count).sum();
+        let mut staged = vec![0u8; block_bytes(total_blocks)];
+        // Runs whose bytes the staged-block cache holds are copied from it;
+        // the rest are read.
         let mut positions: Vec<(u64, u64, u64)> = Vec::with_capacity(runs.len());
         let mut buffer_block = 0;
         for run in runs {
-            positions.push((run.flash_block, run.block_count, buffer_block));
+            let destination = &mut staged[block_bytes(buffer_block)..block_bytes(buffer_block + run.block_count)];
+            if self.staged_cache.copy_run(run.flash_block, run.block_count, destination) {
+                self.stats.destaged_blocks_from_memory += run.block_count;
+            } else {
+                positions.push((run.flash_block, run.block_count, buffer_block));
+            }
             buffer_block += run.block_count;
         }
         positions.sort_unstable();
@@ -698,8 +710,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             reads.push((first, buffer));
             rest = after;
         }
-        self.flash.read_many_into(&mut reads).map_err(device_error(DeviceRole::Flash))?;
-        let mut staged = vec![0u8; block_bytes(buffer_block)];
+        if !reads.is_empty() {
+            self.flash.read_many_into(&mut reads).map_err(device_error(DeviceRole::Flash))?;
+        }
         let mut stretch_start = 0;
         for (first, count, covered) in &stretches {
             for &(flash_block, run_count, buffer_block) in &positions[covered.clone()] {

@@ -41,6 +41,7 @@ mod segment_summary;
 pub mod segments;
 mod snapshot;
 mod space;
+mod staged_cache;
 mod staging;
 mod synthetic;
 mod tree;

@@ -36,6 +36,7 @@ use crate::room::MetadataOperation;
 use crate::segments::{Segments, DEFAULT_SEGMENT_BLOCKS};
 use crate::snapshot::SnapshotCaches;
 use crate::space::SpaceMap;
+use crate::staged_cache::StagedCache;
 use crate::staging::Payload;
 use crate::tree::PersistentTree;
 
@@ -155,6 +156,11 @@ pub struct VolumeOptions {
     /// disk, half a track: a gap costs its transfer, a request of its own
     /// about half a revolution (docs/layouts.md, "Reading through gaps").
     pub read_gap_blocks: u64,
+    /// Staged blocks whose bytes are kept in memory after they are written,
+    /// so that destaging them reads nothing back from flash (0: none). Worth
+    /// it where no page cache holds the flash's recent writes: a volume
+    /// whose devices bypass it (docs/engine.md, "Staged-block cache").
+    pub staged_cache_blocks: u64,
 }
 
 impl Default for VolumeOptions {
@@ -184,6 +190,7 @@ impl Default for VolumeOptions {
             cleaning: CleaningSettings::default(),
             proximal_copy_out: false,
             read_gap_blocks: 0,
+            staged_cache_blocks: 0,
         }
     }
 }
@@ -292,6 +299,9 @@ pub struct EngineStats {
     pub destage_count: u64,
     /// Blocks moved from flash to the data device by destage.
     pub destaged_blocks: u64,
+    /// Of those, blocks whose bytes came from the staged-block cache rather
+    /// than a read of flash.
+    pub destaged_blocks_from_memory: u64,
     /// Staged blocks a destage left in the staging area as hot, summed over
     /// the destages (the `proximal-hot` layout).
     pub retained_hot_blocks: u64,
@@ -503,6 +513,8 @@ pub struct Volume<D: BlockDevice, F: BlockDevice> {
     /// a fresh one of a step's size (megabytes) costs a page fault per 4 KiB
     /// as it is filled, which measurably slowed every step.
     pub(crate) destage_read_buffer: Vec<u8>,
+    /// Recently staged blocks' bytes (`VolumeOptions::staged_cache_blocks`).
+    pub(crate) staged_cache: StagedCache,
     /// Segments of the data device: usage table and log head.
     pub(crate) segments: Segments,
     /// Whether the volume stopped, and what recovery found at open.
@@ -640,7 +652,9 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             layout.writes_segments(),
         );
         let data_block_count = data.info().block_count;
+        let staged_cache = StagedCache::new(if data_payload { options.staged_cache_blocks } else { 0 });
         Self {
+            staged_cache,
             data_payload,
             data,
             flash,

@@ -676,6 +676,9 @@ fn a_tiny_staging_area_destaging_during_writes_behaves_like_the_model() {
         allocation_range_blocks: 16,
         proximal_span_ranges: 4,
         range_reserve_fraction: 0.25,
+        // Half the staging area's bytes kept in memory: destages take some
+        // runs from it and read the others.
+        staged_cache_blocks: 12,
         ..options()
     };
     run_configuration("proximal, 24-block staging", cases_from_environment(3), memory_data, options);
@@ -728,8 +731,14 @@ fn the_write_anywhere_layout_behaves_like_the_model() {
 fn the_proximal_hot_layout_behaves_like_the_model() {
     // A small staging area: measurement intervals end and destages leave
     // hot blocks staged within a case.
-    let options =
-        VolumeOptions { layout: Layout::ProximalHot, staging_capacity_blocks: 24, destage_step_blocks: 8, ..options() };
+    let options = VolumeOptions {
+        layout: Layout::ProximalHot,
+        staging_capacity_blocks: 24,
+        destage_step_blocks: 8,
+        // Hot blocks stay staged through destages, their bytes in memory.
+        staged_cache_blocks: 24,
+        ..options()
+    };
     run_configuration("proximal-hot", cases_from_environment(3), memory_data, options);
 }
 
