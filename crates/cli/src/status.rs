@@ -80,6 +80,7 @@ fn print_report(directory: &std::path::Path, report: &Value, venue: Venue) {
         report["destages_since_open"],
         report["destaged_blocks_since_open"],
         [
+            ("destaged_from_memory_blocks_since_open", "from memory"),
             ("retained_hot_blocks_since_open", "hot blocks left staged"),
             ("destaged_home_blocks_since_open", "back at their frame homes"),
         ]

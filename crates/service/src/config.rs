@@ -74,6 +74,11 @@ pub struct DeviceEntry {
     pub size_bytes: u64,
 }
 
+/// Memory for staged blocks' bytes on a volume that bypasses the page cache
+/// (`VolumeOptions::staged_cache_blocks`): the most recently staged quarter
+/// of the default staging area, whose destage then reads nothing from flash.
+pub const DIRECT_STAGED_CACHE_BYTES: u64 = 256 << 20;
+
 /// The whole configuration file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -205,6 +210,12 @@ impl VolumeConfig {
             // The flash device ignores trims (`directory::labelled_devices`): a
             // CP need not list the blocks it releases.
             trim_released_flash: false,
+            // Bypassing the page cache, nothing else keeps the staged blocks'
+            // bytes for their destage.
+            staged_cache_blocks: match self.io_mode {
+                IoMode::Direct => DIRECT_STAGED_CACHE_BYTES / BLOCK_BYTES,
+                IoMode::Buffered => 0,
+            },
             ..VolumeOptions::default()
         }
     }

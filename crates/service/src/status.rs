@@ -72,6 +72,9 @@ pub struct StatusReport {
     pub destages_since_open: u64,
     /// Blocks destaged since this process opened the volume.
     pub destaged_blocks_since_open: u64,
+    /// Of those, blocks whose bytes came from memory rather than a read of
+    /// flash (the staged-block cache of a volume bypassing the page cache).
+    pub destaged_from_memory_blocks_since_open: u64,
     /// Staged blocks destages left staged as hot since this process opened
     /// the volume, summed over the destages (`proximal-hot`; 0 otherwise).
     pub retained_hot_blocks_since_open: u64,
@@ -184,6 +187,7 @@ pub fn status(volume: &ServiceVolume, config: &VolumeConfig) -> StatusReport {
         checkpoints_since_open: stats.checkpoint_count,
         destages_since_open: stats.destage_count,
         destaged_blocks_since_open: stats.destaged_blocks,
+        destaged_from_memory_blocks_since_open: stats.destaged_blocks_from_memory,
         retained_hot_blocks_since_open: stats.retained_hot_blocks,
         destaged_home_blocks_since_open: stats.destaged_home_blocks,
         fragmentation,
