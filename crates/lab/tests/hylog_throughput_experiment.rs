@@ -153,10 +153,12 @@ fn users_share_the_drives_and_a_run_repeats_itself() {
         );
         // One request at a time keeps at most one of the four drives busy.
         assert!(one.1 <= 0.26, "seed {seed}: {one:?}");
-        // Four users keep several busy at once, and get more done (how much
-        // more turns on one user's buffer hits in two seconds: 1.18× to 4.0×
-        // over the seeds tried).
-        assert!(four.1 > 1.5 * one.1 && four.0 > one.0, "seed {seed}: {one:?} → {four:?}");
+        // Four users keep several busy at once. They need not get more done:
+        // their pages share the 8 MiB buffer pool, and where one user's run
+        // hits its buffer often, four miss more (seed 113731839460220: 5,870
+        // requests/s for one user, 4,426 for four, the drives busy 0.23 and
+        // 0.52; seed 1: 1,428 and 4,134).
+        assert!(four.1 > 1.5 * one.1, "seed {seed}: {one:?} → {four:?}");
         assert!(sixteen.1 >= four.1, "seed {seed}: more users, busier drives: {four:?} → {sixteen:?}");
         assert_eq!(overwrite_run(4, seed), four, "seed {seed}: the same spec, the same figures");
     }
