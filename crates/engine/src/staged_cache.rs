@@ -36,14 +36,14 @@ impl StagedCache {
         self.capacity_blocks > 0
     }
 
-    /// Records that `bytes` (whole blocks) were written to the flash blocks
-    /// `blocks`, one block each.
-    pub(crate) fn insert_blocks(&mut self, blocks: &[u64], bytes: &[u8]) {
+    /// Records that each of `pieces` (one block's bytes each) was written to
+    /// the flash block of `blocks` at the same position.
+    pub(crate) fn insert_blocks<'a>(&mut self, blocks: &[u64], pieces: impl IntoIterator<Item = &'a [u8]>) {
         if !self.enabled() {
             return;
         }
-        debug_assert_eq!(bytes.len(), blocks.len() * BLOCK_SIZE);
-        for (&block, data) in blocks.iter().zip(bytes.chunks_exact(BLOCK_SIZE)) {
+        for (&block, data) in blocks.iter().zip(pieces) {
+            debug_assert_eq!(data.len(), BLOCK_SIZE);
             self.inserted += 1;
             self.entries.insert(block, (self.inserted, data.into()));
             self.order.push_back((block, self.inserted));
@@ -114,7 +114,7 @@ mod tests {
     #[test]
     fn a_disabled_cache_holds_nothing() {
         let mut cache = StagedCache::new(0);
-        cache.insert_blocks(&[1, 2], &blocks_of(&[1, 2]));
+        cache.insert_blocks(&[1, 2], blocks_of(&[1, 2]).chunks(BLOCK_SIZE));
         assert_eq!(cache.len(), 0);
         assert!(!cache.copy_run(1, 2, &mut vec![0; 2 * BLOCK_SIZE]));
     }
@@ -122,7 +122,7 @@ mod tests {
     #[test]
     fn a_run_is_served_only_when_every_block_is_held() {
         let mut cache = StagedCache::new(8);
-        cache.insert_blocks(&[10, 11, 13], &blocks_of(&[1, 2, 3]));
+        cache.insert_blocks(&[10, 11, 13], blocks_of(&[1, 2, 3]).chunks(BLOCK_SIZE));
         let mut out = vec![0; 2 * BLOCK_SIZE];
         assert!(cache.copy_run(10, 2, &mut out));
         assert_eq!(out, blocks_of(&[1, 2]));
@@ -135,12 +135,12 @@ mod tests {
     #[test]
     fn a_rewritten_block_holds_its_latest_bytes_and_the_oldest_go_first() {
         let mut cache = StagedCache::new(3);
-        cache.insert_blocks(&[1, 2, 3], &blocks_of(&[1, 2, 3]));
-        cache.insert_blocks(&[1], &blocks_of(&[9]));
+        cache.insert_blocks(&[1, 2, 3], blocks_of(&[1, 2, 3]).chunks(BLOCK_SIZE));
+        cache.insert_blocks(&[1], blocks_of(&[9]).chunks(BLOCK_SIZE));
         let mut one = vec![0; BLOCK_SIZE];
         assert!(cache.copy_run(1, 1, &mut one));
         assert_eq!(one, blocks_of(&[9]));
-        cache.insert_blocks(&[4], &blocks_of(&[4]));
+        cache.insert_blocks(&[4], blocks_of(&[4]).chunks(BLOCK_SIZE));
         assert_eq!(cache.len(), 3);
         assert!(!cache.copy_run(2, 1, &mut one), "the oldest entry left first");
         assert!(cache.copy_run(1, 1, &mut one), "block 1's rewrite is younger than blocks 2 and 3");
@@ -152,7 +152,7 @@ mod tests {
         let mut cache = StagedCache::new(16);
         for round in 0..10_000u64 {
             let block = round % 40;
-            cache.insert_blocks(&[block], &blocks_of(&[(round % 251) as u8]));
+            cache.insert_blocks(&[block], blocks_of(&[(round % 251) as u8]).chunks(BLOCK_SIZE));
             if round % 3 == 0 {
                 cache.remove_run(block, 1);
             }

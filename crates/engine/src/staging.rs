@@ -291,7 +291,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             let piece = &bytes[index * BLOCK_SIZE..(index + run) * BLOCK_SIZE];
             self.flash.write_blocks(blocks[index], piece).map_err(device_error(DeviceRole::Flash))?;
         }
-        self.staged_cache.insert_blocks(blocks, bytes);
+        self.staged_cache.insert_blocks(blocks, bytes.chunks(BLOCK_SIZE));
         Ok(())
     }
 
@@ -334,12 +334,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                 .write_gathered(blocks[index], &pieces[index..index + run])
                 .map_err(device_error(DeviceRole::Flash))?;
         }
-        let mut at = 0;
-        for &(_, _, bytes) in writes {
-            let count = bytes.len() / BLOCK_SIZE;
-            self.staged_cache.insert_blocks(&blocks[at..at + count], bytes);
-            at += count;
-        }
+        self.staged_cache.insert_blocks(&blocks, pieces);
         let mut at = 0;
         for &(id, logical, bytes) in writes {
             let count = bytes.len() / BLOCK_SIZE;
