@@ -129,6 +129,8 @@ struct Recording {
     hot_set_choices: u64,
     /// Blocks copied out for snapshots.
     copied_out_blocks: u64,
+    /// Destaged blocks whose bytes came from the staged-block cache.
+    destaged_blocks_from_memory: u64,
 }
 
 /// Which operations a recorded workload draws.
@@ -214,6 +216,7 @@ fn record_workload_of(seed: u64, options: &VolumeOptions, mix: Mix) -> Recording
     let log_blocks_written = volume.stats().log_blocks_written;
     let hot_set_choices = volume.stats().hot_set_choices;
     let copied_out_blocks = volume.stats().copied_out_blocks;
+    let destaged_blocks_from_memory = volume.stats().destaged_blocks_from_memory;
     let (data, flash) = volume.into_devices();
     let order = order.borrow().clone();
     Recording {
@@ -228,6 +231,7 @@ fn record_workload_of(seed: u64, options: &VolumeOptions, mix: Mix) -> Recording
         log_blocks_written,
         hot_set_choices,
         copied_out_blocks,
+        destaged_blocks_from_memory,
     }
 }
 
@@ -622,7 +626,12 @@ fn crashes_during_destage_recover_to_an_acknowledged_state() {
     crash_every_point("proximal, 16-block staging", seeds_from_environment(4), &options);
     // Bounded steps of 4 blocks over 8-block windows: a full staging area is
     // drained a few windows at a time, so crashes fall inside partial steps.
-    let stepped = VolumeOptions { destage_step_blocks: 4, allocation_range_blocks: 8, ..options };
+    // Half the staging area's bytes are kept in memory: some destaged runs
+    // are written from there, the others read from flash.
+    let stepped =
+        VolumeOptions { destage_step_blocks: 4, allocation_range_blocks: 8, staged_cache_blocks: 8, ..options };
+    let recording = record_workload(0, &stepped);
+    assert!(recording.destaged_blocks_from_memory > 0, "the workload destages blocks kept in memory");
     crash_every_point("proximal, 16-block staging, 4-block steps", seeds_from_environment(4), &stepped);
 }
 
