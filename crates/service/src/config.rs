@@ -75,8 +75,9 @@ pub struct DeviceEntry {
 }
 
 /// Memory for staged blocks' bytes on a volume that bypasses the page cache
-/// (`VolumeOptions::staged_cache_blocks`): the most recently staged quarter
-/// of the default staging area, whose destage then reads nothing from flash.
+/// (`VolumeOptions::staged_cache_blocks`): the most recently staged third of
+/// the default staging area (768 MiB of a 1 GiB flash file), whose destage
+/// then reads nothing from flash.
 pub const DIRECT_STAGED_CACHE_BYTES: u64 = 256 << 20;
 
 /// The whole configuration file.
