@@ -84,3 +84,32 @@ fn engine_follows_eq_2_and_agrees_with_the_simulator(seed: u64, utilizations: Ve
         assert!(directory.path().join(file).is_file(), "{file} is written");
     }
 }
+
+/// A drive that is not one of the paper's takes Eq 6's segment and A from the
+/// timing fitted to its simulated random reads: Figure 5 runs on it, and its
+/// hole-plugging, which prices a plugged page at A, costs otherwise than on
+/// the paper's atlas10k.
+#[test]
+fn a_drive_outside_the_paper_takes_its_segment_from_its_fitted_timing() {
+    let run_on = |model: &str| {
+        let directory = tempfile::tempdir().unwrap();
+        let settings = RunSettings { out_dir: directory.path().to_path_buf(), seed: 1, model: model.into() };
+        let params = HylogCleaningParams {
+            engine_blocks: 16_384,
+            segments: 1024,
+            rewrites: 1,
+            utilizations: vec![0.9],
+            jobs: 2,
+        };
+        let outcome = run::<HylogCleaning>(&settings, &params, &mut NoProgress).expect("it runs");
+        let report = std::fs::read_to_string(directory.path().join("report.md")).unwrap();
+        (serde_json::to_value(&outcome.headline).unwrap(), report)
+    };
+    let (cheetah, report) = run_on("cheetah15k5");
+    assert!(report.contains("fitted to 500 random reads"), "the report says where the timing comes from");
+    let (atlas, atlas_report) = run_on("atlas10k");
+    assert!(atlas_report.contains("whose timing is the paper's"), "a paper disk keeps the paper's figures");
+    let hole_plugging = |json: &Value| number(&json["fig5"][0]["hole_plugging"]);
+    assert!(hole_plugging(&cheetah) > 1.0 && hole_plugging(&atlas) > 1.0);
+    assert_ne!(hole_plugging(&cheetah), hole_plugging(&atlas), "the drive's A prices the plugged pages");
+}

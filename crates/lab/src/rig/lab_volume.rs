@@ -143,7 +143,8 @@ impl ArrayShape {
             return Err(LabError::InvalidParameter {
                 parameter: "scale",
                 message: format!(
-                    "{scale} leaves room for {extents} extents of 16 MiB{with_reserve}; at least 2 are needed ({hint})"
+                    "{scale} leaves room for {extents} {} of 16 MiB{with_reserve}; at least 2 are needed ({hint})",
+                    if extents == 1 { "extent" } else { "extents" }
                 ),
             });
         }

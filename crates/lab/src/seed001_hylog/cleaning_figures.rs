@@ -17,7 +17,8 @@ use proxima_workload::synthetic::{Pattern, SyntheticSpec, SyntheticWorkload};
 use serde::{Deserialize, Serialize};
 
 use crate::seed001_hylog::cost_model::{
-    cleaning_utilization_for, segment_efficiency, segment_size_bytes, PAGE_SIZE_BYTES, SEGMENT_EFFICIENCY_SHARE,
+    cleaning_utilization_for, segment_efficiency, segment_size_bytes, DiskTiming, PAGE_SIZE_BYTES,
+    SEGMENT_EFFICIENCY_SHARE,
 };
 use crate::seed001_hylog::paper::{self, PaperDisk};
 use crate::seed001_hylog::segment_simulator::{
@@ -57,11 +58,18 @@ impl CleaningRunSpec {
     /// A disk of the paper: Eq 6's segment for its timing and the A of that
     /// segment, on `segment_count` segments.
     pub fn paper_disk(disk: &PaperDisk, segment_count: u32, seed: u64) -> CleaningRunSpec {
-        let segment_bytes = segment_size_bytes(disk.timing, PAGE_SIZE_BYTES, SEGMENT_EFFICIENCY_SHARE);
+        CleaningRunSpec::for_timing(disk.timing, segment_count, seed)
+    }
+
+    /// A disk of `timing` (the paper's figures for one of its disks, or a
+    /// simulated drive's fitted ones): Eq 6's segment and the A of that
+    /// segment, on `segment_count` segments.
+    pub fn for_timing(timing: DiskTiming, segment_count: u32, seed: u64) -> CleaningRunSpec {
+        let segment_bytes = segment_size_bytes(timing, PAGE_SIZE_BYTES, SEGMENT_EFFICIENCY_SHARE);
         CleaningRunSpec {
             segment_pages: u32::try_from(segment_bytes / PAGE_SIZE_BYTES).expect("a segment of fewer than 2^32 pages"),
             segment_count,
-            segment_efficiency: segment_efficiency(disk.timing, PAGE_SIZE_BYTES, segment_bytes as f64),
+            segment_efficiency: segment_efficiency(timing, PAGE_SIZE_BYTES, segment_bytes as f64),
             warmup_rewrites: 4,
             measured_rewrites: 4,
             seed,

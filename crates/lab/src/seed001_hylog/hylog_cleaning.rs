@@ -12,8 +12,10 @@
 //!   the writes), greedy cleaning, one log, at u = [`CROSS_CHECK_UTILIZATION`].
 //! - **Figure 5**: the segment simulator's overall scaled write cost W' of
 //!   cost-age, hole-plugging and the adaptive cleaner (greedy beside them)
-//!   under uniformly random updates, on the `--model` paper disk's Eq 6
-//!   segment and A.
+//!   under uniformly random updates, on the `--model` disk's Eq 6 segment
+//!   and A: from the paper's figures for one of its disks, else from the
+//!   positioning time and bandwidth fitted to the simulated drive's random
+//!   reads, as `hylog-table3` and `hylog-throughput` fit theirs.
 //!
 //! Write costs: the engine's is Rosenblum's `(user + cleaning read + cleaning
 //! written) / user` in blocks; the simulator's W' counts a segment I/O as n
@@ -34,6 +36,9 @@
 //! being the engine's.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
+
+use proxima_disk::DiskModel;
 
 use proxima_engine::{CleaningPolicy as EngineCleaning, CleaningSettings, Layout};
 use proxima_workload::synthetic::Pattern;
@@ -49,7 +54,8 @@ use crate::rig::parallel::{run_all, Task};
 use crate::seed001_hylog::cleaning_figures::{simulate, CleaningRunSpec, Figure5Point, UTILIZATIONS};
 use crate::seed001_hylog::cost_model::cleaning_utilization_for;
 use crate::seed001_hylog::engine_write_cost::{measure_write_cost, WriteCostMeasurement, WriteCostSettings};
-use crate::seed001_hylog::paper::{self, PaperDisk, DISKS};
+use crate::seed001_hylog::hylog_model::drive_timing_and_segment;
+use crate::seed001_hylog::paper;
 use crate::seed001_hylog::segment_simulator::{
     CleaningPolicy, SegmentSimulator, Separation, SimulatorConfig, SimulatorReport, PAPER_FREE_SEGMENTS_LOW,
     PAPER_PASS_PAGES,
@@ -78,6 +84,10 @@ pub const ADAPTIVE_TOLERANCE: f64 = 0.02;
 /// The hot-and-cold workload of the cross-check.
 pub const HOT_COLD: Pattern = Pattern::HotCold { hot_block_fraction: 0.1, hot_access_fraction: 0.9 };
 
+/// Random reads per size when a drive that is not one of the paper's has its
+/// timing fitted.
+const TIMING_REQUEST_COUNT: u32 = 500;
+
 /// The simulator's runs at each utilisation, in the order they are read back.
 const FIGURE_5_POLICIES: [CleaningPolicy; 4] =
     [CleaningPolicy::Greedy, CleaningPolicy::CostAge, CleaningPolicy::HolePlugging, CleaningPolicy::Adaptive];
@@ -92,7 +102,8 @@ pub struct HylogCleaningParams {
     /// Blocks (4 KiB) of the engine volume's data device, in 64-block segments.
     #[arg(long, default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(4096..=1 << 24))]
     pub engine_blocks: u64,
-    /// Segments of the segment simulator's disk (of the `--model` disk's Eq 6 size).
+    /// Segments of the segment simulator's disk (of the `--model` disk's Eq 6 size: from the paper's
+    /// figures for its disks, else fitted to the drive's random reads).
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(16..=1 << 20))]
     pub segments: u32,
     /// Updates of the warm-up, and again of the measurement, in multiples of the data set.
@@ -111,7 +122,10 @@ pub struct HylogCleaningParams {
 pub struct HylogCleaningSettings {
     run: RunSettings,
     params: HylogCleaningParams,
-    disk: &'static PaperDisk,
+    /// The disk whose segment and A the simulator takes, as `--model` named it.
+    disk: String,
+    /// Where its positioning time and bandwidth come from.
+    timing_source: String,
     /// The simulator's disk, of the paper's settings.
     simulator: CleaningRunSpec,
 }
@@ -127,7 +141,7 @@ impl HylogCleaningSettings {
             self.params.rewrites,
             utilizations.join(","),
             self.params.jobs,
-            self.disk.key,
+            self.disk,
             self.run.seed,
             self.run.out_dir.display()
         )
@@ -253,19 +267,26 @@ impl Experiment for HylogCleaning {
     type Headline = Headline;
 
     fn settings(run: &RunSettings, params: &HylogCleaningParams) -> Result<HylogCleaningSettings, LabError> {
-        let disk = paper::disk(&run.model).ok_or_else(|| LabError::InvalidParameter {
-            parameter: "model",
-            message: format!(
-                "--model {} is not a disk of the paper; {NAME} takes its segment and A from one of {}",
-                run.model,
-                DISKS.iter().map(|disk| disk.key).collect::<Vec<_>>().join(", ")
-            ),
-        })?;
         check_utilizations(&params.utilizations)?;
+        let (timing, timing_source) = match paper::disk(&run.model) {
+            Some(disk) => (disk.timing, format!("the paper's ({})", disk.source)),
+            None => {
+                let model = Arc::new(DiskModel::resolve(&run.model, &[]).map_err(|source| LabError::Model { source })?);
+                let (timing, _) = drive_timing_and_segment(&model, TIMING_REQUEST_COUNT, run.seed)?;
+                let source = format!(
+                    "fitted to {TIMING_REQUEST_COUNT} random reads each of 4 KiB and of 1 MiB on the simulated {}: {:.2} ms, \
+                     {:.1} MB/s",
+                    model.name(),
+                    timing.positioning_ms,
+                    timing.bandwidth_mb_per_s
+                );
+                (timing, source)
+            }
+        };
         let simulator = CleaningRunSpec {
             warmup_rewrites: u64::from(params.rewrites),
             measured_rewrites: u64::from(params.rewrites),
-            ..CleaningRunSpec::paper_disk(disk, params.segments, run.seed)
+            ..CleaningRunSpec::for_timing(timing, params.segments, run.seed)
         };
         let highest = params.utilizations.iter().copied().fold(CROSS_CHECK_UTILIZATION, f64::max);
         let simulator_pass = u64::from(PAPER_PASS_PAGES / simulator.segment_pages).max(1);
@@ -281,7 +302,13 @@ impl Experiment for HylogCleaning {
             CleaningSettings::default().start_below_clean_segments + ENGINE_PASS_SEGMENTS,
             highest,
         )?;
-        Ok(HylogCleaningSettings { run: run.clone(), params: params.clone(), disk, simulator })
+        Ok(HylogCleaningSettings {
+            run: run.clone(),
+            params: params.clone(),
+            disk: run.model.clone(),
+            timing_source,
+            simulator,
+        })
     }
 
     fn measure(settings: &HylogCleaningSettings, progress: &mut dyn Progress) -> Result<Rows, LabError> {
@@ -595,7 +622,7 @@ fn figure_5_chart(settings: &HylogCleaningSettings, points: &[Figure5Point]) -> 
         points: points.iter().map(|point| (point.u, value(point))).collect(),
     };
     LineChart {
-        title: format!("Figure 5: cleaning policies, uniform random updates ({})", settings.disk.key),
+        title: format!("Figure 5: cleaning policies, uniform random updates ({})", settings.disk),
         x_label: "disk utilisation u".into(),
         y_label: "overall write cost W'".into(),
         series: vec![
@@ -617,7 +644,7 @@ fn summary(settings: &HylogCleaningSettings, headline: &Headline, cost_line: &st
         settings.params.engine_blocks,
         settings.simulator.segment_count,
         settings.simulator.segment_pages,
-        settings.disk.key,
+        settings.disk,
         settings.simulator.segment_efficiency,
         settings.params.rewrites,
         settings.params.rewrites
@@ -678,7 +705,7 @@ fn report(settings: &HylogCleaningSettings, rows: &Rows, summary: &str) -> Strin
         settings.params.engine_blocks,
         settings.params.rewrites,
         settings.params.rewrites,
-        settings.disk.key,
+        settings.disk,
         settings.simulator.segment_count,
         settings.simulator.segment_pages
     );
@@ -704,9 +731,13 @@ fn report(settings: &HylogCleaningSettings, rows: &Rows, summary: &str) -> Strin
          The paper: cost-age, hole-plugging and the adaptive cleaner \"show trends very similar to those in \
          Figure 6 of\" Matthews et al. (001:L296–L299): copying wins at low utilisation, hole-plugging at high, \
          and the adaptive cleaner follows the better. Overall scaled write cost W' (a segment I/O costs n, a \
-         plugged page A = {:.2}) on the segment simulator, {} segments of {} pages; greedy beside them for \
-         reference.\n",
-        settings.simulator.segment_efficiency, settings.simulator.segment_count, settings.simulator.segment_pages
+         plugged page A = {:.2}) on the segment simulator, {} segments of {} pages (Eq 6's segment for {}, \
+         whose timing is {}); greedy beside them for reference.\n",
+        settings.simulator.segment_efficiency,
+        settings.simulator.segment_count,
+        settings.simulator.segment_pages,
+        settings.disk,
+        settings.timing_source
     );
     let _ = writeln!(text, "{}", figure_5_table(&rows.fig5).to_markdown());
     let _ = writeln!(text, "![Figure 5](fig5_cleaning_policies.svg)\n");
