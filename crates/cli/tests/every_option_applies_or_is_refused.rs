@@ -1084,7 +1084,6 @@ fn experiment_probes() -> Vec<(&'static str, &'static str, Probe)> {
             ("--jobs", &["--jobs", "2"]),
         ],
         &[
-            ("--model", &["--model", "cheetah15k5"]),
             ("--engine-blocks", &["--engine-blocks", "4096", "--utilizations", "0.9"]),
             ("--segments", &["--segments", "200"]),
             ("--utilizations", &["--utilizations", "0.7,0.6"]),
