@@ -185,17 +185,21 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         settings.enabled
             && first < end
             && self.check_range(id, offset_bytes, length_bytes).is_ok()
-            && realloc::data_run_count(&map::segments(self.extents.map(id), first, end - first)) >= settings.runs_min
+            && realloc::read_request_count(
+                &map::segments(self.extents.map(id), first, end - first),
+                self.options.read_gaps(),
+            ) >= settings.runs_min
     }
 
     /// Rewrites, from `payload` (the blocks from `first_block` just read),
     /// the pieces of that span the read-reallocation settings pick, each as
-    /// one contiguous run (docs/read-realloc.md). A piece without a
-    /// contiguous run near its neighbours, or without room in the log,
-    /// stays where it is.
+    /// one contiguous run, or gathered where reads take gaps through
+    /// (docs/read-realloc.md). A piece with no such place near its
+    /// neighbours, or without room in the log, stays where it is.
     pub(crate) fn reallocate_after_read(&mut self, id: u64, first_block: u64, payload: Payload<'_>) -> Result<()> {
         let segments = map::segments(self.extents.map(id), first_block, payload.block_count());
-        let pieces = realloc::pieces_to_reallocate(&segments, &self.options.read_realloc, |block| {
+        let gaps = self.options.read_gaps();
+        let pieces = realloc::pieces_to_reallocate(&segments, &self.options.read_realloc, gaps, |block| {
             self.data_space.held_by_snapshot(block)
         });
         if pieces.is_empty() {
@@ -214,23 +218,115 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     /// Writes `piece` of extent `id` (its blocks on the data device, as the
-    /// read found them) to a fresh contiguous run.
+    /// read found them) to a fresh contiguous run, else, where reads take
+    /// gaps through, to blocks one read takes in one request.
     fn reallocate_piece(&mut self, id: u64, piece: ReallocPiece, payload: Payload<'_>) -> Result<()> {
         let count = piece.block_count;
-        self.ensure_room_for_update(self.write_bound(&[id], count, 0))?;
+        // Gathered blocks may be as many runs as blocks, each with a direct
+        // record and a checksum record.
+        let gathers = self.options.read_gap_blocks > 0;
+        let records_blocks = if gathers { 2 * count } else { count };
+        self.ensure_room_for_update(self.write_bound(&[id], records_blocks, 0))?;
         // Making room commits or destages, which moves staged blocks only;
         // the piece is still checked to be where the read found it.
         let segments = map::segments(self.extents.map(id), piece.logical_block, count);
         if !segments.iter().all(|segment| matches!(segment.location, Some(Location::Data(_)))) {
             return Ok(());
         }
-        let Some(start) = self.allocate_reallocation_run(id, piece) else {
-            self.stats.reallocation_skipped_blocks += count;
-            return Ok(());
-        };
-        self.write_direct_piece(id, piece.logical_block, start, payload)?;
+        let mut placed = self.place_reallocation(id, piece, gathers);
+        // The blocks earlier pieces left are free only after a CP: when a
+        // piece finds no place and blocks were let go since the last such
+        // CP, one is taken (as a write-anywhere file system's regular CPs
+        // would) and the piece tries again.
+        let free_count = self.data_space.free_count();
+        if placed.is_none() && self.realloc_commit_free_count.is_none_or(|at| at < free_count) {
+            self.realloc_commit_free_count = Some(free_count);
+            self.commit()?;
+            placed = self.place_reallocation(id, piece, gathers);
+        }
+        match placed {
+            Some(Placed::Run(start)) => self.write_direct_piece(id, piece.logical_block, start, payload)?,
+            Some(Placed::Gathered(runs)) => self.write_direct_runs(id, piece.logical_block, &runs, payload)?,
+            None => {
+                self.stats.reallocation_skipped_blocks += count;
+                return Ok(());
+            }
+        }
         self.stats.reallocated_blocks += count;
         Ok(())
+    }
+
+    /// Allocates where `piece` goes: a contiguous run, else (`gathers`)
+    /// blocks one read takes in one request; `None` when neither is free.
+    fn place_reallocation(&mut self, id: u64, piece: ReallocPiece, gathers: bool) -> Option<Placed> {
+        if let Some(start) = self.allocate_reallocation_run(id, piece) {
+            return Some(Placed::Run(start));
+        }
+        gathers.then(|| self.allocate_gathered_reallocation(id, piece)).flatten().map(Placed::Gathered)
+    }
+
+    /// Where a reallocated piece of extent `id` goes: right after its
+    /// logical predecessor on the data device, else after its own first
+    /// block.
+    fn reallocation_hint(&self, id: u64, piece: ReallocPiece) -> u64 {
+        let map = self.extents.map(id);
+        let predecessor = piece.logical_block.checked_sub(1).and_then(|block| map::lookup(map, block));
+        match (predecessor, map::lookup(map, piece.logical_block)) {
+            (Some(Location::Data(block)), _) | (_, Some(Location::Data(block))) => block + 1,
+            _ => unreachable!("a piece's blocks are on the data device"),
+        }
+    }
+
+    /// Blocks for `piece` that a read takes in one request, reading the gaps
+    /// between them through: no more other blocks between them in all than
+    /// `VolumeOptions::read_gap_blocks` (what a read takes through rather
+    /// than position again: the set costs at most one positioning's worth of
+    /// transfer more than a contiguous run), inside one allocation range.
+    /// The first such set after the hint, within the span destage searches
+    /// near a neighbour, as the physical runs it forms (ascending, in the
+    /// piece's logical order). So a write-anywhere file system writes a CP's
+    /// blocks into the free blocks of an area, not only into free runs.
+    /// Never a frame home a staged block goes back to.
+    fn allocate_gathered_reallocation(&mut self, id: u64, piece: ReallocPiece) -> Option<Vec<(u64, u64)>> {
+        let hint = self.reallocation_hint(id, piece);
+        let gaps = self.options.read_gaps();
+        let search_blocks = self.options.proximal_span_ranges.max(1) * self.options.allocation_range_blocks;
+        let layout = &self.layout;
+        let accept = |block: u64| !layout.is_frame_home(block);
+        let shape = (gaps.gap_blocks, gaps.unit_blocks);
+        let near = self.data_space.allocate_gathered(hint, piece.block_count, shape, search_blocks, accept);
+        let blocks = match near {
+            Some(blocks) => blocks,
+            None => {
+                // Far from the neighbours, after the last far set (wrapping),
+                // as for contiguous runs, and not searched again for pieces
+                // as large until a CP frees blocks.
+                let count = piece.block_count;
+                let missed = self.realloc_far_gathered_miss;
+                if missed.is_some_and(|(generation, missed)| generation == self.generation && count >= missed) {
+                    return None;
+                }
+                let (cursor, block_count) = (self.realloc_cursor, self.data_space.block_count());
+                let found = self
+                    .data_space
+                    .allocate_gathered(cursor, count, shape, block_count - cursor, accept)
+                    .or_else(|| self.data_space.allocate_gathered(0, count, shape, cursor, accept));
+                let Some(blocks) = found else {
+                    self.realloc_far_gathered_miss = Some((self.generation, count));
+                    return None;
+                };
+                self.realloc_cursor = (blocks[blocks.len() - 1] + 1) % block_count;
+                blocks
+            }
+        };
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for block in blocks {
+            match runs.last_mut() {
+                Some((start, count)) if *start + *count == block => *count += 1,
+                _ => runs.push((block, 1)),
+            }
+        }
+        Some(runs)
     }
 
     /// A contiguous run for `piece`: right after its logical predecessor on
@@ -241,12 +337,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     /// a frame home a staged block goes back to.
     fn allocate_reallocation_run(&mut self, id: u64, piece: ReallocPiece) -> Option<u64> {
         let count = piece.block_count;
-        let map = self.extents.map(id);
-        let predecessor = piece.logical_block.checked_sub(1).and_then(|block| map::lookup(map, block));
-        let hint = match (predecessor, map::lookup(map, piece.logical_block)) {
-            (Some(Location::Data(block)), _) | (_, Some(Location::Data(block))) => block + 1,
-            _ => unreachable!("a piece's blocks are on the data device"),
-        };
+        let hint = self.reallocation_hint(id, piece);
         let search_blocks = self.options.proximal_span_ranges.max(1) * self.options.allocation_range_blocks;
         let layout = &self.layout;
         if let Some(start) =
@@ -510,6 +601,16 @@ pub(crate) fn data_spans(segments: &[Segment]) -> Vec<DataSpan> {
         index = last + 1;
     }
     spans
+}
+
+/// Where a reallocated piece goes.
+#[derive(Debug)]
+enum Placed {
+    /// One contiguous run from this block.
+    Run(u64),
+    /// Runs `(first block, blocks)`, ascending, that one read takes in one
+    /// request through the gaps between them.
+    Gathered(Vec<(u64, u64)>),
 }
 
 /// One data-device request of a read: the run `[block, block + block_count)`

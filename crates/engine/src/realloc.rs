@@ -8,12 +8,14 @@
 //! fixed (docs/read-realloc.md).
 //!
 //! The decision is pure: from the span's segments (as the extent map gives
-//! them) and which data blocks snapshots hold, [`pieces_to_reallocate`]
-//! returns the logical pieces to rewrite. The volume executes it
-//! (`Volume::reallocate_after_read`): it allocates a contiguous run per piece
-//! or leaves the piece alone, writes it as a direct write, and logs it like
-//! one — so a crash mid-reallocation leaves each block at its old place or its
-//! new one, both holding the same bytes.
+//! them), the gaps the volume's reads take through and which data blocks
+//! snapshots hold, [`pieces_to_reallocate`] returns the logical pieces to
+//! rewrite. The volume executes it (`Volume::reallocate_after_read`): it
+//! allocates a contiguous run per piece — or, where reads take gaps through
+//! and no run is free, blocks that one read takes in one request — or leaves
+//! the piece alone, writes it as direct writes, and logs them like any —
+//! so a crash mid-reallocation leaves each block at its old place or its new
+//! one, both holding the same bytes.
 //!
 //! Invariants: a piece covers only blocks mapped on the data device (staged
 //! blocks are placed by destage, holes have nothing to move); a block a
@@ -23,6 +25,7 @@
 use serde::Serialize;
 
 use crate::map::{Location, Segment};
+use crate::read::{data_reads, data_spans, ReadGaps};
 
 /// When reads reallocate what they read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -79,17 +82,29 @@ pub fn data_run_count(segments: &[Segment]) -> u64 {
     runs
 }
 
+/// The data-device requests a read of `segments` (in logical order) takes:
+/// one per physical run, or, where the volume reads through gaps (`gaps`),
+/// the requests the read path makes of them ([`data_reads`]).
+pub(crate) fn read_request_count(segments: &[Segment], gaps: ReadGaps) -> u64 {
+    if gaps.gap_blocks == 0 {
+        return data_run_count(segments);
+    }
+    data_reads(&mut data_spans(segments), gaps).len() as u64
+}
+
 /// The pieces of the span `segments` (in logical order, as one read covers
-/// them) to rewrite contiguously under `settings`: none unless the span's data
-/// blocks lie in at least `runs_min` runs; else its data-device blocks,
-/// less those `held_by_snapshot` unless the settings allow them, in maximal
-/// logically consecutive pieces.
-pub fn pieces_to_reallocate(
+/// them) to rewrite under `settings`: none unless reading the span takes at
+/// least `runs_min` data-device requests ([`read_request_count`] with the
+/// volume's `gaps`); else its data-device blocks, less those
+/// `held_by_snapshot` unless the settings allow them, in maximal logically
+/// consecutive pieces.
+pub(crate) fn pieces_to_reallocate(
     segments: &[Segment],
     settings: &ReadRealloc,
+    gaps: ReadGaps,
     held_by_snapshot: impl Fn(u64) -> bool,
 ) -> Vec<ReallocPiece> {
-    if !settings.enabled || data_run_count(segments) < settings.runs_min {
+    if !settings.enabled || read_request_count(segments, gaps) < settings.runs_min {
         return Vec::new();
     }
     let mut pieces: Vec<ReallocPiece> = Vec::new();
@@ -121,6 +136,24 @@ mod tests {
         Segment { logical_block, block_count, location }
     }
 
+    const NO_GAPS: ReadGaps = ReadGaps { gap_blocks: 0, unit_blocks: 64 };
+
+    #[test]
+    fn where_reads_take_gaps_through_the_requests_count() {
+        // Three runs, the last two 3 blocks apart in one 64-block unit.
+        let scattered = [data(0, 4, 100), data(4, 4, 500), data(8, 4, 507)];
+        assert_eq!(read_request_count(&scattered, NO_GAPS), 3);
+        let gaps = ReadGaps { gap_blocks: 4, unit_blocks: 64 };
+        assert_eq!(read_request_count(&scattered, gaps), 2);
+        assert!(pieces_to_reallocate(&scattered, &ReadRealloc::ON, gaps, |_| false).is_empty());
+        assert_eq!(pieces_to_reallocate(&scattered, &ReadRealloc::ON, NO_GAPS, |_| false).len(), 1);
+        // A span gathered into one unit with short gaps is one request: never moved again.
+        let gathered = [data(0, 1, 640), data(1, 2, 643), data(3, 1, 647), data(4, 4, 650)];
+        assert_eq!(read_request_count(&gathered, gaps), 1);
+        assert!(pieces_to_reallocate(&gathered, &ReadRealloc::ON, gaps, |_| false).is_empty());
+        assert_eq!(read_request_count(&gathered, NO_GAPS), 4);
+    }
+
     #[test]
     fn runs_are_counted_on_the_data_device_only() {
         assert_eq!(data_run_count(&[data(0, 4, 100), data(4, 4, 104)]), 1);
@@ -133,10 +166,10 @@ mod tests {
     #[test]
     fn a_span_in_fewer_runs_than_the_threshold_stays() {
         let two_runs = [data(0, 8, 100), data(8, 8, 500)];
-        assert!(pieces_to_reallocate(&two_runs, &ReadRealloc::ON, |_| false).is_empty());
+        assert!(pieces_to_reallocate(&two_runs, &ReadRealloc::ON, NO_GAPS, |_| false).is_empty());
         let three_runs = [data(0, 4, 100), data(4, 4, 500), data(8, 8, 900)];
-        assert!(pieces_to_reallocate(&three_runs, &ReadRealloc::OFF, |_| false).is_empty());
-        let pieces = pieces_to_reallocate(&three_runs, &ReadRealloc::ON, |_| false);
+        assert!(pieces_to_reallocate(&three_runs, &ReadRealloc::OFF, NO_GAPS, |_| false).is_empty());
+        let pieces = pieces_to_reallocate(&three_runs, &ReadRealloc::ON, NO_GAPS, |_| false);
         assert_eq!(pieces, vec![ReallocPiece { logical_block: 0, block_count: 16 }]);
     }
 
@@ -150,12 +183,12 @@ mod tests {
             data(7, 3, 900),
         ];
         let held = |block: u64| block == 901;
-        let pieces = pieces_to_reallocate(&segments, &ReadRealloc::ON, held);
+        let pieces = pieces_to_reallocate(&segments, &ReadRealloc::ON, NO_GAPS, held);
         let expected = [(0, 2), (4, 2), (7, 1), (9, 1)]
             .map(|(logical_block, block_count)| ReallocPiece { logical_block, block_count });
         assert_eq!(pieces, expected);
         let allowed = ReadRealloc { snapshot_blocks: true, ..ReadRealloc::ON };
-        let pieces = pieces_to_reallocate(&segments, &allowed, held);
+        let pieces = pieces_to_reallocate(&segments, &allowed, NO_GAPS, held);
         assert_eq!(pieces.last(), Some(&ReallocPiece { logical_block: 7, block_count: 3 }));
     }
 }

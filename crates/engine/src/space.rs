@@ -297,6 +297,61 @@ impl SpaceMap {
         Some(start)
     }
 
+    /// Allocates `count` blocks, each of which `accept`s, that one read takes
+    /// in one request, reading the gaps between them through: ascending,
+    /// with at most `gap_blocks` other blocks between the first and the last
+    /// in all, inside one aligned unit of `unit_blocks`, the first in
+    /// `[hint, hint + search_blocks)` (clipped to the device). The first such
+    /// set from `hint` on, ascending; `None`, and nothing allocated, if there
+    /// is none.
+    pub fn allocate_gathered(
+        &mut self,
+        hint: u64,
+        count: u64,
+        (gap_blocks, unit_blocks): (u64, u64),
+        search_blocks: u64,
+        accept: impl Fn(u64) -> bool,
+    ) -> Option<Vec<u64>> {
+        assert!(count > 0 && unit_blocks > 0, "allocate at least one block, in units of at least one");
+        let search_end = hint.saturating_add(search_blocks).min(self.block_count());
+        // A set begun before the search's end may run on to its unit's end.
+        let end = search_end.div_ceil(unit_blocks).saturating_mul(unit_blocks).min(self.block_count());
+        // The candidate set is `window[first..]`.
+        let (mut window, mut first) = (Vec::new(), 0);
+        self.for_each_allocatable_word(hint.min(end), end, |first_bit, mut free| {
+            while free != 0 {
+                let block = first_bit + u64::from(free.trailing_zeros());
+                free &= free - 1;
+                if !accept(block) {
+                    continue;
+                }
+                if window.get(first).is_some_and(|&oldest: &u64| oldest / unit_blocks != block / unit_blocks) {
+                    first = window.len();
+                }
+                window.push(block);
+                // Blocks between the set's first and last that are not in it.
+                while block + 1 - window[first] - (window.len() - first) as u64 > gap_blocks {
+                    first += 1;
+                }
+                if window[first] >= search_end {
+                    return false;
+                }
+                if (window.len() - first) as u64 == count {
+                    return false;
+                }
+            }
+            true
+        });
+        let set = window.get(first..).unwrap_or_default();
+        if (set.len() as u64) < count || set[0] >= search_end {
+            return None;
+        }
+        for &block in set {
+            self.take(block);
+        }
+        Some(set.to_vec())
+    }
+
     /// The start of the first run of `count` allocatable blocks inside
     /// `[from, end)`, scanned a word and a stretch of equal bits at a time.
     fn first_allocatable_run(&self, from: u64, end: u64, count: u64) -> Option<u64> {
@@ -729,6 +784,33 @@ mod tests {
         assert_eq!(space.allocate_run(0, 100, 1000, |_| true), Some(0));
         assert_eq!(space.allocate_run(400, 600, 1000, |_| true), None, "the run would pass the device's end");
         assert_eq!(space.allocate_run(481, 519, 1, |_| true), Some(481));
+        space.audit().unwrap();
+    }
+
+    #[test]
+    fn a_gathered_set_skips_few_blocks_in_all_and_stays_in_one_unit() {
+        let mut space = space(512);
+        // Every block taken but 1 in 3 (0, 3, 6, …) from 0 to 300; free from 300 on.
+        for block in (0..300).filter(|block| block % 3 != 0) {
+            space.allocate_run(block, 1, 1, |_| true).unwrap();
+        }
+        // 10 blocks every third skip 18 between them.
+        let set = space.allocate_gathered(0, 10, (18, 64), 512, |_| true).unwrap();
+        assert_eq!(set, (0..10).map(|index| index * 3).collect::<Vec<_>>());
+        assert!(set.iter().all(|&block| !space.is_allocatable(block)));
+        // With 1 allowed no two of the holes do: the first set is past 300.
+        assert_eq!(space.allocate_gathered(30, 4, (1, 64), 512, |_| true), Some(vec![300, 301, 302, 303]));
+        // A set does not cross a unit's end: 48, 51, …, 63 are six, the
+        // seventh would be 66, in the next unit, where the set starts again.
+        assert_eq!(space.allocate_gathered(48, 7, (12, 64), 100, |_| true), Some((66..85).step_by(3).collect()));
+        // A refused block is skipped like a taken one: 90 and 96 are too far
+        // apart with 93 refused, and the set slides on to 96.
+        let set = space.allocate_gathered(90, 3, (4, 64), 100, |block| block != 93).unwrap();
+        assert_eq!(set, vec![96, 99, 102]);
+        // None beginning inside the window, and nothing taken.
+        let free = space.allocatable_count();
+        assert_eq!(space.allocate_gathered(200, 40, (80, 64), 40, |_| true), None);
+        assert_eq!(space.allocatable_count(), free);
         space.audit().unwrap();
     }
 

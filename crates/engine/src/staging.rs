@@ -609,6 +609,35 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.map_direct_piece(id, logical, start, payload)
     }
 
+    /// Writes `payload` (blocks `[logical, …)` of extent `id`) to the data
+    /// runs `runs` (`(first block, blocks)`, as many blocks in all as the
+    /// payload, taken in order) as one batch of requests, then maps and logs
+    /// each run as a direct piece.
+    pub(crate) fn write_direct_runs(
+        &mut self,
+        id: u64,
+        logical: u64,
+        runs: &[(u64, u64)],
+        payload: Payload<'_>,
+    ) -> Result<()> {
+        let stores = self.data_stores_payload();
+        let mut pieces = Vec::with_capacity(runs.len());
+        let mut offset = 0;
+        for &(start, count) in runs {
+            pieces.push((start, count, payload.slice(offset, count).device_bytes(stores)));
+            offset += count;
+        }
+        assert_eq!(offset, payload.block_count(), "the runs hold the payload");
+        self.write_data_pieces(pieces)?;
+        self.log.data_unflushed = true;
+        let mut offset = 0;
+        for &(start, count) in runs {
+            self.map_direct_piece(id, logical + offset, start, payload.slice(offset, count))?;
+            offset += count;
+        }
+        Ok(())
+    }
+
     /// Maps `[logical, logical + count)` of extent `id` to data blocks
     /// `[start, start + count)`, just written with `payload`, and logs their
     /// checksums and the direct record, in that order.

@@ -504,6 +504,11 @@ pub struct Volume<D: BlockDevice, F: BlockDevice> {
     /// many blocks, and none appears before a CP frees blocks, so larger
     /// pieces skip the search until then.
     pub(crate) realloc_far_miss: Option<(u64, u64)>,
+    /// The same for gathered sets far from the neighbours.
+    pub(crate) realloc_far_gathered_miss: Option<(u64, u64)>,
+    /// The data device's free count when a reallocation last committed to
+    /// have the blocks freed before it back (`None`: never).
+    pub(crate) realloc_commit_free_count: Option<u64>,
     /// Blocks whose home is the staging log.
     pub(crate) staged_block_count: u64,
     /// The data device's free count when a destage last placed nothing (the
@@ -683,6 +688,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             fresh_ranges: FreshRangeSearch::default(),
             realloc_cursor: 0,
             realloc_far_miss: None,
+            realloc_far_gathered_miss: None,
+            realloc_commit_free_count: None,
             checksums: None,
             refcounts: PersistentRefcounts::new(data_block_count),
             unordered_below_snapshot_id: 0,

@@ -748,6 +748,10 @@ fn crashes_during_reallocation_on_read_recover() {
     let anywhere = VolumeOptions { layout: Layout::WriteAnywhere, read_realloc: realloc, ..options() };
     assert!(record_workload(0, &anywhere).reallocated_blocks > 0, "the workload's reads reallocate");
     crash_every_point("write-anywhere, reallocating reads", seeds_from_environment(4), &anywhere);
+    // Reads that take gaps through: a piece with no free run goes to blocks
+    // one read takes in one request, written as several runs at once.
+    let gathering = VolumeOptions { read_gap_blocks: 8, allocation_range_blocks: 32, ..anywhere.clone() };
+    crash_every_point("write-anywhere, reallocating reads through gaps", seeds_from_environment(4), &gathering);
     let proximal = VolumeOptions { staging_capacity_blocks: 16, read_realloc: realloc, ..options() };
     crash_every_point("proximal, reallocating reads", seeds_from_environment(4), &proximal);
 }

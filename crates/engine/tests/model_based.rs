@@ -779,7 +779,15 @@ fn reallocating_reads_behave_like_the_model() {
     // of a scattered span rewrites it, between any other operations.
     let realloc = ReadRealloc { runs_min: 2, snapshot_blocks: true, ..ReadRealloc::ON };
     let anywhere = VolumeOptions { layout: Layout::WriteAnywhere, read_realloc: realloc, ..options() };
-    run_configuration("write-anywhere, reallocating reads", cases_from_environment(3), memory_data, anywhere);
+    run_configuration("write-anywhere, reallocating reads", cases_from_environment(3), memory_data, anywhere.clone());
+    // Reads that take gaps through, pieces gathered where no run is free.
+    let gathering = VolumeOptions { read_gap_blocks: 8, allocation_range_blocks: 32, ..anywhere };
+    run_configuration(
+        "write-anywhere, reallocating reads through gaps",
+        cases_from_environment(3),
+        memory_data,
+        gathering,
+    );
     let uncached = VolumeOptions {
         layout: Layout::InPlace,
         staging_threshold_bytes: 0,

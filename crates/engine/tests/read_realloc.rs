@@ -100,3 +100,62 @@ fn blocks_a_snapshot_holds_stay_unless_allowed() {
         assert!(volume.fsck().unwrap().is_clean());
     }
 }
+
+/// Where reads take gaps through and the free space lies only in one-block
+/// holes, a scattered span goes to holes that one read takes in one request
+/// (a set skipping no more blocks than a read takes through), reads the
+/// same, is one request from then on and is not moved again.
+#[test]
+fn with_no_free_run_a_span_gathers_into_holes_one_read_takes() {
+    let options = VolumeOptions {
+        layout: Layout::WriteAnywhere,
+        read_realloc: ReadRealloc::ON,
+        read_gap_blocks: 16,
+        allocation_range_blocks: 64,
+        ..VolumeOptions::default()
+    };
+    let mut volume = Volume::format(MemoryDevice::new(4096, 4096), MemoryDevice::new(4096, 4096), 7, options).unwrap();
+    let id = volume.create_extent("lun", 64 * BLOCK as u64).unwrap();
+    let mut contents = pattern(1, 64 * BLOCK);
+    volume.write(id, 0, &contents, false).unwrap();
+    // Blocks 0, 4, 8 and 12 rewritten far from each other: a spacer's 32
+    // blocks between each two.
+    let spacer = volume.create_extent("spacer", 128 * BLOCK as u64).unwrap();
+    for (index, block) in [0usize, 4, 8, 12].into_iter().enumerate() {
+        let bytes = pattern(block as u8 ^ 0x5a, BLOCK);
+        volume.write(id, (block * BLOCK) as u64, &bytes, false).unwrap();
+        contents[block * BLOCK..(block + 1) * BLOCK].copy_from_slice(&bytes);
+        volume.write(spacer, (index * 32 * BLOCK) as u64, &pattern(9, 32 * BLOCK), false).unwrap();
+    }
+    volume.flush().unwrap();
+    // The rest of the device filled, then every other filler block trimmed.
+    let filler = volume.create_extent("filler", 4096 * BLOCK as u64 - volume.committed_bytes()).unwrap();
+    let mut filled = 0u64;
+    while volume.write(filler, filled * BLOCK as u64, &pattern(3, BLOCK), false).is_ok() {
+        filled += 1;
+    }
+    assert!(filled > 1000, "the filler took the free space: {filled} blocks");
+    for block in (0..filled).step_by(2) {
+        volume.trim(filler, block * BLOCK as u64, BLOCK as u64, false).unwrap();
+    }
+    volume.flush().unwrap();
+    volume.commit().unwrap();
+
+    let span = 16 * BLOCK as u64;
+    let runs_before = runs(&volume);
+    assert!(volume.read_would_reallocate(id, 0, span), "five requests: the old place and four far blocks");
+    assert_eq!(volume.read(id, 0, span).unwrap(), contents[..16 * BLOCK]);
+    assert_eq!(volume.stats().reallocated_blocks, 16, "gathered into holes");
+    assert_eq!(volume.stats().reallocation_skipped_blocks, 0);
+    // Every other block is a hole: blocks 0..16 are 16 one-block runs now,
+    // and 16..64 still one (8 runs before: four far blocks, four between).
+    assert_eq!((runs_before, runs(&volume)), (8, 17), "not one contiguous run: none was free");
+    assert!(!volume.read_would_reallocate(id, 0, span), "one request now: it stays");
+    assert_eq!(volume.read(id, 0, span).unwrap(), contents[..16 * BLOCK]);
+    assert_eq!(volume.stats().reallocated_blocks, 16, "read again, nothing moves");
+    volume.flush().unwrap();
+    let (data, flash) = volume.close().unwrap();
+    let mut volume = Volume::open(data, flash, VolumeOptions::default()).unwrap();
+    assert_eq!(volume.read(id, 0, 64 * BLOCK as u64).unwrap(), contents);
+    assert!(volume.fsck().unwrap().is_clean());
+}

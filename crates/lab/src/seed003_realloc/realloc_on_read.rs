@@ -274,6 +274,9 @@ fn run_one(
         payload: false,
         write_intents: false,
         read_realloc: if realloc { ReadRealloc::ON } else { ReadRealloc::OFF },
+        // As every laboratory volume's reads (half a track), the talk's
+        // "dummy reads".
+        read_gap_blocks: settings.shape.read_gap_blocks(),
         ..VolumeOptions::default()
     };
     let mut volume = Volume::format(testbed.array, testbed.flash, 1, options)?;
