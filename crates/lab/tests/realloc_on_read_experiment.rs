@@ -7,17 +7,23 @@ use proxima_lab::experiment::{run, Experiment, RunSettings};
 use proxima_lab::progress::NoProgress;
 use proxima_lab::seed003_realloc::realloc_on_read::{ReallocOnRead, ReallocParams};
 
-#[test]
-fn reallocation_enlarges_the_second_pass_and_the_headline_has_the_contract_keys() {
+/// The headline of a run at a tiny scale, seed 3, LUN filling `fill`; its
+/// files are checked to be written.
+fn headline_at(fill: f64) -> serde_json::Value {
     let directory = tempfile::tempdir().unwrap();
     let settings =
         RunSettings { out_dir: directory.path().to_path_buf(), seed: 3, model: ReallocOnRead::DEFAULT_MODEL.into() };
-    let params = ReallocParams { scale: 0.0002, fill: 0.5, aging_ios_per_piece: 1.0, threads: 30, jobs: 2 };
+    let params = ReallocParams { scale: 0.0002, fill, aging_ios_per_piece: 1.0, threads: 30, jobs: 2 };
     let outcome = run::<ReallocOnRead>(&settings, &params, &mut NoProgress).expect("the experiment runs");
     for file in ["realloc_on_read.csv", "realloc_on_read_reads.svg", "report.md"] {
         assert!(directory.path().join(file).exists(), "{file} written");
     }
-    let json = serde_json::to_value(&outcome.headline).unwrap();
+    serde_json::to_value(&outcome.headline).unwrap()
+}
+
+#[test]
+fn reallocation_enlarges_the_second_pass_and_the_headline_has_the_contract_keys() {
+    let json = headline_at(0.5);
     let rows = json["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 8, "two layouts × realloc off/on × two passes");
     for key in ["layout", "realloc", "pass", "mean_physical_read_kib", "mb_s", "extra_write_mib"] {
@@ -43,12 +49,7 @@ fn reallocation_enlarges_the_second_pass_and_the_headline_has_the_contract_keys(
 /// skipped.
 #[test]
 fn at_fill_0_8_the_second_pass_reads_gathered_pieces_faster() {
-    let directory = tempfile::tempdir().unwrap();
-    let settings =
-        RunSettings { out_dir: directory.path().to_path_buf(), seed: 3, model: ReallocOnRead::DEFAULT_MODEL.into() };
-    let params = ReallocParams { scale: 0.0002, fill: 0.8, aging_ios_per_piece: 1.0, threads: 30, jobs: 2 };
-    let outcome = run::<ReallocOnRead>(&settings, &params, &mut NoProgress).expect("the experiment runs");
-    let json = serde_json::to_value(&outcome.headline).unwrap();
+    let json = headline_at(0.8);
     let rows = json["rows"].as_array().unwrap();
     let figure = |key: &str, realloc: bool, pass: u64| -> f64 {
         let row = rows
