@@ -244,9 +244,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             self.commit()?;
             placed = self.place_reallocation(id, piece, gathers);
         }
-        match placed {
-            Some(Placed::Run(start)) => self.write_direct_piece(id, piece.logical_block, start, payload)?,
-            Some(Placed::Gathered(runs)) => self.write_direct_runs(id, piece.logical_block, &runs, payload)?,
+        match placed.as_deref() {
+            // One run: written straight from the caller's bytes.
+            Some(&[(start, _)]) => self.write_direct_piece(id, piece.logical_block, start, payload)?,
+            Some(runs) => self.write_direct_runs(id, piece.logical_block, runs, payload)?,
             None => {
                 self.stats.reallocation_skipped_blocks += count;
                 return Ok(());
@@ -256,13 +257,88 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         Ok(())
     }
 
-    /// Allocates where `piece` goes: a contiguous run, else (`gathers`)
-    /// blocks one read takes in one request; `None` when neither is free.
-    fn place_reallocation(&mut self, id: u64, piece: ReallocPiece, gathers: bool) -> Option<Placed> {
-        if let Some(start) = self.allocate_reallocation_run(id, piece) {
-            return Some(Placed::Run(start));
+    /// Where `piece` of extent `id` goes, as the physical runs `(first block,
+    /// blocks)` it takes in logical order: one contiguous run, else (where
+    /// `gathers`) a gathered set; `None` when neither is free.
+    fn place_reallocation(&mut self, id: u64, piece: ReallocPiece, gathers: bool) -> Option<Vec<(u64, u64)>> {
+        self.search_reallocation(id, piece, ReallocShape::Run)
+            .or_else(|| gathers.then(|| self.search_reallocation(id, piece, ReallocShape::Gathered)).flatten())
+    }
+
+    /// Blocks of `shape` for `piece`: right after its logical predecessor on
+    /// the data device (else after its own first block), within the span
+    /// destage searches near a neighbour; else the first on the device after
+    /// the last such far placement (wrapping), so that the pieces of one
+    /// serial reader, each placed after the one before, fill one free region.
+    /// A far search that finds nothing is not repeated for pieces as large
+    /// until a CP frees blocks. Never a frame home a staged block goes back
+    /// to.
+    fn search_reallocation(&mut self, id: u64, piece: ReallocPiece, shape: ReallocShape) -> Option<Vec<(u64, u64)>> {
+        let count = piece.block_count;
+        let hint = self.reallocation_hint(id, piece);
+        let near_blocks = self.options.proximal_span_ranges.max(1) * self.options.allocation_range_blocks;
+        if let Some(runs) = self.allocate_reallocation(shape, hint, count, near_blocks) {
+            return Some(runs);
         }
-        gathers.then(|| self.allocate_gathered_reallocation(id, piece)).flatten().map(Placed::Gathered)
+        let missed = self.realloc_far_miss[shape as usize];
+        if missed.is_some_and(|(generation, missed)| generation == self.generation && count >= missed) {
+            return None;
+        }
+        let (cursor, block_count) = (self.realloc_cursor, self.data_space.block_count());
+        let found = self
+            .allocate_reallocation(shape, cursor, count, block_count - cursor)
+            .or_else(|| self.allocate_reallocation(shape, 0, count, cursor));
+        match &found {
+            Some(runs) => {
+                let &(start, run) = runs.last().expect("a placement has a run");
+                self.realloc_cursor = (start + run) % block_count;
+            }
+            None => self.realloc_far_miss[shape as usize] = Some((self.generation, count)),
+        }
+        found
+    }
+
+    /// Allocates `count` blocks of `shape`, the first in `[from, from +
+    /// search_blocks)`, as their physical runs: a contiguous run, or a set
+    /// one read takes in one request, reading the gaps between them through
+    /// — no more other blocks between them in all than
+    /// `VolumeOptions::read_gap_blocks` (what a read takes through rather
+    /// than position again: the set costs at most one positioning's worth of
+    /// transfer more than a contiguous run), inside one allocation range. So
+    /// a write-anywhere file system writes a CP's blocks into the free blocks
+    /// of an area, not only into free runs.
+    fn allocate_reallocation(
+        &mut self,
+        shape: ReallocShape,
+        from: u64,
+        count: u64,
+        search_blocks: u64,
+    ) -> Option<Vec<(u64, u64)>> {
+        let layout = &self.layout;
+        let accept = |block: u64| !layout.is_frame_home(block);
+        match shape {
+            ReallocShape::Run => {
+                self.data_space.allocate_run(from, count, search_blocks, accept).map(|start| vec![(start, count)])
+            }
+            ReallocShape::Gathered => {
+                let gaps = self.options.read_gaps();
+                let blocks = self.data_space.allocate_gathered(
+                    from,
+                    count,
+                    (gaps.gap_blocks, gaps.unit_blocks),
+                    search_blocks,
+                    accept,
+                )?;
+                let mut runs: Vec<(u64, u64)> = Vec::new();
+                for block in blocks {
+                    match runs.last_mut() {
+                        Some((start, run)) if *start + *run == block => *run += 1,
+                        _ => runs.push((block, 1)),
+                    }
+                }
+                Some(runs)
+            }
+        }
     }
 
     /// Where a reallocated piece of extent `id` goes: right after its
@@ -275,90 +351,6 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             (Some(Location::Data(block)), _) | (_, Some(Location::Data(block))) => block + 1,
             _ => unreachable!("a piece's blocks are on the data device"),
         }
-    }
-
-    /// Blocks for `piece` that a read takes in one request, reading the gaps
-    /// between them through: no more other blocks between them in all than
-    /// `VolumeOptions::read_gap_blocks` (what a read takes through rather
-    /// than position again: the set costs at most one positioning's worth of
-    /// transfer more than a contiguous run), inside one allocation range.
-    /// The first such set after the hint, within the span destage searches
-    /// near a neighbour, as the physical runs it forms (ascending, in the
-    /// piece's logical order). So a write-anywhere file system writes a CP's
-    /// blocks into the free blocks of an area, not only into free runs.
-    /// Never a frame home a staged block goes back to.
-    fn allocate_gathered_reallocation(&mut self, id: u64, piece: ReallocPiece) -> Option<Vec<(u64, u64)>> {
-        let hint = self.reallocation_hint(id, piece);
-        let gaps = self.options.read_gaps();
-        let search_blocks = self.options.proximal_span_ranges.max(1) * self.options.allocation_range_blocks;
-        let layout = &self.layout;
-        let accept = |block: u64| !layout.is_frame_home(block);
-        let shape = (gaps.gap_blocks, gaps.unit_blocks);
-        let near = self.data_space.allocate_gathered(hint, piece.block_count, shape, search_blocks, accept);
-        let blocks = match near {
-            Some(blocks) => blocks,
-            None => {
-                // Far from the neighbours, after the last far set (wrapping),
-                // as for contiguous runs, and not searched again for pieces
-                // as large until a CP frees blocks.
-                let count = piece.block_count;
-                let missed = self.realloc_far_gathered_miss;
-                if missed.is_some_and(|(generation, missed)| generation == self.generation && count >= missed) {
-                    return None;
-                }
-                let (cursor, block_count) = (self.realloc_cursor, self.data_space.block_count());
-                let found = self
-                    .data_space
-                    .allocate_gathered(cursor, count, shape, block_count - cursor, accept)
-                    .or_else(|| self.data_space.allocate_gathered(0, count, shape, cursor, accept));
-                let Some(blocks) = found else {
-                    self.realloc_far_gathered_miss = Some((self.generation, count));
-                    return None;
-                };
-                self.realloc_cursor = (blocks[blocks.len() - 1] + 1) % block_count;
-                blocks
-            }
-        };
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        for block in blocks {
-            match runs.last_mut() {
-                Some((start, count)) if *start + *count == block => *count += 1,
-                _ => runs.push((block, 1)),
-            }
-        }
-        Some(runs)
-    }
-
-    /// A contiguous run for `piece`: right after its logical predecessor on
-    /// the data device (else after its own first block), within the span
-    /// destage searches near a neighbour; else the first on the device after
-    /// the last such far run (wrapping), so that the pieces of one serial
-    /// reader, each placed after the one before, fill one free region. Never
-    /// a frame home a staged block goes back to.
-    fn allocate_reallocation_run(&mut self, id: u64, piece: ReallocPiece) -> Option<u64> {
-        let count = piece.block_count;
-        let hint = self.reallocation_hint(id, piece);
-        let search_blocks = self.options.proximal_span_ranges.max(1) * self.options.allocation_range_blocks;
-        let layout = &self.layout;
-        if let Some(start) =
-            self.data_space.allocate_run(hint, count, search_blocks, |block| !layout.is_frame_home(block))
-        {
-            return Some(start);
-        }
-        if self.realloc_far_miss.is_some_and(|(generation, missed)| generation == self.generation && count >= missed) {
-            return None;
-        }
-        let (cursor, block_count) = (self.realloc_cursor, self.data_space.block_count());
-        let accept = |block: u64| !layout.is_frame_home(block);
-        let found = self
-            .data_space
-            .allocate_run(cursor, count, block_count - cursor, accept)
-            .or_else(|| self.data_space.allocate_run(0, count, cursor, accept));
-        match found {
-            Some(start) => self.realloc_cursor = (start + count) % block_count,
-            None => self.realloc_far_miss = Some((self.generation, count)),
-        }
-        found
     }
 
     /// The read source of this volume's devices, repairing from redundancy.
@@ -603,14 +595,13 @@ pub(crate) fn data_spans(segments: &[Segment]) -> Vec<DataSpan> {
     spans
 }
 
-/// Where a reallocated piece goes.
-#[derive(Debug)]
-enum Placed {
-    /// One contiguous run from this block.
-    Run(u64),
-    /// Runs `(first block, blocks)`, ascending, that one read takes in one
-    /// request through the gaps between them.
-    Gathered(Vec<(u64, u64)>),
+/// The shape of the blocks a reallocated piece takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReallocShape {
+    /// One contiguous run.
+    Run = 0,
+    /// Blocks one read takes in one request through the gaps between them.
+    Gathered = 1,
 }
 
 /// One data-device request of a read: the run `[block, block + block_count)`

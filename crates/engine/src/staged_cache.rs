@@ -62,17 +62,16 @@ impl StagedCache {
         self.compact_order();
     }
 
-    /// The bytes of `[block, block + count)` if every block is held.
+    /// Copies the bytes of `[block, block + count)` into `destination` and
+    /// returns true if every block is held; else returns false, having
+    /// written some of `destination` or none.
     pub(crate) fn copy_run(&self, block: u64, count: u64, destination: &mut [u8]) -> bool {
         if self.entries.is_empty() {
             return false;
         }
-        let all_held = (block..block + count).all(|flash_block| self.entries.contains_key(&flash_block));
-        if !all_held {
-            return false;
-        }
         for (flash_block, target) in (block..block + count).zip(destination.chunks_exact_mut(BLOCK_SIZE)) {
-            target.copy_from_slice(&self.entries[&flash_block].1);
+            let Some((_, bytes)) = self.entries.get(&flash_block) else { return false };
+            target.copy_from_slice(bytes);
         }
         true
     }

@@ -500,12 +500,11 @@ pub struct Volume<D: BlockDevice, F: BlockDevice> {
     /// Where the search for a reallocated piece's run far from its
     /// neighbours starts: after the last such run (in memory only).
     pub(crate) realloc_cursor: u64,
-    /// `(CP generation, blocks)`: the last far search found no run of that
-    /// many blocks, and none appears before a CP frees blocks, so larger
-    /// pieces skip the search until then.
-    pub(crate) realloc_far_miss: Option<(u64, u64)>,
-    /// The same for gathered sets far from the neighbours.
-    pub(crate) realloc_far_gathered_miss: Option<(u64, u64)>,
+    /// Per reallocation shape (`read::ReallocShape`), `(CP generation,
+    /// blocks)`: the last far search found no place of that many blocks, and
+    /// none appears before a CP frees blocks, so larger pieces skip the
+    /// search until then.
+    pub(crate) realloc_far_miss: [Option<(u64, u64)>; 2],
     /// The data device's free count when a reallocation last committed to
     /// have the blocks freed before it back (`None`: never).
     pub(crate) realloc_commit_free_count: Option<u64>,
@@ -687,8 +686,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             layout,
             fresh_ranges: FreshRangeSearch::default(),
             realloc_cursor: 0,
-            realloc_far_miss: None,
-            realloc_far_gathered_miss: None,
+            realloc_far_miss: [None; 2],
             realloc_commit_free_count: None,
             checksums: None,
             refcounts: PersistentRefcounts::new(data_block_count),

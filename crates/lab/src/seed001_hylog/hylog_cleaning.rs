@@ -122,8 +122,6 @@ pub struct HylogCleaningParams {
 pub struct HylogCleaningSettings {
     run: RunSettings,
     params: HylogCleaningParams,
-    /// The disk whose segment and A the simulator takes, as `--model` named it.
-    disk: String,
     /// Where its positioning time and bandwidth come from.
     timing_source: String,
     /// The simulator's disk, of the paper's settings.
@@ -141,7 +139,7 @@ impl HylogCleaningSettings {
             self.params.rewrites,
             utilizations.join(","),
             self.params.jobs,
-            self.disk,
+            self.run.model,
             self.run.seed,
             self.run.out_dir.display()
         )
@@ -302,13 +300,7 @@ impl Experiment for HylogCleaning {
             CleaningSettings::default().start_below_clean_segments + ENGINE_PASS_SEGMENTS,
             highest,
         )?;
-        Ok(HylogCleaningSettings {
-            run: run.clone(),
-            params: params.clone(),
-            disk: run.model.clone(),
-            timing_source,
-            simulator,
-        })
+        Ok(HylogCleaningSettings { run: run.clone(), params: params.clone(), timing_source, simulator })
     }
 
     fn measure(settings: &HylogCleaningSettings, progress: &mut dyn Progress) -> Result<Rows, LabError> {
@@ -622,7 +614,7 @@ fn figure_5_chart(settings: &HylogCleaningSettings, points: &[Figure5Point]) -> 
         points: points.iter().map(|point| (point.u, value(point))).collect(),
     };
     LineChart {
-        title: format!("Figure 5: cleaning policies, uniform random updates ({})", settings.disk),
+        title: format!("Figure 5: cleaning policies, uniform random updates ({})", settings.run.model),
         x_label: "disk utilisation u".into(),
         y_label: "overall write cost W'".into(),
         series: vec![
@@ -644,7 +636,7 @@ fn summary(settings: &HylogCleaningSettings, headline: &Headline, cost_line: &st
         settings.params.engine_blocks,
         settings.simulator.segment_count,
         settings.simulator.segment_pages,
-        settings.disk,
+        settings.run.model,
         settings.simulator.segment_efficiency,
         settings.params.rewrites,
         settings.params.rewrites
@@ -705,7 +697,7 @@ fn report(settings: &HylogCleaningSettings, rows: &Rows, summary: &str) -> Strin
         settings.params.engine_blocks,
         settings.params.rewrites,
         settings.params.rewrites,
-        settings.disk,
+        settings.run.model,
         settings.simulator.segment_count,
         settings.simulator.segment_pages
     );
@@ -736,7 +728,7 @@ fn report(settings: &HylogCleaningSettings, rows: &Rows, summary: &str) -> Strin
         settings.simulator.segment_efficiency,
         settings.simulator.segment_count,
         settings.simulator.segment_pages,
-        settings.disk,
+        settings.run.model,
         settings.timing_source
     );
     let _ = writeln!(text, "{}", figure_5_table(&rows.fig5).to_markdown());
