@@ -91,9 +91,17 @@ fn engine_follows_eq_2_and_agrees_with_the_simulator(seed: u64, utilizations: Ve
 /// the paper's atlas10k.
 #[test]
 fn a_drive_outside_the_paper_takes_its_segment_from_its_fitted_timing() {
+    let rerun =
+        "cargo test --release -p proxima-lab --test integration hylog_cleaning_experiment::a_drive -- --nocapture";
+    for seed in seeds_for_test([1], "PROXIMA_HYLOG_CLEANING_SEED", rerun) {
+        fitted_timing_sets_the_segment(seed);
+    }
+}
+
+fn fitted_timing_sets_the_segment(seed: u64) {
     let run_on = |model: &str| {
         let directory = tempfile::tempdir().unwrap();
-        let settings = RunSettings { out_dir: directory.path().to_path_buf(), seed: 1, model: model.into() };
+        let settings = RunSettings { out_dir: directory.path().to_path_buf(), seed, model: model.into() };
         let params = HylogCleaningParams {
             engine_blocks: 16_384,
             segments: 1024,

@@ -3,16 +3,17 @@
 //! of the write-anywhere LUN reads larger pieces than the first and than
 //! the run without it; without reallocation the passes agree.
 
+use proxima_device::seeds_for_test;
 use proxima_lab::experiment::{run, Experiment, RunSettings};
 use proxima_lab::progress::NoProgress;
 use proxima_lab::seed003_realloc::realloc_on_read::{ReallocOnRead, ReallocParams};
 
-/// The headline of a run at a tiny scale, seed 3, LUN filling `fill`; its
-/// files are checked to be written.
-fn headline_at(fill: f64) -> serde_json::Value {
+/// The headline of a run at a tiny scale, LUN filling `fill`; its files are
+/// checked to be written.
+fn headline_at(fill: f64, seed: u64) -> serde_json::Value {
     let directory = tempfile::tempdir().unwrap();
     let settings =
-        RunSettings { out_dir: directory.path().to_path_buf(), seed: 3, model: ReallocOnRead::DEFAULT_MODEL.into() };
+        RunSettings { out_dir: directory.path().to_path_buf(), seed, model: ReallocOnRead::DEFAULT_MODEL.into() };
     let params = ReallocParams { scale: 0.0002, fill, aging_ios_per_piece: 1.0, threads: 30, jobs: 2 };
     let outcome = run::<ReallocOnRead>(&settings, &params, &mut NoProgress).expect("the experiment runs");
     for file in ["realloc_on_read.csv", "realloc_on_read_reads.svg", "report.md"] {
@@ -23,7 +24,7 @@ fn headline_at(fill: f64) -> serde_json::Value {
 
 #[test]
 fn reallocation_enlarges_the_second_pass_and_the_headline_has_the_contract_keys() {
-    let json = headline_at(0.5);
+    let json = headline_at(0.5, 3);
     let rows = json["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 8, "two layouts × realloc off/on × two passes");
     for key in ["layout", "realloc", "pass", "mean_physical_read_kib", "mb_s", "extra_write_mib"] {
@@ -49,7 +50,13 @@ fn reallocation_enlarges_the_second_pass_and_the_headline_has_the_contract_keys(
 /// skipped.
 #[test]
 fn at_fill_0_8_the_second_pass_reads_gathered_pieces_faster() {
-    let json = headline_at(0.8);
+    let rerun = "cargo test --release -p proxima-lab --test integration realloc_on_read_experiment::at_fill";
+    for seed in seeds_for_test([3], "PROXIMA_REALLOC_SEED", rerun) {
+        second_pass_reads_gathered_pieces_faster(&headline_at(0.8, seed));
+    }
+}
+
+fn second_pass_reads_gathered_pieces_faster(json: &serde_json::Value) {
     let rows = json["rows"].as_array().unwrap();
     let figure = |key: &str, realloc: bool, pass: u64| -> f64 {
         let row = rows
