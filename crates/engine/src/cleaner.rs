@@ -42,10 +42,21 @@ pub struct CleaningReport {
     pub blocks_read: u64,
     /// Live blocks moved.
     pub blocks_written: u64,
+    /// Of those, the blocks written into other segments' holes.
+    pub blocks_plugged: u64,
     /// Victims emptied: clean when the pass ended, or emptied and then filled
     /// again by the pass's own copies (after a CP the pass took to make room
     /// for its metadata, an emptied victim is a clean segment like any other).
     pub segments_cleaned: u64,
+}
+
+/// Where the cleaner put a run of live blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Destination {
+    /// Into another segment's hole (hole-plugging).
+    Hole,
+    /// At a log head.
+    Head,
 }
 
 /// Live blocks of a victim the active tree maps: a logical run of an extent
@@ -132,9 +143,8 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         let mut report = CleaningReport::default();
         let candidates = self.cleaning_candidates();
         let segment_blocks = self.segments.segment_blocks();
-        let stream = self.layout.cleaning_stream();
         let room_blocks = self.segments.clean_count_now(&self.data_space) * segment_blocks
-            + self.segments.head_room(&self.data_space, stream);
+            + self.segments.heads_room(&self.data_space);
         let clock = self.segments.clock();
         let Some(choice) = choose_victims(&self.options.cleaning, &candidates, segment_blocks, clock, room_blocks)
         else {
@@ -172,6 +182,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.stats.segments_cleaned += report.segments_cleaned;
         self.stats.cleaning_blocks_read += report.blocks_read;
         self.stats.cleaning_blocks_written += report.blocks_written;
+        self.stats.cleaning_blocks_plugged += report.blocks_plugged;
         report.choice = Some(choice);
         Ok(report)
     }
@@ -370,10 +381,13 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             let mut done = 0;
             while done < piece.block_count && !out_of_room {
                 let want = piece.block_count - done;
-                let Some((start, got)) = self.cleaning_destination(&mut plug_targets, piece.segment, want) else {
+                let Some((start, got, into)) = self.cleaning_destination(&mut plug_targets, piece.segment, want) else {
                     out_of_room = true;
                     break;
                 };
+                if into == Destination::Hole {
+                    report.blocks_plugged += got;
+                }
                 let part = LivePiece {
                     logical_block: piece.logical_block + done,
                     block_count: got,
@@ -421,19 +435,27 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
     }
 
     /// Where up to `count` live blocks of `victim` go: the holes of the
-    /// plugging targets left (fullest first), else the log head. `None` when
-    /// neither has room.
-    fn cleaning_destination(&mut self, plug_targets: &mut Vec<u64>, victim: u64, count: u64) -> Option<(u64, u64)> {
+    /// plugging targets left (fullest first), else the cleaner's log head,
+    /// else the room another stream's head has left. `None` when none has
+    /// room.
+    fn cleaning_destination(
+        &mut self,
+        plug_targets: &mut Vec<u64>,
+        victim: u64,
+        count: u64,
+    ) -> Option<(u64, u64, Destination)> {
         while let Some(&target) = plug_targets.last() {
             let (start, end) = self.segments.bounds(target);
-            if let Some(run) = self.data_space.allocate_within(start, start, end, count) {
-                return Some(run);
+            if let Some((first, got)) = self.data_space.allocate_within(start, start, end, count) {
+                return Some((first, got, Destination::Hole));
             }
             plug_targets.pop();
         }
         let age = self.segments.age(victim);
         let stream = self.layout.cleaning_stream();
-        self.segments.allocate_at_stream_head(&mut self.data_space, stream, count, HeadWriter::Cleaner { age })
+        let (first, got) =
+            self.segments.allocate_at_any_head(&mut self.data_space, stream, count, HeadWriter::Cleaner { age })?;
+        Some((first, got, Destination::Head))
     }
 
     /// The segments hole-plugging fills, the fullest last (taken first):
@@ -479,7 +501,7 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
-    use crate::cleaning::CleaningSettings;
+    use crate::cleaning::{CleaningPolicy, CleaningSettings};
     use crate::layouts::Layout;
     use crate::volume::{Volume, VolumeOptions};
 
@@ -522,6 +544,66 @@ mod tests {
             let volume = Volume::open(data, flash, options).unwrap();
             let victims: Vec<u64> = (0..segments).collect();
             assert!(volume.live_pieces_from_summaries(&victims).is_none(), "nothing is summarised after a reopen");
+        }
+    }
+
+    /// WOLF keeps a hot and a cold log head open. Near full, the cleaner's
+    /// (cold) head fills when no clean segment is left while the hot head
+    /// still has room: the cleaner moves live blocks into that room, and a
+    /// greedy cleaner plugs holes only when no head has room at all.
+    #[test]
+    fn near_full_wolf_cleans_into_the_other_head_before_plugging_holes() {
+        let rerun = "cargo test --release -p proxima-engine --lib near_full_wolf";
+        for seed in seeds_for_test([3], "PROXIMA_WOLF_SEED", rerun) {
+            let options = VolumeOptions {
+                layout: Layout::Wolf,
+                segment_blocks: 32,
+                staging_capacity_blocks: 64,
+                destage_step_blocks: 32,
+                cleaning: CleaningSettings {
+                    automatic: false,
+                    policy: CleaningPolicy::Greedy,
+                    start_below_clean_segments: 2,
+                    pass_blocks_max: 128,
+                    ..Default::default()
+                },
+                ..VolumeOptions::default()
+            };
+            let (data, flash) = (MemoryDevice::new(4096, 2048), MemoryDevice::new(4096, 512));
+            let mut volume = Volume::format(data, flash, seed, options.clone()).unwrap();
+            let blocks = 2048 * 9 / 10;
+            let id = volume.create_extent("e", blocks * 4096).unwrap();
+            let mut contents = vec![0u8; usize::try_from(blocks * 4096).expect("in memory")];
+            volume.write(id, 0, &contents, false).unwrap();
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let (mut plugged, mut into_other_head) = (0, 0);
+            for update in 0..8000u64 {
+                let block = if rng.gen_bool(0.9) { rng.gen_range(0..blocks / 10) } else { rng.gen_range(0..blocks) };
+                let at = usize::try_from(block * 4096).expect("in memory");
+                contents[at..at + 4096].fill(update.to_le_bytes()[0]);
+                volume.write(id, block * 4096, &contents[at..at + 4096], false).unwrap();
+                while volume.cleaning_needed() {
+                    let clean = volume.segments.clean_count_now(&volume.data_space);
+                    let room = clean * 32 + volume.segments.heads_room(&volume.data_space);
+                    let own_room = volume.segments.head_room(&volume.data_space, volume.layout.cleaning_stream());
+                    let report = volume.clean_pass().unwrap();
+                    assert!(report.blocks_plugged == 0 || room == 0, "seed {seed}: plugged with {room} blocks of room");
+                    plugged += report.blocks_plugged;
+                    if clean == 0 && report.blocks_written - report.blocks_plugged > own_room {
+                        into_other_head += 1;
+                    }
+                    if report.segments_cleaned == 0 {
+                        break;
+                    }
+                }
+            }
+            println!("seed {seed}: {into_other_head} passes used another head, {plugged} blocks plugged");
+            assert!(into_other_head > 0, "seed {seed}: the cleaner's head filled with another head's room left");
+            assert_eq!(volume.read(id, 0, contents.len() as u64).unwrap(), contents, "seed {seed}");
+            assert!(volume.fsck().unwrap().is_clean(), "seed {seed}");
+            let (data, flash) = volume.close().unwrap();
+            let mut reopened = Volume::open(data, flash, options).unwrap();
+            assert_eq!(reopened.read(id, 0, contents.len() as u64).unwrap(), contents, "seed {seed}: after reopen");
         }
     }
 

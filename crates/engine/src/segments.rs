@@ -196,6 +196,11 @@ impl Segments {
         })
     }
 
+    /// Allocatable blocks left in every log stream's head segment.
+    pub(crate) fn heads_room(&self, space: &SpaceMap) -> u64 {
+        (0..LOG_STREAMS).map(|stream| self.head_room(space, stream)).sum()
+    }
+
     /// Clean segments, the head excluded.
     pub(crate) fn clean_count(&self, space: &SpaceMap) -> u64 {
         (0..self.segment_count()).filter(|&segment| !self.is_head(segment) && self.is_clean(space, segment)).count()
@@ -273,21 +278,53 @@ impl Segments {
     ) -> Option<(u64, u64)> {
         assert!(count > 0, "allocate at least one block");
         loop {
-            if let Some((segment, next)) = self.heads[stream] {
-                let (start, end) = self.bounds(segment);
-                if next < end {
-                    if let Some((first, got)) = space.allocate_within(next, start, end, count) {
-                        self.heads[stream] = Some((segment, first + got));
-                        self.note_written(segment, got, writer, false);
-                        return Some((first, got));
-                    }
-                }
+            if let Some(run) = self.allocate_in_open_head(space, stream, count, writer) {
+                return Some(run);
             }
             let segment = self.next_clean(space)?;
             let (start, _) = self.bounds(segment);
             self.heads[stream] = Some((segment, start));
             self.note_written(segment, 0, writer, true);
         }
+    }
+
+    /// [`allocate_at_stream_head`](Self::allocate_at_stream_head), and once
+    /// no clean segment is left to open, in the room another stream's head
+    /// has left; `None` when neither has a block. The cleaner's way: its
+    /// moves then share a segment with another stream's blocks rather than
+    /// plug holes a block at a time while a head has room.
+    pub(crate) fn allocate_at_any_head(
+        &mut self,
+        space: &mut SpaceMap,
+        stream: usize,
+        count: u64,
+        writer: HeadWriter,
+    ) -> Option<(u64, u64)> {
+        self.allocate_at_stream_head(space, stream, count, writer).or_else(|| {
+            (0..LOG_STREAMS)
+                .filter(|&other| other != stream)
+                .find_map(|other| self.allocate_in_open_head(space, other, count, writer))
+        })
+    }
+
+    /// Allocates up to `count` blocks after the next block of stream
+    /// `stream`'s head segment, never opening one; `None` when it has no room.
+    fn allocate_in_open_head(
+        &mut self,
+        space: &mut SpaceMap,
+        stream: usize,
+        count: u64,
+        writer: HeadWriter,
+    ) -> Option<(u64, u64)> {
+        let (segment, next) = self.heads[stream]?;
+        let (start, end) = self.bounds(segment);
+        if next >= end {
+            return None;
+        }
+        let (first, got) = space.allocate_within(next, start, end, count)?;
+        self.heads[stream] = Some((segment, first + got));
+        self.note_written(segment, got, writer, false);
+        Some((first, got))
     }
 
     fn note_written(&mut self, segment: u64, blocks: u64, writer: HeadWriter, opened: bool) {
@@ -441,6 +478,28 @@ mod tests {
         assert_eq!(segments.allocate_at_head(&mut space, 3, HeadWriter::Cleaner { age: 5 }), Some((16, 3)));
         assert_eq!(segments.age(1), 5);
         assert_eq!(segments.clock(), 16);
+    }
+
+    #[test]
+    fn with_no_clean_segment_the_cleaner_fills_another_streams_head() {
+        let mut space = space(48);
+        let mut segments = Segments::new(PersistentTree::new(0), 48, 16, true);
+        // Stream 0's head holds 4 blocks of segment 0, stream 1 fills segment 1.
+        assert_eq!(segments.allocate_at_stream_head(&mut space, 0, 4, HeadWriter::User), Some((0, 4)));
+        assert_eq!(segments.allocate_at_stream_head(&mut space, 1, 16, HeadWriter::User), Some((16, 16)));
+        assert_eq!(segments.heads_room(&space), 12);
+        // The cleaner's stream opens the last clean segment first...
+        let cleaner = HeadWriter::Cleaner { age: 3 };
+        assert_eq!(segments.allocate_at_any_head(&mut space, 1, 16, cleaner), Some((32, 16)));
+        // ...then takes the room stream 0's head has left, never a used block.
+        assert_eq!(segments.allocate_at_any_head(&mut space, 1, 20, cleaner), Some((4, 12)));
+        assert_eq!(segments.allocate_at_any_head(&mut space, 1, 1, cleaner), None);
+        assert_eq!(
+            segments.allocate_at_stream_head(&mut space, 1, 1, HeadWriter::User),
+            None,
+            "a user write takes no other stream's head"
+        );
+        assert_eq!(segments.age(0), 4, "the segment keeps the younger age");
     }
 
     #[test]

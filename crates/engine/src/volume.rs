@@ -339,6 +339,9 @@ pub struct EngineStats {
     pub cleaning_blocks_read: u64,
     /// Live blocks cleaning moved (written).
     pub cleaning_blocks_written: u64,
+    /// Of those, the blocks hole-plugging wrote into other segments' holes
+    /// (a random write each, where the rest went to a log head in runs).
+    pub cleaning_blocks_plugged: u64,
 }
 
 /// One extent as listed.
