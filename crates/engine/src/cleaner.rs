@@ -44,6 +44,8 @@ pub struct CleaningReport {
     pub blocks_written: u64,
     /// Of those, the blocks written into other segments' holes.
     pub blocks_plugged: u64,
+    /// Of those, the blocks written at another log stream's head.
+    pub blocks_at_other_heads: u64,
     /// Victims emptied: clean when the pass ended, or emptied and then filled
     /// again by the pass's own copies (after a CP the pass took to make room
     /// for its metadata, an emptied victim is a clean segment like any other).
@@ -55,8 +57,10 @@ pub struct CleaningReport {
 enum Destination {
     /// Into another segment's hole (hole-plugging).
     Hole,
-    /// At a log head.
-    Head,
+    /// At the cleaner's own log head.
+    OwnHead,
+    /// In the room another stream's head had left.
+    OtherHead,
 }
 
 /// Live blocks of a victim the active tree maps: a logical run of an extent
@@ -183,6 +187,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
         self.stats.cleaning_blocks_read += report.blocks_read;
         self.stats.cleaning_blocks_written += report.blocks_written;
         self.stats.cleaning_blocks_plugged += report.blocks_plugged;
+        self.stats.cleaning_blocks_at_other_heads += report.blocks_at_other_heads;
         report.choice = Some(choice);
         Ok(report)
     }
@@ -385,8 +390,10 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                     out_of_room = true;
                     break;
                 };
-                if into == Destination::Hole {
-                    report.blocks_plugged += got;
+                match into {
+                    Destination::Hole => report.blocks_plugged += got,
+                    Destination::OtherHead => report.blocks_at_other_heads += got,
+                    Destination::OwnHead => {}
                 }
                 let part = LivePiece {
                     logical_block: piece.logical_block + done,
@@ -451,11 +458,13 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
             }
             plug_targets.pop();
         }
-        let age = self.segments.age(victim);
+        let writer = HeadWriter::Cleaner { age: self.segments.age(victim) };
         let stream = self.layout.cleaning_stream();
-        let (first, got) =
-            self.segments.allocate_at_any_head(&mut self.data_space, stream, count, HeadWriter::Cleaner { age })?;
-        Some((first, got, Destination::Head))
+        if let Some((first, got)) = self.segments.allocate_at_stream_head(&mut self.data_space, stream, count, writer) {
+            return Some((first, got, Destination::OwnHead));
+        }
+        let (first, got) = self.segments.allocate_at_other_head(&mut self.data_space, stream, count, writer)?;
+        Some((first, got, Destination::OtherHead))
     }
 
     /// The segments hole-plugging fills, the fullest last (taken first):
@@ -585,19 +594,16 @@ mod tests {
                 while volume.cleaning_needed() {
                     let clean = volume.segments.clean_count_now(&volume.data_space);
                     let room = clean * 32 + volume.segments.heads_room(&volume.data_space);
-                    let own_room = volume.segments.head_room(&volume.data_space, volume.layout.cleaning_stream());
                     let report = volume.clean_pass().unwrap();
                     assert!(report.blocks_plugged == 0 || room == 0, "seed {seed}: plugged with {room} blocks of room");
                     plugged += report.blocks_plugged;
-                    if clean == 0 && report.blocks_written - report.blocks_plugged > own_room {
-                        into_other_head += 1;
-                    }
+                    into_other_head += report.blocks_at_other_heads;
                     if report.segments_cleaned == 0 {
                         break;
                     }
                 }
             }
-            println!("seed {seed}: {into_other_head} passes used another head, {plugged} blocks plugged");
+            println!("seed {seed}: {into_other_head} blocks moved to another head, {plugged} plugged");
             assert!(into_other_head > 0, "seed {seed}: the cleaner's head filled with another head's room left");
             assert_eq!(volume.read(id, 0, contents.len() as u64).unwrap(), contents, "seed {seed}");
             assert!(volume.fsck().unwrap().is_clean(), "seed {seed}");

@@ -288,23 +288,21 @@ impl Segments {
         }
     }
 
-    /// [`allocate_at_stream_head`](Self::allocate_at_stream_head), and once
-    /// no clean segment is left to open, in the room another stream's head
-    /// has left; `None` when neither has a block. The cleaner's way: its
-    /// moves then share a segment with another stream's blocks rather than
-    /// plug holes a block at a time while a head has room.
-    pub(crate) fn allocate_at_any_head(
+    /// Allocates up to `count` blocks in the room the open head of a log
+    /// stream other than `stream` has left, never opening a segment; `None`
+    /// when none has room. Where the cleaner goes once its own stream has no
+    /// clean segment left to open: a run at a head is one sequential write,
+    /// where plugging holes would be a random write per block.
+    pub(crate) fn allocate_at_other_head(
         &mut self,
         space: &mut SpaceMap,
         stream: usize,
         count: u64,
         writer: HeadWriter,
     ) -> Option<(u64, u64)> {
-        self.allocate_at_stream_head(space, stream, count, writer).or_else(|| {
-            (0..LOG_STREAMS)
-                .filter(|&other| other != stream)
-                .find_map(|other| self.allocate_in_open_head(space, other, count, writer))
-        })
+        (0..LOG_STREAMS)
+            .filter(|&other| other != stream)
+            .find_map(|other| self.allocate_in_open_head(space, other, count, writer))
     }
 
     /// Allocates up to `count` blocks after the next block of stream
@@ -481,24 +479,21 @@ mod tests {
     }
 
     #[test]
-    fn with_no_clean_segment_the_cleaner_fills_another_streams_head() {
+    fn another_streams_head_lends_its_room_and_opens_nothing() {
         let mut space = space(48);
         let mut segments = Segments::new(PersistentTree::new(0), 48, 16, true);
         // Stream 0's head holds 4 blocks of segment 0, stream 1 fills segment 1.
         assert_eq!(segments.allocate_at_stream_head(&mut space, 0, 4, HeadWriter::User), Some((0, 4)));
         assert_eq!(segments.allocate_at_stream_head(&mut space, 1, 16, HeadWriter::User), Some((16, 16)));
         assert_eq!(segments.heads_room(&space), 12);
-        // The cleaner's stream opens the last clean segment first...
+        // Stream 0's head lends its room; stream 1 then opens the last clean
+        // segment, and no segment is opened for the other head.
         let cleaner = HeadWriter::Cleaner { age: 3 };
-        assert_eq!(segments.allocate_at_any_head(&mut space, 1, 16, cleaner), Some((32, 16)));
-        // ...then takes the room stream 0's head has left, never a used block.
-        assert_eq!(segments.allocate_at_any_head(&mut space, 1, 20, cleaner), Some((4, 12)));
-        assert_eq!(segments.allocate_at_any_head(&mut space, 1, 1, cleaner), None);
-        assert_eq!(
-            segments.allocate_at_stream_head(&mut space, 1, 1, HeadWriter::User),
-            None,
-            "a user write takes no other stream's head"
-        );
+        assert_eq!(segments.allocate_at_other_head(&mut space, 1, 16, cleaner), Some((4, 12)));
+        assert_eq!(segments.allocate_at_other_head(&mut space, 1, 1, cleaner), None);
+        assert_eq!(segments.allocate_at_stream_head(&mut space, 1, 16, cleaner), Some((32, 16)));
+        assert_eq!(segments.allocate_at_stream_head(&mut space, 1, 1, cleaner), None, "no clean segment left");
+        assert_eq!(segments.heads_room(&space), 0);
         assert_eq!(segments.age(0), 4, "the segment keeps the younger age");
     }
 

@@ -342,6 +342,9 @@ pub struct EngineStats {
     /// Of those, the blocks hole-plugging wrote into other segments' holes
     /// (a random write each, where the rest went to a log head in runs).
     pub cleaning_blocks_plugged: u64,
+    /// Of those, the blocks written at another log stream's head, its own
+    /// having no clean segment left to open (`wolf`, `hylog`).
+    pub cleaning_blocks_at_other_heads: u64,
 }
 
 /// One extent as listed.
