@@ -514,6 +514,19 @@ mod tests {
     use crate::layouts::Layout;
     use crate::volume::{Volume, VolumeOptions};
 
+    /// A WOLF volume of 32-block segments staging two of them, cleaning
+    /// passes of four segments at most.
+    fn wolf_options(cleaning: CleaningSettings) -> VolumeOptions {
+        VolumeOptions {
+            layout: Layout::Wolf,
+            segment_blocks: 32,
+            staging_capacity_blocks: 64,
+            destage_step_blocks: 32,
+            cleaning: CleaningSettings { pass_blocks_max: 128, ..cleaning },
+            ..VolumeOptions::default()
+        }
+    }
+
     /// The summaries' live runs of every segment holding data, where they
     /// answer, are the map walk's; they answer for most segments of a volume
     /// written since open, and for none after a reopen.
@@ -521,18 +534,7 @@ mod tests {
     fn segment_summaries_find_what_walking_the_maps_finds() {
         let rerun = "cargo test --release -p proxima-engine --lib segment_summaries";
         for seed in seeds_for_test([1], "PROXIMA_SUMMARY_SEED", rerun) {
-            let options = VolumeOptions {
-                layout: Layout::Wolf,
-                segment_blocks: 32,
-                staging_capacity_blocks: 64,
-                destage_step_blocks: 32,
-                cleaning: CleaningSettings {
-                    start_below_clean_segments: 6,
-                    pass_blocks_max: 128,
-                    ..Default::default()
-                },
-                ..VolumeOptions::default()
-            };
+            let options = wolf_options(CleaningSettings { start_below_clean_segments: 6, ..Default::default() });
             let (data, flash) = (MemoryDevice::new(4096, 2048), MemoryDevice::new(4096, 512));
             let mut volume = Volume::format(data, flash, seed, options.clone()).unwrap();
             let ids = [1200, 300].map(|blocks| volume.create_extent(&format!("e{blocks}"), blocks * 4096).unwrap());
@@ -564,20 +566,12 @@ mod tests {
     fn near_full_wolf_cleans_into_the_other_head_before_plugging_holes() {
         let rerun = "cargo test --release -p proxima-engine --lib near_full_wolf";
         for seed in seeds_for_test([3], "PROXIMA_WOLF_SEED", rerun) {
-            let options = VolumeOptions {
-                layout: Layout::Wolf,
-                segment_blocks: 32,
-                staging_capacity_blocks: 64,
-                destage_step_blocks: 32,
-                cleaning: CleaningSettings {
-                    automatic: false,
-                    policy: CleaningPolicy::Greedy,
-                    start_below_clean_segments: 2,
-                    pass_blocks_max: 128,
-                    ..Default::default()
-                },
-                ..VolumeOptions::default()
-            };
+            let options = wolf_options(CleaningSettings {
+                automatic: false,
+                policy: CleaningPolicy::Greedy,
+                start_below_clean_segments: 2,
+                ..Default::default()
+            });
             let (data, flash) = (MemoryDevice::new(4096, 2048), MemoryDevice::new(4096, 512));
             let mut volume = Volume::format(data, flash, seed, options.clone()).unwrap();
             let blocks = 2048 * 9 / 10;
