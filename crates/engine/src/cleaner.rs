@@ -587,7 +587,8 @@ mod tests {
                 volume.write(id, block * 4096, &contents[at..at + 4096], false).unwrap();
                 while volume.cleaning_needed() {
                     let clean = volume.segments.clean_count_now(&volume.data_space);
-                    let room = clean * 32 + volume.segments.heads_room(&volume.data_space);
+                    let room =
+                        clean * volume.segments.segment_blocks() + volume.segments.heads_room(&volume.data_space);
                     let report = volume.clean_pass().unwrap();
                     assert!(report.blocks_plugged == 0 || room == 0, "seed {seed}: plugged with {room} blocks of room");
                     plugged += report.blocks_plugged;
