@@ -18,7 +18,7 @@ use proxima_device::BlockDevice;
 
 use crate::codec::{CopyOutRecord, LogRecord, SnapshotState};
 use crate::error::{DeviceRole, Result};
-use crate::io::{block_bytes, coalesce, read_pieces};
+use crate::io::{block_bytes, read_pieces, runs_of};
 use crate::layouts::LayoutStrategy;
 use crate::map::{Location, Segment};
 use crate::staging::Payload;
@@ -230,15 +230,6 @@ fn may_hold_copy(table: &CopyOuts, layout: &dyn LayoutStrategy, block: u64) -> b
 /// read a copy with watermark `up_to` whose frame's previous one is `after`.
 fn any_in(ids: &[u64], after: u64, up_to: u64) -> bool {
     ids.get(ids.partition_point(|&id| id <= after)).is_some_and(|&id| id <= up_to)
-}
-
-/// Consecutive blocks of `blocks` (ascending) as `(first, count)` runs.
-fn runs_of(blocks: &[u64]) -> Vec<(u64, u64)> {
-    let mut runs = Vec::new();
-    for &block in blocks {
-        coalesce(&mut runs, block, 1);
-    }
-    runs
 }
 
 impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {

@@ -59,6 +59,15 @@ pub(crate) fn coalesce(pieces: &mut Vec<(u64, u64)>, block: u64, count: u64) {
     }
 }
 
+/// Consecutive blocks of `blocks` (ascending) as `(first, count)` runs.
+pub(crate) fn runs_of(blocks: &[u64]) -> Vec<(u64, u64)> {
+    let mut runs = Vec::new();
+    for &block in blocks {
+        coalesce(&mut runs, block, 1);
+    }
+    runs
+}
+
 /// Writes `(first block, bytes)` pieces to one device in one batch.
 pub(crate) fn write_pieces<D: BlockDevice>(
     device: &mut D,

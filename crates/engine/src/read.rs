@@ -16,7 +16,7 @@ use proxima_device::BlockDevice;
 use crate::checksums::Checksums;
 use crate::codec::BLOCK_SIZE;
 use crate::error::{DeviceRole, EngineError, Result, Unsuitable};
-use crate::io::{block_bytes, device_error, in_memory, MAX_REQUEST_BLOCKS};
+use crate::io::{block_bytes, device_error, in_memory, runs_of, MAX_REQUEST_BLOCKS};
 use crate::map::{self, ExtentMap, Location, Segment};
 use crate::realloc::{self, ReallocPiece};
 use crate::staging::Payload;
@@ -329,14 +329,7 @@ impl<D: BlockDevice, F: BlockDevice> Volume<D, F> {
                     search_blocks,
                     accept,
                 )?;
-                let mut runs: Vec<(u64, u64)> = Vec::new();
-                for block in blocks {
-                    match runs.last_mut() {
-                        Some((start, run)) if *start + *run == block => *run += 1,
-                        _ => runs.push((block, 1)),
-                    }
-                }
-                Some(runs)
+                Some(runs_of(&blocks))
             }
         }
     }

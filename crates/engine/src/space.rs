@@ -8,7 +8,7 @@
 //!   safe activemap, safe summary and pinned;
 //! - every bit change goes through this module and is journaled.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 
 use crate::bitmap::{Bitmap, PersistentBitmap};
 use crate::codec::{BITS_PER_PAGE, WORDS_PER_PAGE};
@@ -316,8 +316,8 @@ impl SpaceMap {
         let search_end = hint.saturating_add(search_blocks).min(self.block_count());
         // A set begun before the search's end may run on to its unit's end.
         let end = search_end.div_ceil(unit_blocks).saturating_mul(unit_blocks).min(self.block_count());
-        // The candidate set is `window[first..]`.
-        let (mut window, mut first) = (Vec::new(), 0);
+        // The candidate set: blocks leave at its front as it slides.
+        let mut set: VecDeque<u64> = VecDeque::new();
         self.for_each_allocatable_word(hint.min(end), end, |first_bit, mut free| {
             while free != 0 {
                 let block = first_bit + u64::from(free.trailing_zeros());
@@ -325,31 +325,27 @@ impl SpaceMap {
                 if !accept(block) {
                     continue;
                 }
-                if window.get(first).is_some_and(|&oldest: &u64| oldest / unit_blocks != block / unit_blocks) {
-                    first = window.len();
+                if set.front().is_some_and(|&oldest| oldest / unit_blocks != block / unit_blocks) {
+                    set.clear();
                 }
-                window.push(block);
+                set.push_back(block);
                 // Blocks between the set's first and last that are not in it.
-                while block + 1 - window[first] - (window.len() - first) as u64 > gap_blocks {
-                    first += 1;
+                while block + 1 - set[0] - set.len() as u64 > gap_blocks {
+                    set.pop_front();
                 }
-                if window[first] >= search_end {
-                    return false;
-                }
-                if (window.len() - first) as u64 == count {
+                if set[0] >= search_end || set.len() as u64 == count {
                     return false;
                 }
             }
             true
         });
-        let set = window.get(first..).unwrap_or_default();
         if (set.len() as u64) < count || set[0] >= search_end {
             return None;
         }
-        for &block in set {
+        for &block in &set {
             self.take(block);
         }
-        Some(set.to_vec())
+        Some(set.into())
     }
 
     /// The start of the first run of `count` allocatable blocks inside
