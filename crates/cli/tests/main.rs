@@ -13,6 +13,7 @@ mod service_support;
 mod devices_belong_to_their_volume;
 mod disk_validate_all;
 mod every_option_applies_or_is_refused;
+mod experiments_run_on_every_shipped_drive;
 mod replay_samples_against_a_served_export;
 mod replay_samples_on_a_simulated_volume;
 mod replay_samples_on_the_disk_model;
