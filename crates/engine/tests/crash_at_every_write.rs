@@ -121,6 +121,8 @@ struct Recording {
     delete_log: DeleteLogStats,
     /// Live blocks segment cleaning moved during the workload.
     cleaned_blocks: u64,
+    /// Of those, the blocks it wrote into the room another log head had left.
+    cleaned_blocks_at_other_heads: u64,
     /// Staged blocks destages left staged as hot.
     retained_hot_blocks: u64,
     /// Log blocks the workload wrote.
@@ -143,6 +145,12 @@ enum Mix {
     /// flush: several log blocks of records pile up while the data device
     /// has unflushed writes.
     DirectWritesAndFlushes,
+    /// On a data device the extents nearly fill, the base snapshot deleted
+    /// first: single-block overwrites, nine in ten to a tenth of the blocks,
+    /// and a rare flush. A log-structured layout's cleaner then runs out of
+    /// clean segments for its own log head and writes into the room another
+    /// head has left.
+    NearFullOverwrites,
 }
 
 impl Mix {
@@ -151,6 +159,16 @@ impl Mix {
         match self {
             Mix::Everything => 40,
             Mix::DirectWritesAndFlushes => 160,
+            Mix::NearFullOverwrites => 240,
+        }
+    }
+
+    /// Blocks of the data device: the two extents fill 3/4 of it in the
+    /// near-full mix.
+    fn data_blocks(self) -> u64 {
+        match self {
+            Mix::Everything | Mix::DirectWritesAndFlushes => DATA_BLOCKS,
+            Mix::NearFullOverwrites => EXTENT_BLOCKS * EXTENTS.len() as u64 * 7 / 6,
         }
     }
 }
@@ -167,7 +185,7 @@ fn record_workload(seed: u64, options: &VolumeOptions) -> Recording {
 /// [`record_workload`] drawing its operations from `mix`.
 fn record_workload_of(seed: u64, options: &VolumeOptions, mix: Mix) -> Recording {
     let mut volume = Volume::format(
-        MemoryDevice::new(4096, DATA_BLOCKS),
+        MemoryDevice::new(4096, mix.data_blocks()),
         MemoryDevice::new(4096, FLASH_BLOCKS),
         seed,
         options.clone(),
@@ -195,12 +213,29 @@ fn record_workload_of(seed: u64, options: &VolumeOptions, mix: Mix) -> Recording
         vec![ModelPoint { writes_at_start: 0, writes_at_end: 0, durable: true, block_crcs: crcs(&contents) }];
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut plan = DestagePlan::default();
+    if mix == Mix::NearFullOverwrites {
+        // Its blocks would leave no room to overwrite in: deleted, and CPs
+        // run its scans to the end, so the state is durable.
+        volume.delete_snapshot("base").unwrap();
+        while volume.pending_deletions() > 0 {
+            volume.commit().unwrap();
+        }
+        volume.commit().unwrap();
+        let writes = order.borrow().len() as u64;
+        points.push(ModelPoint {
+            writes_at_start: 0,
+            writes_at_end: writes,
+            durable: true,
+            block_crcs: crcs(&contents),
+        });
+    }
     for _ in 0..mix.operation_count() {
         let writes_at_start = order.borrow().len() as u64;
         let mut passed = Vec::new();
         let durable = match mix {
             Mix::Everything => run_operation(&mut volume, &mut rng, &mut contents, &mut plan, &mut passed),
             Mix::DirectWritesAndFlushes => run_direct_write_or_flush(&mut volume, &mut rng, &mut contents),
+            Mix::NearFullOverwrites => run_skewed_overwrite_or_flush(&mut volume, &mut rng, &mut contents),
         };
         let writes_at_end = order.borrow().len() as u64;
         // A crash inside the operation may leave any state it passed through.
@@ -212,6 +247,7 @@ fn record_workload_of(seed: u64, options: &VolumeOptions, mix: Mix) -> Recording
     let reallocated_blocks = volume.stats().reallocated_blocks;
     let delete_log = volume.delete_log_stats();
     let cleaned_blocks = volume.stats().cleaning_blocks_written;
+    let cleaned_blocks_at_other_heads = volume.stats().cleaning_blocks_at_other_heads;
     let retained_hot_blocks = volume.stats().retained_hot_blocks;
     let log_blocks_written = volume.stats().log_blocks_written;
     let hot_set_choices = volume.stats().hot_set_choices;
@@ -227,6 +263,7 @@ fn record_workload_of(seed: u64, options: &VolumeOptions, mix: Mix) -> Recording
         reallocated_blocks,
         delete_log,
         cleaned_blocks,
+        cleaned_blocks_at_other_heads,
         retained_hot_blocks,
         log_blocks_written,
         hot_set_choices,
@@ -253,6 +290,29 @@ fn run_direct_write_or_flush<D: BlockDevice, F: BlockDevice>(
     let bytes = pattern(rng.gen(), length as usize);
     volume.write(id, offset, &bytes, false).unwrap();
     contents.get_mut(name).unwrap()[offset as usize..(offset + length) as usize].copy_from_slice(&bytes);
+    false
+}
+
+/// A one-block overwrite, nine in ten to the first tenth of an extent, 49
+/// times in 50, else a flush; returns whether it made everything before it
+/// durable.
+fn run_skewed_overwrite_or_flush<D: BlockDevice, F: BlockDevice>(
+    volume: &mut Volume<D, F>,
+    rng: &mut ChaCha8Rng,
+    contents: &mut BTreeMap<&'static str, Vec<u8>>,
+) -> bool {
+    if rng.gen_bool(0.02) {
+        volume.flush().unwrap();
+        return true;
+    }
+    let name = EXTENTS[rng.gen_range(0..EXTENTS.len())];
+    let id = volume.extent_id(name).unwrap();
+    let hot_blocks = (EXTENT_BLOCKS / 10).max(1);
+    let block = if rng.gen_bool(0.9) { rng.gen_range(0..hot_blocks) } else { rng.gen_range(0..EXTENT_BLOCKS) };
+    let offset = block * BLOCK as u64;
+    let bytes = pattern(rng.gen(), BLOCK);
+    volume.write(id, offset, &bytes, false).unwrap();
+    contents.get_mut(name).unwrap()[offset as usize..offset as usize + BLOCK].copy_from_slice(&bytes);
     false
 }
 
@@ -458,6 +518,7 @@ fn continue_after_recovery(
     mut volume: Volume<MemoryDevice, MemoryDevice>,
     seed: u64,
     options: &VolumeOptions,
+    mix: Mix,
 ) -> Result<(), String> {
     let mut contents = BTreeMap::new();
     for name in ALL_EXTENTS {
@@ -467,7 +528,13 @@ fn continue_after_recovery(
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut plan = DestagePlan::default();
     for _ in 0..12 {
-        run_operation(&mut volume, &mut rng, &mut contents, &mut plan, &mut Vec::new());
+        match mix {
+            // A near-full volume has no room for snapshots and clones.
+            Mix::NearFullOverwrites => run_skewed_overwrite_or_flush(&mut volume, &mut rng, &mut contents),
+            Mix::Everything | Mix::DirectWritesAndFlushes => {
+                run_operation(&mut volume, &mut rng, &mut contents, &mut plan, &mut Vec::new())
+            }
+        };
     }
     let (data, flash) = volume.close().map_err(|error| format!("close: {error}"))?;
     let mut volume = Volume::open(data, flash, options.clone()).map_err(|error| format!("reopen: {error}"))?;
@@ -598,7 +665,7 @@ fn crash_every_point_of(name: &str, seeds: u64, options: &VolumeOptions, data_te
                 check_recovered(&mut volume, &recording.points, global)
                     .unwrap_or_else(|error| panic!("{name}: seed {seed}, point {global}, variant {variant}: {error}"));
                 if global % CONTINUE_EVERY == 0 {
-                    continue_after_recovery(volume, seed ^ global, options).unwrap_or_else(|error| {
+                    continue_after_recovery(volume, seed ^ global, options, mix).unwrap_or_else(|error| {
                         panic!("{name}: seed {seed}, point {global}, variant {variant}, after recovery: {error}")
                     });
                     continued += 1;
@@ -717,6 +784,33 @@ fn every_crash_point_of_lfs_and_its_cleaners_recovers() {
         (Layout::Lfs, CleaningPolicy::Greedy),
         (Layout::Lfs, CleaningPolicy::HolePlugging),
     ]);
+}
+
+#[test]
+fn crashes_while_a_near_full_wolf_cleans_into_the_other_head_recover() {
+    // Greedy cleaning of a volume the extents fill to 3/4, started while
+    // fewer than 2 segments are clean: the cleaner's own head runs out of
+    // clean segments and it writes into the room the other head has left.
+    let cleaning = CleaningSettings {
+        policy: CleaningPolicy::Greedy,
+        start_below_clean_segments: 2,
+        pass_blocks_max: 16,
+        ..CleaningSettings::default()
+    };
+    let options = VolumeOptions { cleaning, ..log_structured_options(Layout::Wolf, CleaningPolicy::Greedy) };
+    let recording = record_workload_of(0, &options, Mix::NearFullOverwrites);
+    assert!(
+        recording.cleaned_blocks_at_other_heads > 0,
+        "the cleaner wrote into another head's room: {} of {} cleaned blocks",
+        recording.cleaned_blocks_at_other_heads,
+        recording.cleaned_blocks
+    );
+    println!(
+        "seed 0: {} of {} cleaned blocks went to the other head",
+        recording.cleaned_blocks_at_other_heads, recording.cleaned_blocks
+    );
+    let name = "wolf near full, greedy cleaning";
+    crash_every_point_of(name, seeds_from_environment(4), &options, DataTears::Sectors, Mix::NearFullOverwrites);
 }
 
 #[test]
