@@ -79,6 +79,11 @@ pub(crate) struct Segments {
     clean_cursor: u64,
     /// The last count of clean segments ([`Segments::clean_at_least`]).
     clean_memo: Option<CleanCount>,
+    /// Segments whose entry the next [`refresh`](Segments::refresh) must
+    /// look at besides those of the blocks changed since the last durable CP:
+    /// written at a head since the last refresh (their age moved), or every
+    /// one (`None`) until the first refresh after open.
+    to_refresh: Option<Vec<u64>>,
     /// What each segment written since open holds (in memory).
     pub(crate) summaries: SegmentSummaries,
 }
@@ -130,6 +135,7 @@ impl Segments {
             heads: [None; LOG_STREAMS],
             clean_cursor: 0,
             clean_memo: None,
+            to_refresh: None,
             summaries: SegmentSummaries::default(),
         }
     }
@@ -335,6 +341,9 @@ impl Segments {
             HeadWriter::Cleaner { age } => age,
         };
         self.ages[index] = if opened { age } else { self.ages[index].max(age) };
+        if let Some(segments) = &mut self.to_refresh {
+            segments.push(segment);
+        }
     }
 
     /// The next clean segment after the cursor (wrapping), the head excluded.
@@ -350,23 +359,41 @@ impl Segments {
     }
 
     /// Brings the persistent table up to date with `space` (called by a CP,
-    /// after the last change to the data bitmaps it persists).
+    /// after the last change to the data bitmaps it persists). Only segments
+    /// that can have changed are looked at: those with a block whose bit
+    /// changed since the last durable CP (a live count moves only with a
+    /// bit) and those written since the last refresh (an age moves only with
+    /// a write); every segment at the first refresh after open, when the
+    /// loaded table may have been another layout's, and after the maps were
+    /// replaced. A CP's cost thus follows what changed, not the device's size.
     pub(crate) fn refresh(&mut self, space: &SpaceMap) {
         if !self.enabled {
             return;
         }
+        let segment_count = self.segment_count();
+        let written = self.to_refresh.replace(Vec::new());
+        let changed: Vec<u64> = match (written, space.blocks_changed_since_durable()) {
+            (Some(mut segments), Some(blocks)) => {
+                segments.extend(blocks.map(|block| block / self.segment_blocks));
+                segments.sort_unstable();
+                segments.dedup();
+                segments
+            }
+            _ => (0..segment_count).collect(),
+        };
         let segment_blocks = u32::try_from(self.segment_blocks).expect("a segment holds at most u32::MAX blocks");
-        for usage in self.usage(space) {
-            let first = usage.segment * self.segment_blocks;
-            let wanted = (usage.live_blocks > 0).then(|| SegmentUsageRecord {
+        for segment in changed.into_iter().filter(|&segment| segment < segment_count) {
+            let (start, end) = self.bounds(segment);
+            let live_blocks = space.in_use_in(start, end);
+            let wanted = (live_blocks > 0).then(|| SegmentUsageRecord {
                 block_count: segment_blocks,
-                live_blocks: u32::try_from(usage.live_blocks).expect("at most the segment's blocks"),
-                age: usage.age,
+                live_blocks: u32::try_from(live_blocks).expect("at most the segment's blocks"),
+                age: self.age(segment),
             });
-            match (self.table.get(first).copied(), wanted) {
-                (current, Some(record)) if current != Some(record) => self.table.insert(first, record),
+            match (self.table.get(start).copied(), wanted) {
+                (current, Some(record)) if current != Some(record) => self.table.insert(start, record),
                 (Some(_), None) => {
-                    self.table.remove(first);
+                    self.table.remove(start);
                 }
                 _ => {}
             }
@@ -519,6 +546,41 @@ mod tests {
         // Another segment size drops the table; so does a layout without segments.
         assert!(Segments::new(table.clone(), 48, 8, true).table().is_empty());
         assert!(Segments::new(table, 48, 16, false).table().is_empty());
+    }
+
+    #[test]
+    fn refreshing_only_what_changed_keeps_the_table_exact() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let mut space = space(512);
+        let mut segments = Segments::new(PersistentTree::new(0), 512, 8, true);
+        for step in 0..3000 {
+            match rng.gen_range(0..12) {
+                0..=5 => {
+                    let stream = rng.gen_range(0..LOG_STREAMS);
+                    segments.allocate_at_stream_head(&mut space, stream, rng.gen_range(1..4), HeadWriter::User);
+                }
+                6 => {
+                    space.allocate_near(rng.gen_range(0..512), 2);
+                }
+                7 | 8 => {
+                    let block = rng.gen_range(0..512);
+                    if space.in_use_in(block, block + 1) == 1 {
+                        space.free(block);
+                    }
+                }
+                // A CP: the table is refreshed, then the maps are durable.
+                _ => {
+                    segments.refresh(&space);
+                    let problems = check_usage_table(segments.table(), 512, |start, end| space.in_use_in(start, end));
+                    assert!(problems.is_empty(), "step {step}: {problems:?}");
+                    for (first, record) in segments.table().iter() {
+                        assert_eq!(record.age, segments.age(first / 8), "step {step}: segment at {first}");
+                    }
+                    space.checkpoint_durable();
+                }
+            }
+        }
     }
 
     #[test]

@@ -57,6 +57,9 @@ pub struct SpaceMap {
     audit_active: Bitmap,
     audit_summary: Bitmap,
     journal: Vec<Change>,
+    /// The maps were replaced wholesale since the last durable CP: the
+    /// journal holds only the changes since.
+    replaced_since_durable: bool,
     touched_pages: BTreeSet<usize>,
     allocatable_per_page: Vec<u32>,
     /// The snapmap of the youngest existing snapshot.
@@ -96,6 +99,7 @@ impl SpaceMap {
             summary,
             pinned: Bitmap::new(bit_count),
             journal: Vec::new(),
+            replaced_since_durable: false,
             touched_pages: BTreeSet::new(),
             allocatable_per_page: Vec::new(),
             youngest: None,
@@ -578,6 +582,7 @@ impl SpaceMap {
         self.grow_count += 1;
         // Released rather than cleared: a large CP's journal is not kept around.
         self.journal = Vec::new();
+        self.replaced_since_durable = false;
     }
 
     /// Replaces both maps wholesale (restore to a snapshot). The safe copies
@@ -589,6 +594,7 @@ impl SpaceMap {
         self.audit_active = self.active.bits().clone();
         self.audit_summary = self.summary.bits().clone();
         self.journal.clear();
+        self.replaced_since_durable = true;
         self.youngest_scan = None;
         self.recount_all();
         self.shrink_count += 1;
@@ -662,6 +668,13 @@ impl SpaceMap {
             }
         }
         count
+    }
+
+    /// The blocks whose bit in either map changed since the last durable CP,
+    /// as often as they changed and in no order; `None` when the maps were
+    /// replaced wholesale since (a restore), which changes any bit.
+    pub fn blocks_changed_since_durable(&self) -> Option<impl Iterator<Item = u64> + '_> {
+        (!self.replaced_since_durable).then(|| self.journal.iter().map(|change| change.block))
     }
 
     /// Blocks of `[start, end)` in use: set in the activemap or the summary
