@@ -279,18 +279,10 @@ fn run_direct_write_or_flush<D: BlockDevice, F: BlockDevice>(
     rng: &mut ChaCha8Rng,
     contents: &mut BTreeMap<&'static str, Vec<u8>>,
 ) -> bool {
-    if rng.gen_bool(0.02) {
-        volume.flush().unwrap();
-        return true;
-    }
-    let name = EXTENTS[rng.gen_range(0..EXTENTS.len())];
-    let id = volume.extent_id(name).unwrap();
-    let length = rng.gen_range(1..=4) * BLOCK as u64;
-    let offset = rng.gen_range(0..=EXTENT_BLOCKS * BLOCK as u64 - length);
-    let bytes = pattern(rng.gen(), length as usize);
-    volume.write(id, offset, &bytes, false).unwrap();
-    contents.get_mut(name).unwrap()[offset as usize..(offset + length) as usize].copy_from_slice(&bytes);
-    false
+    write_or_flush(volume, rng, contents, |rng| {
+        let length = rng.gen_range(1..=4) * BLOCK as u64;
+        (rng.gen_range(0..=EXTENT_BLOCKS * BLOCK as u64 - length), length)
+    })
 }
 
 /// A one-block overwrite, nine in ten to the first tenth of an extent, 49
@@ -301,18 +293,32 @@ fn run_skewed_overwrite_or_flush<D: BlockDevice, F: BlockDevice>(
     rng: &mut ChaCha8Rng,
     contents: &mut BTreeMap<&'static str, Vec<u8>>,
 ) -> bool {
+    write_or_flush(volume, rng, contents, |rng| {
+        let hot_blocks = (EXTENT_BLOCKS / 10).max(1);
+        let block = if rng.gen_bool(0.9) { rng.gen_range(0..hot_blocks) } else { rng.gen_range(0..EXTENT_BLOCKS) };
+        (block * BLOCK as u64, BLOCK as u64)
+    })
+}
+
+/// A write of one of the extents, at the `(offset, length)` in bytes that
+/// `range` draws, 49 times in 50, else a flush; returns whether it made
+/// everything before it durable.
+fn write_or_flush<D: BlockDevice, F: BlockDevice>(
+    volume: &mut Volume<D, F>,
+    rng: &mut ChaCha8Rng,
+    contents: &mut BTreeMap<&'static str, Vec<u8>>,
+    range: impl FnOnce(&mut ChaCha8Rng) -> (u64, u64),
+) -> bool {
     if rng.gen_bool(0.02) {
         volume.flush().unwrap();
         return true;
     }
     let name = EXTENTS[rng.gen_range(0..EXTENTS.len())];
     let id = volume.extent_id(name).unwrap();
-    let hot_blocks = (EXTENT_BLOCKS / 10).max(1);
-    let block = if rng.gen_bool(0.9) { rng.gen_range(0..hot_blocks) } else { rng.gen_range(0..EXTENT_BLOCKS) };
-    let offset = block * BLOCK as u64;
-    let bytes = pattern(rng.gen(), BLOCK);
+    let (offset, length) = range(rng);
+    let bytes = pattern(rng.gen(), length as usize);
     volume.write(id, offset, &bytes, false).unwrap();
-    contents.get_mut(name).unwrap()[offset as usize..offset as usize + BLOCK].copy_from_slice(&bytes);
+    contents.get_mut(name).unwrap()[offset as usize..(offset + length) as usize].copy_from_slice(&bytes);
     false
 }
 
