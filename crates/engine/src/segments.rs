@@ -79,11 +79,9 @@ pub(crate) struct Segments {
     clean_cursor: u64,
     /// The last count of clean segments ([`Segments::clean_at_least`]).
     clean_memo: Option<CleanCount>,
-    /// Segments whose entry the next [`refresh`](Segments::refresh) must
-    /// look at besides those of the blocks changed since the last durable CP:
-    /// written at a head since the last refresh (their age moved), or every
-    /// one (`None`) until the first refresh after open.
-    to_refresh: Option<Vec<u64>>,
+    /// Whether a CP has refreshed the table since open (until then every
+    /// entry is looked at: the loaded table may have been another layout's).
+    refreshed_since_open: bool,
     /// What each segment written since open holds (in memory).
     pub(crate) summaries: SegmentSummaries,
 }
@@ -135,7 +133,7 @@ impl Segments {
             heads: [None; LOG_STREAMS],
             clean_cursor: 0,
             clean_memo: None,
-            to_refresh: None,
+            refreshed_since_open: false,
             summaries: SegmentSummaries::default(),
         }
     }
@@ -247,12 +245,13 @@ impl Segments {
 
     /// Every segment's usage now.
     pub(crate) fn usage(&self, space: &SpaceMap) -> Vec<SegmentUsage> {
-        (0..self.segment_count())
-            .map(|segment| {
-                let (start, end) = self.bounds(segment);
-                SegmentUsage { segment, live_blocks: space.in_use_in(start, end), age: self.age(segment) }
-            })
-            .collect()
+        (0..self.segment_count()).map(|segment| self.usage_of(space, segment)).collect()
+    }
+
+    /// `segment`'s usage now.
+    fn usage_of(&self, space: &SpaceMap, segment: u64) -> SegmentUsage {
+        let (start, end) = self.bounds(segment);
+        SegmentUsage { segment, live_blocks: space.in_use_in(start, end), age: self.age(segment) }
     }
 
     /// The age of `segment`.
@@ -341,9 +340,6 @@ impl Segments {
             HeadWriter::Cleaner { age } => age,
         };
         self.ages[index] = if opened { age } else { self.ages[index].max(age) };
-        if let Some(segments) = &mut self.to_refresh {
-            segments.push(segment);
-        }
     }
 
     /// The next clean segment after the cursor (wrapping), the head excluded.
@@ -360,40 +356,43 @@ impl Segments {
 
     /// Brings the persistent table up to date with `space` (called by a CP,
     /// after the last change to the data bitmaps it persists). Only segments
-    /// that can have changed are looked at: those with a block whose bit
-    /// changed since the last durable CP (a live count moves only with a
-    /// bit) and those written since the last refresh (an age moves only with
-    /// a write); every segment at the first refresh after open, when the
-    /// loaded table may have been another layout's, and after the maps were
-    /// replaced. A CP's cost thus follows what changed, not the device's size.
+    /// with a block whose bit changed since the last durable CP are looked
+    /// at: a live count moves only with a bit, and an age only with a write
+    /// at a head, which takes a block (a head opened and not yet written is
+    /// clean and has no entry). Every segment is looked at by the first CP
+    /// after open, and after the maps were replaced (a restore). So a CP
+    /// costs what changed, not the device's size.
     pub(crate) fn refresh(&mut self, space: &SpaceMap) {
         if !self.enabled {
             return;
         }
         let segment_count = self.segment_count();
-        let written = self.to_refresh.replace(Vec::new());
-        let changed: Vec<u64> = match (written, space.blocks_changed_since_durable()) {
-            (Some(mut segments), Some(blocks)) => {
-                segments.extend(blocks.map(|block| block / self.segment_blocks));
+        let changed: Vec<u64> = match space.blocks_changed_since_durable() {
+            Some(blocks) if self.refreshed_since_open => {
+                let mut segments: Vec<u64> = blocks
+                    .map(|block| block / self.segment_blocks)
+                    .filter(|&segment| segment < segment_count)
+                    .collect();
                 segments.sort_unstable();
                 segments.dedup();
                 segments
             }
             _ => (0..segment_count).collect(),
         };
+        self.refreshed_since_open = true;
         let segment_blocks = u32::try_from(self.segment_blocks).expect("a segment holds at most u32::MAX blocks");
-        for segment in changed.into_iter().filter(|&segment| segment < segment_count) {
-            let (start, end) = self.bounds(segment);
-            let live_blocks = space.in_use_in(start, end);
-            let wanted = (live_blocks > 0).then(|| SegmentUsageRecord {
+        let usages: Vec<SegmentUsage> = changed.into_iter().map(|segment| self.usage_of(space, segment)).collect();
+        for usage in usages {
+            let first = usage.segment * self.segment_blocks;
+            let wanted = (usage.live_blocks > 0).then(|| SegmentUsageRecord {
                 block_count: segment_blocks,
-                live_blocks: u32::try_from(live_blocks).expect("at most the segment's blocks"),
-                age: self.age(segment),
+                live_blocks: u32::try_from(usage.live_blocks).expect("at most the segment's blocks"),
+                age: usage.age,
             });
-            match (self.table.get(start).copied(), wanted) {
-                (current, Some(record)) if current != Some(record) => self.table.insert(start, record),
+            match (self.table.get(first).copied(), wanted) {
+                (current, Some(record)) if current != Some(record) => self.table.insert(first, record),
                 (Some(_), None) => {
-                    self.table.remove(start);
+                    self.table.remove(first);
                 }
                 _ => {}
             }
@@ -548,36 +547,60 @@ mod tests {
         assert!(Segments::new(table, 48, 16, false).table().is_empty());
     }
 
+    /// Random head writes, foreign allocations, frees, CPs, restores to the
+    /// maps of an earlier CP and reopens (with the table as it was, or
+    /// dropped as another layout's is): after every CP the table is what a
+    /// count of every segment gives.
     #[test]
     fn refreshing_only_what_changed_keeps_the_table_exact() {
         use rand::{Rng, SeedableRng};
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
-        let mut space = space(512);
-        let mut segments = Segments::new(PersistentTree::new(0), 512, 8, true);
-        for step in 0..3000 {
-            match rng.gen_range(0..12) {
-                0..=5 => {
-                    let stream = rng.gen_range(0..LOG_STREAMS);
-                    segments.allocate_at_stream_head(&mut space, stream, rng.gen_range(1..4), HeadWriter::User);
-                }
-                6 => {
-                    space.allocate_near(rng.gen_range(0..512), 2);
-                }
-                7 | 8 => {
-                    let block = rng.gen_range(0..512);
-                    if space.in_use_in(block, block + 1) == 1 {
-                        space.free(block);
+        let rerun = "cargo test --release -p proxima-engine --lib refreshing_only_what_changed";
+        for seed in proxima_device::seeds_for_test([11], "PROXIMA_REFRESH_SEED", rerun) {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let mut space = space(512);
+            let mut segments = Segments::new(PersistentTree::new(0), 512, 8, true);
+            let mut saved = None;
+            for step in 0..3000 {
+                match rng.gen_range(0..14) {
+                    0..=5 => {
+                        let stream = rng.gen_range(0..LOG_STREAMS);
+                        segments.allocate_at_stream_head(&mut space, stream, rng.gen_range(1..4), HeadWriter::User);
                     }
-                }
-                // A CP: the table is refreshed, then the maps are durable.
-                _ => {
-                    segments.refresh(&space);
-                    let problems = check_usage_table(segments.table(), 512, |start, end| space.in_use_in(start, end));
-                    assert!(problems.is_empty(), "step {step}: {problems:?}");
-                    for (first, record) in segments.table().iter() {
-                        assert_eq!(record.age, segments.age(first / 8), "step {step}: segment at {first}");
+                    6 => {
+                        space.allocate_near(rng.gen_range(0..512), 2);
                     }
-                    space.checkpoint_durable();
+                    7 | 8 => {
+                        let block = rng.gen_range(0..512);
+                        if space.in_use_in(block, block + 1) == 1 {
+                            space.free(block);
+                        }
+                    }
+                    // A restore adopts the maps of an earlier CP.
+                    9 => {
+                        if let Some((active, summary)) = saved.clone() {
+                            space.rebase(active, summary);
+                        }
+                    }
+                    // A reopen, the table kept or dropped.
+                    10 => {
+                        let table = if rng.gen_bool(0.5) { segments.table().clone() } else { PersistentTree::new(0) };
+                        segments = Segments::new(table, 512, 8, true);
+                    }
+                    // A CP: the table is refreshed, then the maps are durable.
+                    _ => {
+                        segments.refresh(&space);
+                        let problems =
+                            check_usage_table(segments.table(), 512, |start, end| space.in_use_in(start, end));
+                        assert!(problems.is_empty(), "seed {seed}, step {step}: {problems:?}");
+                        for (first, record) in segments.table().iter() {
+                            assert_eq!(record.age, segments.age(first / 8), "seed {seed}, step {step}: at {first}");
+                        }
+                        space.checkpoint_durable();
+                        if rng.gen_bool(0.2) {
+                            let (active, summary) = space.maps_mut();
+                            saved = Some((active.clone(), summary.bits().clone()));
+                        }
+                    }
                 }
             }
         }
