@@ -147,7 +147,8 @@ enum Mix {
     DirectWritesAndFlushes,
     /// On a data device the extents nearly fill, the base snapshot deleted
     /// first: single-block overwrites, nine in ten to a tenth of the blocks,
-    /// and a rare flush. A log-structured layout's cleaner then runs out of
+    /// with flushes, trims, CPs, destage steps and reads now and then
+    /// ([`run_near_full_operation`]). A log-structured layout's cleaner then runs out of
     /// clean segments for its own log head and writes into the room another
     /// head has left.
     NearFullOverwrites,
@@ -163,7 +164,7 @@ impl Mix {
         }
     }
 
-    /// Blocks of the data device: the two extents fill 3/4 of it in the
+    /// Blocks of the data device: the two extents fill 6/7 of it in the
     /// near-full mix.
     fn data_blocks(self) -> u64 {
         match self {
@@ -235,7 +236,7 @@ fn record_workload_of(seed: u64, options: &VolumeOptions, mix: Mix) -> Recording
         let durable = match mix {
             Mix::Everything => run_operation(&mut volume, &mut rng, &mut contents, &mut plan, &mut passed),
             Mix::DirectWritesAndFlushes => run_direct_write_or_flush(&mut volume, &mut rng, &mut contents),
-            Mix::NearFullOverwrites => run_skewed_overwrite_or_flush(&mut volume, &mut rng, &mut contents),
+            Mix::NearFullOverwrites => run_near_full_operation(&mut volume, &mut rng, &mut contents),
         };
         let writes_at_end = order.borrow().len() as u64;
         // A crash inside the operation may leave any state it passed through.
@@ -285,19 +286,49 @@ fn run_direct_write_or_flush<D: BlockDevice, F: BlockDevice>(
     })
 }
 
-/// A one-block overwrite, nine in ten to the first tenth of an extent, 49
-/// times in 50, else a flush; returns whether it made everything before it
-/// durable.
-fn run_skewed_overwrite_or_flush<D: BlockDevice, F: BlockDevice>(
+/// On a near-full volume: mostly a one-block overwrite, nine in ten to the
+/// first tenth of an extent, 49 times in 50, else a flush; now and then a
+/// trim of a few blocks, a CP, a background destage step, or a read checked
+/// against the model. Returns whether it made everything before it durable.
+fn run_near_full_operation<D: BlockDevice, F: BlockDevice>(
     volume: &mut Volume<D, F>,
     rng: &mut ChaCha8Rng,
     contents: &mut BTreeMap<&'static str, Vec<u8>>,
 ) -> bool {
-    write_or_flush(volume, rng, contents, |rng| {
+    let skewed_block = |rng: &mut ChaCha8Rng| {
         let hot_blocks = (EXTENT_BLOCKS / 10).max(1);
-        let block = if rng.gen_bool(0.9) { rng.gen_range(0..hot_blocks) } else { rng.gen_range(0..EXTENT_BLOCKS) };
-        (block * BLOCK as u64, BLOCK as u64)
-    })
+        if rng.gen_bool(0.9) {
+            rng.gen_range(0..hot_blocks)
+        } else {
+            rng.gen_range(0..EXTENT_BLOCKS)
+        }
+    };
+    let name = EXTENTS[rng.gen_range(0..EXTENTS.len())];
+    let id = volume.extent_id(name).unwrap();
+    match rng.gen_range(0..100) {
+        0..=2 => {
+            let first = skewed_block(rng);
+            let count = rng.gen_range(1..=4).min(EXTENT_BLOCKS - first);
+            let (offset, length) = (first * BLOCK as u64, count * BLOCK as u64);
+            volume.trim(id, offset, length, false).unwrap();
+            contents.get_mut(name).unwrap()[offset as usize..(offset + length) as usize].fill(0);
+            false
+        }
+        3..=5 => {
+            volume.commit().unwrap();
+            true
+        }
+        6..=8 => {
+            volume.destage_step(rng.gen_range(1..8)).unwrap();
+            false
+        }
+        9 => {
+            let read = volume.read(id, 0, EXTENT_BLOCKS * BLOCK as u64).unwrap();
+            assert!(read == contents[name], "a read matches the model");
+            false
+        }
+        _ => write_or_flush(volume, rng, contents, |rng| (skewed_block(rng) * BLOCK as u64, BLOCK as u64)),
+    }
 }
 
 /// A write of one of the extents, at the `(offset, length)` in bytes that
@@ -536,7 +567,7 @@ fn continue_after_recovery(
     for _ in 0..12 {
         match mix {
             // A near-full volume has no room for snapshots and clones.
-            Mix::NearFullOverwrites => run_skewed_overwrite_or_flush(&mut volume, &mut rng, &mut contents),
+            Mix::NearFullOverwrites => run_near_full_operation(&mut volume, &mut rng, &mut contents),
             Mix::Everything | Mix::DirectWritesAndFlushes => {
                 run_operation(&mut volume, &mut rng, &mut contents, &mut plan, &mut Vec::new())
             }
@@ -794,7 +825,7 @@ fn every_crash_point_of_lfs_and_its_cleaners_recovers() {
 
 #[test]
 fn crashes_while_a_near_full_wolf_cleans_into_the_other_head_recover() {
-    // Greedy cleaning of a volume the extents fill to 3/4, started while
+    // Greedy cleaning of a volume the extents fill to 6/7, started while
     // fewer than 2 segments are clean: the cleaner's own head runs out of
     // clean segments and it writes into the room the other head has left.
     let cleaning = CleaningSettings {
