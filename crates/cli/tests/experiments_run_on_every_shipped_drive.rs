@@ -17,11 +17,13 @@
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Mutex;
 
 use proxima_disk::validate::{drive_folders, shipped_models_directory};
 use proxima_disk::DiskModel;
+
+use crate::service_support::proxima;
 
 /// A scale no shipped drive has room for.
 const FAR_TOO_SMALL_SCALE: &str = "0.000001";
@@ -61,7 +63,7 @@ fn shipped_drives() -> Vec<(String, OsString)> {
 }
 
 fn reproduce(experiment: &str, model: &OsString, out: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_proxima"))
+    proxima()
         .args(["reproduce", experiment, "--seed", "3", "--model"])
         .arg(model)
         .arg("--out")
